@@ -1,0 +1,99 @@
+"""Corpora and chunk sets stored as one JSON file each (one file, not one sub-artifact per item)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+from zenml.enums import ArtifactType, VisualizationType
+from zenml.materializers.base_materializer import BaseMaterializer
+
+from ragbench.chunking import ChunkSet
+from ragbench.knowledge_base import Corpus
+from ragbench.report import html_page, rows_to_html_table
+
+DATA_FILE = "data.json"
+PREVIEW_ROWS = 20
+
+
+class _JsonModelMaterializer(BaseMaterializer):
+    """Shared save/load/hash for pydantic models; subclasses add a summary page and metadata."""
+
+    ASSOCIATED_ARTIFACT_TYPE: ClassVar[ArtifactType] = ArtifactType.DATA
+
+    def load(self, data_type: type[Any]) -> BaseModel:
+        with self.artifact_store.open(os.path.join(self.uri, DATA_FILE), "r") as file:
+            return data_type.model_validate_json(file.read())
+
+    def save(self, data: BaseModel) -> None:
+        with self.artifact_store.open(os.path.join(self.uri, DATA_FILE), "w") as file:
+            file.write(data.model_dump_json())
+
+    def compute_content_hash(self, data: BaseModel) -> str:
+        payload = json.dumps(data.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(f"{type(self).__name__}\0{payload}".encode()).hexdigest()
+
+    def summary_html(self, data: Any) -> str:
+        raise NotImplementedError
+
+    def save_visualizations(self, data: Any) -> dict[str, VisualizationType]:
+        path = os.path.join(self.uri, "summary.html")
+        with self.artifact_store.open(path, "w") as file:
+            file.write(self.summary_html(data))
+        return {path: VisualizationType.HTML}
+
+
+class CorpusMaterializer(_JsonModelMaterializer):
+    ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (Corpus,)
+
+    def summary_html(self, data: Corpus) -> str:
+        rows = [
+            {"source": document.source, "characters": len(document.text), "start": document.text[:160]}
+            for document in data.documents[:PREVIEW_ROWS]
+        ]
+        notes = [
+            f"{data.description}: {len(data.documents)} documents, {data.total_characters} characters, "
+            f"fingerprint {data.fingerprint}. First {len(rows)} documents shown."
+        ]
+        warnings = [f"skipped {reason}" for reason in data.skipped]
+        return html_page("Knowledge base", [rows_to_html_table(rows)], notes, warnings)
+
+    def extract_metadata(self, data: Corpus) -> dict[str, Any]:
+        return {
+            "documents": len(data.documents),
+            "characters": data.total_characters,
+            "skipped_files": len(data.skipped),
+            "fingerprint": data.fingerprint,
+            "description": data.description,
+        }
+
+
+class ChunkSetMaterializer(_JsonModelMaterializer):
+    ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (ChunkSet,)
+
+    def summary_html(self, data: ChunkSet) -> str:
+        per_source = Counter(chunk.source for chunk in data.chunks)
+        rows = [
+            {"source": chunk.source, "start_index": chunk.start_index, "text": chunk.text}
+            for chunk in data.chunks[:PREVIEW_ROWS]
+        ]
+        notes = [
+            f"{len(data.chunks)} chunks of at most {data.chunk_size} tokens ({data.tokenizer} tokenizer, "
+            f"special tokens included), overlap {data.chunk_overlap}, from {len(per_source)} sources; "
+            f"{data.duplicates_removed} exact duplicates removed. First {len(rows)} chunks shown."
+        ]
+        return html_page(f"Chunk set (size {data.chunk_size})", [rows_to_html_table(rows)], notes)
+
+    def extract_metadata(self, data: ChunkSet) -> dict[str, Any]:
+        return {
+            "chunk_size": data.chunk_size,
+            "chunk_overlap": data.chunk_overlap,
+            "chunks": len(data.chunks),
+            "duplicates_removed": data.duplicates_removed,
+            "tokenizer": data.tokenizer,
+            "fingerprint": data.fingerprint,
+        }

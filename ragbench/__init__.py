@@ -1,0 +1,1 @@
+"""Framework-free core of the RAG benchmark: everything here is importable and testable without ZenML."""

@@ -1,0 +1,103 @@
+"""Token-measured chunking, done once per chunk size and shared by every embedding model."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from functools import lru_cache
+
+from pydantic import BaseModel
+
+from ragbench.knowledge_base import Corpus
+from ragbench.models import resolve_model
+
+logger = logging.getLogger(__name__)
+
+# Regexes, coarsest first (headings, paragraphs, lines, sentences, words): chunks break at structure.
+SEPARATORS = [r"\n#{1,6} ", r"\n\n", r"\n", r"\. ", " ", ""]
+
+
+class Chunk(BaseModel):
+    text: str
+    source: str
+    start_index: int
+
+
+class ChunkSet(BaseModel):
+    """The chunks of one corpus at one chunk size; identical for every embedding model."""
+
+    chunk_size: int
+    chunk_overlap: int
+    tokenizer: str
+    corpus_fingerprint: str
+    chunks: list[Chunk]
+    duplicates_removed: int = 0
+
+    @property
+    def texts(self) -> list[str]:
+        return [chunk.text for chunk in self.chunks]
+
+    @property
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for chunk in self.chunks:
+            digest.update(f"{chunk.source}\0{chunk.start_index}\0{chunk.text}\0".encode())
+        return digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=8)
+def load_tokenizer(model_name: str):  # -> transformers.PreTrainedTokenizerBase
+    """The tokenizer of a (resolved) model; cached because chunking and fit checks share it."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model(model_name).location)
+
+
+def chunk_corpus(corpus: Corpus, chunk_size: int, chunk_overlap: int, tokenizer_name: str) -> ChunkSet:
+    """Split with LangChain's recursive splitter, measuring length in the tokenizer's tokens.
+
+    The budget covers the encoder's special tokens too ([CLS]/[SEP]), so a chunk of `chunk_size`
+    fits a model whose maximum sequence length is `chunk_size` without silent truncation.
+    """
+    from langchain_core.documents import Document as LangchainDocument
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    if chunk_overlap >= chunk_size:
+        raise ValueError(f"chunk overlap ({chunk_overlap}) must be smaller than chunk size ({chunk_size})")
+    tokenizer = load_tokenizer(tokenizer_name)
+    text_budget = chunk_size - tokenizer.num_special_tokens_to_add()
+    splitter = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(
+        tokenizer,
+        chunk_size=text_budget,
+        chunk_overlap=min(chunk_overlap, text_budget - 1),
+        separators=SEPARATORS,
+        is_separator_regex=True,
+        add_start_index=True,
+        strip_whitespace=True,
+    )
+    pieces = splitter.split_documents(
+        [
+            LangchainDocument(page_content=doc.text, metadata={"source": doc.source})
+            for doc in corpus.documents
+        ]
+    )
+    seen: set[str] = set()
+    chunks = []
+    for piece in pieces:
+        text = piece.page_content
+        if not text or text in seen:
+            continue
+        seen.add(text)
+        chunks.append(
+            Chunk(text=text, source=piece.metadata["source"], start_index=piece.metadata["start_index"])
+        )
+    duplicates = len(pieces) - len(chunks)
+    logger.info("chunk size %d: %d chunks (%d exact duplicates removed)", chunk_size, len(chunks), duplicates)
+    return ChunkSet(
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        tokenizer=tokenizer_name,
+        corpus_fingerprint=corpus.fingerprint,
+        chunks=chunks,
+        duplicates_removed=duplicates,
+    )

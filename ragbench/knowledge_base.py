@@ -1,0 +1,186 @@
+"""Knowledge-base loading: every source becomes the same list of (text, source) documents."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ragbench.config import KnowledgeBaseConfig
+
+logger = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = {".md", ".txt", ".rst", ".html", ".htm"}
+TABLE_SUFFIXES = {".jsonl", ".json", ".csv", ".parquet"}
+
+
+class KnowledgeBaseError(ValueError):
+    """The knowledge base is missing, unreadable or holds no usable text."""
+
+
+class Document(BaseModel):
+    text: str
+    source: str
+
+
+class Corpus(BaseModel):
+    """All documents of one knowledge base plus the fingerprint that keys every cache downstream."""
+
+    documents: list[Document]
+    fingerprint: str
+    description: str
+    skipped: list[str] = Field(default_factory=list, description="files skipped, with the reason")
+
+    @property
+    def total_characters(self) -> int:
+        return sum(len(document.text) for document in self.documents)
+
+
+def _hash_parts(*parts: bytes | str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8") if isinstance(part, str) else part)
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def knowledge_base_fingerprint(config: KnowledgeBaseConfig) -> str:
+    """Cheap content hash, computed before the pipeline so ZenML's cache sees knowledge-base changes."""
+    settings = config.model_dump_json()
+    if config.kind == "pydoc_topics":
+        from pydoc_data.topics import topics
+
+        return _hash_parts(settings, sys.version, json.dumps(topics, sort_keys=True))
+    if config.kind == "hf_dataset":
+        return _hash_parts(settings)
+    path = Path(config.path or "")
+    if not path.exists():
+        raise KnowledgeBaseError(f"knowledge base path does not exist: {path}")
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    digest_parts: list[bytes | str] = [settings]
+    for file in files:
+        digest_parts += [str(file.relative_to(path) if path.is_dir() else file.name), file.read_bytes()]
+    return _hash_parts(*digest_parts)
+
+
+def _html_to_text(html: str) -> str:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(html, "html.parser")
+    for element in soup(["script", "style", "noscript", "template"]):
+        element.decompose()
+    lines = (line.strip() for line in soup.get_text("\n").splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _read_text_file(file: Path) -> tuple[str | None, str | None]:
+    """Returns (text, None) or (None, reason to skip)."""
+    data = file.read_bytes()
+    if not data.strip():
+        return None, "empty file"
+    if b"\0" in data[:8192]:
+        return None, "binary file"
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        return None, f"not UTF-8 ({error.reason} at byte {error.start})"
+    if file.suffix.lower() in {".html", ".htm"}:
+        text = _html_to_text(text)
+    if not text.strip():
+        return None, "no text after cleaning"
+    return text, None
+
+
+def _load_folder(folder: Path) -> tuple[list[Document], list[str]]:
+    documents, skipped = [], []
+    for file in sorted(folder.rglob("*")):
+        if not file.is_file() or any(part.startswith(".") for part in file.relative_to(folder).parts):
+            continue
+        relative = file.relative_to(folder).as_posix()
+        if file.suffix.lower() not in TEXT_SUFFIXES:
+            skipped.append(f"{relative}: unsupported file type")
+            continue
+        text, reason = _read_text_file(file)
+        if text is None:
+            skipped.append(f"{relative}: {reason}")
+        else:
+            documents.append(Document(text=text, source=relative))
+    return documents, skipped
+
+
+def _rows_to_documents(rows: list[dict], config: KnowledgeBaseConfig, origin: str) -> list[Document]:
+    if not rows:
+        return []
+    missing = [column for column in (config.text_column, config.source_column) if column not in rows[0]]
+    if missing:
+        raise KnowledgeBaseError(
+            f"{origin}: column(s) {missing} not found; available: {sorted(rows[0])}. "
+            "Set knowledge_base.text_column / knowledge_base.source_column."
+        )
+    documents = []
+    for position, row in enumerate(rows):
+        text = row[config.text_column]
+        if isinstance(text, str) and text.strip():
+            source = row[config.source_column]
+            documents.append(Document(text=text, source=str(source if source is not None else position)))
+    return documents
+
+
+def _load_table(config: KnowledgeBaseConfig) -> list[Document]:
+    import datasets
+
+    if config.kind == "hf_dataset":
+        origin = f"dataset {config.dataset}"
+        try:
+            table = datasets.load_dataset(config.dataset, split=config.split, revision=config.revision)
+        except Exception as error:
+            raise KnowledgeBaseError(f"cannot load {origin}: {error}") from error
+    else:
+        file = Path(config.path or "")
+        origin = str(file)
+        suffix = file.suffix.lower()
+        if suffix not in TABLE_SUFFIXES:
+            raise KnowledgeBaseError(f"{file}: unsupported table format (use .jsonl, .json, .csv, .parquet)")
+        builder = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[suffix]
+        try:
+            table = datasets.load_dataset(builder, data_files=str(file), split="train")
+        except Exception as error:
+            raise KnowledgeBaseError(f"cannot read {file}: {error}") from error
+    if config.limit:
+        table = table.select(range(min(config.limit, len(table))))
+    return _rows_to_documents(table.to_list(), config, origin)
+
+
+def load_corpus(config: KnowledgeBaseConfig, fingerprint: str | None = None) -> Corpus:
+    """Load, clean and check a knowledge base; raise if nothing usable remains."""
+    skipped: list[str] = []
+    if config.kind == "pydoc_topics":
+        from pydoc_data.topics import topics
+
+        documents = [Document(text=text, source=name) for name, text in sorted(topics.items())]
+        description = f"Python {sys.version.split()[0]} language reference topics (pydoc_data)"
+    elif config.kind == "folder":
+        folder = Path(config.path or "")
+        if not folder.is_dir():
+            raise KnowledgeBaseError(f"knowledge base folder not found: {folder}")
+        documents, skipped = _load_folder(folder)
+        description = f"folder {folder}"
+    else:
+        documents = _load_table(config)
+        description = f"dataset {config.dataset}" if config.kind == "hf_dataset" else f"file {config.path}"
+    if config.limit and config.kind in {"pydoc_topics", "folder"}:
+        documents = documents[: config.limit]
+    for reason in skipped:
+        logger.warning("knowledge base: skipped %s", reason)
+    if not any(document.text.strip() for document in documents):
+        raise KnowledgeBaseError(f"knowledge base ({description}) holds no usable text")
+    return Corpus(
+        documents=documents,
+        fingerprint=fingerprint or knowledge_base_fingerprint(config),
+        description=description,
+        skipped=skipped,
+    )

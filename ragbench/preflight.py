@@ -1,0 +1,75 @@
+"""Everything checkable before the pipeline starts, so bad input fails in seconds, not after indexing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragbench.config import BenchmarkConfig
+from ragbench.eval_cases import EvalCase, load_eval_cases
+from ragbench.knowledge_base import knowledge_base_fingerprint, load_corpus
+from ragbench.models import check_model_available, resolve_model
+
+logger = logging.getLogger(__name__)
+
+
+class PreflightError(ValueError):
+    """Input that would make the run fail or lie; raised before any model is loaded."""
+
+
+@dataclass
+class Preflight:
+    """What the pipeline needs from the checks: fingerprints that key ZenML's cache, and the cases."""
+
+    knowledge_base_fingerprint: str
+    eval_cases: list[EvalCase]
+    eval_fingerprint: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def max_seq_length(location: str) -> int | None:
+    """Read from the sentence-transformers folder without loading the model."""
+    config_file = Path(location) / "sentence_bert_config.json"
+    if not config_file.is_file():
+        return None
+    return json.loads(config_file.read_text()).get("max_seq_length")
+
+
+def run_preflight(config: BenchmarkConfig) -> Preflight:
+    warnings: list[str] = []
+    model_names = list(dict.fromkeys([config.chunking_tokenizer, *config.grid.embedding_models]))
+    for name in model_names:
+        check_model_available(name)
+    fingerprint = knowledge_base_fingerprint(config.knowledge_base)
+    corpus = load_corpus(config.knowledge_base, fingerprint=fingerprint)
+    warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
+    cases = load_eval_cases(config.eval_cases)
+    known_sources = {document.source for document in corpus.documents}
+    unknown = sorted({source for case in cases for source in case.expected_sources} - known_sources)
+    if unknown:
+        raise PreflightError(
+            f"{config.eval_cases}: expected sources not in the knowledge base: {', '.join(unknown[:10])}"
+            + (" ..." if len(unknown) > 10 else "")
+        )
+    if not any(case.expected_sources for case in cases):
+        warnings.append("no eval case names expected_sources: retrieval metrics cannot be computed")
+    for name in config.grid.embedding_models:
+        limit = max_seq_length(resolve_model(name).location)
+        too_big = [size for size in config.grid.chunk_sizes if limit and size > limit]
+        if too_big:
+            warnings.append(
+                f"chunk sizes {too_big} exceed {name}'s maximum sequence length ({limit} tokens): "
+                "sentence-transformers would truncate those chunks; the table counts them as chunks_truncated"
+            )
+    cases_json = json.dumps([case.model_dump(mode="json") for case in cases], sort_keys=True)
+    for warning in warnings:
+        logger.warning(warning)
+    return Preflight(
+        knowledge_base_fingerprint=fingerprint,
+        eval_cases=cases,
+        eval_fingerprint=hashlib.sha256(cases_json.encode()).hexdigest()[:16],
+        warnings=warnings,
+    )

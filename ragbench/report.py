@@ -1,0 +1,72 @@
+"""Results tables as CSV, HTML and plain text; every value is escaped because it may come from documents."""
+
+from __future__ import annotations
+
+import csv
+import io
+from html import escape
+
+PAGE_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #1d1d1f; }
+table { border-collapse: collapse; font-size: 0.9rem; }
+th, td { border: 1px solid #d0d0d7; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f7; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; }
+.note { color: #555; max-width: 60rem; }
+.warning { color: #8a1c1c; font-weight: 600; }
+"""
+
+
+def _format(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+    return "" if value is None else str(value)
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def rows_to_html_table(rows: list[dict]) -> str:
+    if not rows:
+        return "<p>(no rows)</p>"
+    header = "".join(f"<th>{escape(str(column))}</th>" for column in rows[0])
+    body = []
+    for row in rows:
+        cells = []
+        for value in row.values():
+            css = ' class="number"' if isinstance(value, int | float) and not isinstance(value, bool) else ""
+            cells.append(f"<td{css}>{escape(_format(value))}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def html_page(title: str, sections: list[str], notes: list[str] = (), warnings: list[str] = ()) -> str:
+    """A standalone page; `sections` must already be escaped HTML, `notes`/`warnings` are plain text."""
+    parts = [f"<h1>{escape(title)}</h1>"]
+    parts += [f'<p class="warning">{escape(text)}</p>' for text in warnings]
+    parts += [f'<p class="note">{escape(text)}</p>' for text in notes]
+    parts += sections
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<style>{PAGE_STYLE}</style></head><body>{''.join(parts)}</body></html>"
+    )
+
+
+def rows_to_text(rows: list[dict]) -> str:
+    """A fixed-width table for the terminal."""
+    if not rows:
+        return "(no rows)"
+    columns = list(rows[0])
+    cells = [[_format(row[column]) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
+    lines = ["  ".join(column.ljust(widths[i]) for i, column in enumerate(columns))]
+    lines.append("  ".join("-" * width for width in widths))
+    lines += ["  ".join(value.ljust(widths[i]) for i, value in enumerate(line)) for line in cells]
+    return "\n".join(lines)

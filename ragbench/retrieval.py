@@ -1,0 +1,115 @@
+"""Retrieval and its metrics against expected sources (computed with ir-measures / trec_eval)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ragbench.eval_cases import EvalCase
+from ragbench.index import Embedder, VectorIndex
+
+
+class RetrievedChunk(BaseModel):
+    position: int
+    source: str
+    score: float
+    text: str
+
+
+class CaseRetrieval(BaseModel):
+    """Per-case trace, so every aggregate can be followed back to the questions behind it."""
+
+    case_id: str
+    expected_sources: list[str]
+    retrieved_sources: list[str]  # distinct sources in rank order, up to top_k chunks deep
+    first_relevant_rank: int | None  # 1-based rank among distinct sources; None = not retrieved
+
+
+class RetrievalMetrics(BaseModel):
+    cases_used: int
+    metrics_k: int
+    top_k: int
+    failure_rate: float  # share of cases whose expected source is NOT in the top metrics_k sources
+    hit_rate: float  # Success@k
+    recall: float  # R@k
+    mrr: float  # reciprocal rank of the first expected source, within top_k chunks
+    ndcg_at_10: float
+
+
+class RetrievalReport(BaseModel):
+    metrics: RetrievalMetrics
+    cases: list[CaseRetrieval]
+
+
+def retrieve(
+    index: VectorIndex, embedder: Embedder, questions: list[str], top_k: int
+) -> list[list[RetrievedChunk]]:
+    """Top-k chunks per question, best first; one batched encode for all questions."""
+    if embedder.name != index.manifest.embedding_model:
+        raise ValueError(f"index was built with {index.manifest.embedding_model}, not {embedder.name}")
+    scores, positions = index.search(embedder.encode_queries(questions), top_k)
+    results = []
+    for row_scores, row_positions in zip(scores, positions, strict=True):
+        row = []
+        for score, position in zip(row_scores, row_positions, strict=True):
+            if position < 0:
+                continue
+            chunk = index.chunks.chunks[position]
+            row.append(
+                RetrievedChunk(
+                    position=int(position), source=chunk.source, score=float(score), text=chunk.text
+                )
+            )
+        results.append(row)
+    return results
+
+
+def distinct_sources(chunks: list[RetrievedChunk]) -> list[str]:
+    """Document ranking from a chunk ranking: each source at the rank of its best chunk."""
+    return list(dict.fromkeys(chunk.source for chunk in chunks))
+
+
+def retrieval_metrics(
+    cases: list[EvalCase], retrieved: list[list[RetrievedChunk]], metrics_k: int, top_k: int
+) -> RetrievalReport:
+    """Source-level IR metrics over the cases that name expected sources."""
+    import ir_measures
+    from ir_measures import RR, R, Success, nDCG
+
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    traces = []
+    for case, chunks in zip(cases, retrieved, strict=True):
+        if not case.expected_sources:
+            continue
+        sources = distinct_sources(chunks)
+        expected = set(case.expected_sources)
+        qrels[case.id] = dict.fromkeys(case.expected_sources, 1)
+        # Strictly decreasing scores: trec_eval breaks score ties by document id, not by our rank.
+        run[case.id] = {source: float(len(sources) - rank) for rank, source in enumerate(sources)}
+        first = next((rank for rank, source in enumerate(sources, start=1) if source in expected), None)
+        traces.append(
+            CaseRetrieval(
+                case_id=case.id,
+                expected_sources=case.expected_sources,
+                retrieved_sources=sources,
+                first_relevant_rank=first,
+            )
+        )
+    if not traces:
+        raise ValueError("no eval case names expected_sources: retrieval metrics need them")
+    hit, recall, ndcg = Success @ metrics_k, R @ metrics_k, nDCG @ 10
+    # trec_eval skips queries with an empty run; add a placeholder so they count as misses.
+    for case_id in qrels:
+        run[case_id] = run[case_id] or {"<nothing retrieved>": 0.0}
+    values = ir_measures.calc_aggregate([hit, recall, RR, ndcg], qrels, run)
+    metrics = RetrievalMetrics(
+        cases_used=len(traces),
+        metrics_k=metrics_k,
+        top_k=top_k,
+        failure_rate=round(1.0 - values[hit], 4),
+        hit_rate=round(values[hit], 4),
+        recall=round(values[recall], 4),
+        mrr=round(values[RR], 4),
+        ndcg_at_10=round(values[ndcg], 4),
+    )
+    return RetrievalReport(metrics=metrics, cases=traces)

@@ -1,0 +1,57 @@
+import pytest
+
+from ragbench.config import BenchmarkConfig, ConfigError, load_config
+
+
+def write(tmp_path, text):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_default_config_is_valid_and_offline_grid_is_two_by_two():
+    config = load_config()
+    assert config.grid.chunk_sizes == [128, 256]
+    assert len(config.grid.embedding_models) == 2
+    assert config.chunking.overlap_for(256) == 26
+
+
+def test_set_overrides_parse_yaml_values(tmp_path):
+    config = load_config(write(tmp_path, "name: x\n"), ["grid.chunk_sizes=[64, 96]", "retrieval.top_k=10"])
+    assert config.grid.chunk_sizes == [64, 96]
+    assert config.retrieval.top_k == 10
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "overrides", "message"),
+    [
+        ("grid:\n  chunk_size: [128]\n", [], "grid.chunk_size: unknown key"),
+        ("retrieval:\n  top_k: many\n", [], "retrieval.top_k"),
+        ("chunking:\n  overlap: 128\n", [], "must be smaller than chunk size"),
+        ("name: x\n", ["chunking.overlap_ratio=1.0"], "chunking.overlap_ratio"),
+        ("grid:\n  chunk_sizes: []\n", [], "grid.chunk_sizes"),
+        ("grid:\n  embedding_models: []\n", [], "grid.embedding_models"),
+        ("knowledge_base:\n  kind: folder\n", [], "knowledge_base.path is required"),
+        ("retrieval:\n  top_k: 3\n  metrics_k: 5\n", [], "metrics_k cannot exceed"),
+        ("name: x\n", ["grid.chunk_sizes"], "expects key=value"),
+        ("name: x\n", ["name.sub=1"], "not a section"),
+    ],
+)
+def test_invalid_configs_are_refused_with_a_message_naming_the_problem(
+    tmp_path, yaml_text, overrides, message
+):
+    with pytest.raises(ConfigError) as raised:
+        load_config(write(tmp_path, yaml_text), overrides)
+    assert message in str(raised.value)
+
+
+def test_missing_file_and_non_mapping_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(write(tmp_path, "- a\n- b\n"))
+
+
+def test_chunking_tokenizer_defaults_to_first_embedding_model():
+    config = BenchmarkConfig.model_validate({"grid": {"embedding_models": ["a/b", "c/d"]}})
+    assert config.chunking_tokenizer == "a/b"

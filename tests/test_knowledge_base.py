@@ -1,0 +1,93 @@
+import json
+import logging
+
+import pytest
+
+from ragbench.config import KnowledgeBaseConfig
+from ragbench.knowledge_base import KnowledgeBaseError, knowledge_base_fingerprint, load_corpus
+
+
+def make_folder(root):
+    (root / "guide").mkdir(parents=True)
+    (root / "guide" / "intro.md").write_text("# Intro\nRAG retrieves chunks.\n")
+    (root / "notes.txt").write_text("Plain text note.")
+    (root / "api.rst").write_text("API\n===\nCall ``run()``.\n")
+    (root / "page.html").write_text(
+        "<html><head><style>p{color:red}</style><script>alert(1)</script></head>"
+        "<body><h1>Title</h1><p>Visible &amp; kept.</p></body></html>"
+    )
+    (root / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (root / "blob.md").write_bytes(b"\x00\x01\x02binary")
+    (root / "empty.txt").write_text("   \n")
+    (root / "image.png").write_bytes(b"\x89PNG")
+    return root
+
+
+def test_folder_is_loaded_recursively_with_relative_sources_and_html_reduced_to_text(tmp_path, caplog):
+    folder = make_folder(tmp_path / "kb")
+    with caplog.at_level(logging.WARNING):
+        corpus = load_corpus(KnowledgeBaseConfig(kind="folder", path=str(folder)))
+    by_source = {document.source: document.text for document in corpus.documents}
+    assert sorted(by_source) == ["api.rst", "guide/intro.md", "notes.txt", "page.html"]
+    assert by_source["page.html"] == "Title\nVisible & kept."
+    skipped = " ".join(corpus.skipped)
+    for name in ("latin1.txt: not UTF-8", "blob.md: binary", "empty.txt: empty", "image.png: unsupported"):
+        assert name in skipped
+        assert name.split(":")[0] in caplog.text
+
+
+def test_knowledge_base_without_usable_text_is_an_error(tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "empty.md").write_text("")
+    with pytest.raises(KnowledgeBaseError, match="no usable text"):
+        load_corpus(KnowledgeBaseConfig(kind="folder", path=str(folder)))
+    with pytest.raises(KnowledgeBaseError, match="not found"):
+        load_corpus(KnowledgeBaseConfig(kind="folder", path=str(tmp_path / "missing")))
+
+
+def test_default_knowledge_base_is_one_document_per_pydoc_topic():
+    from pydoc_data.topics import topics
+
+    corpus = load_corpus(KnowledgeBaseConfig())
+    assert len(corpus.documents) == len(topics)
+    assert {document.source for document in corpus.documents} == set(topics)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_table_files_with_configurable_columns(tmp_path, suffix):
+    import datasets
+
+    rows = [{"body": "First text.", "url": "a"}, {"body": "", "url": "b"}, {"body": "Third.", "url": "c"}]
+    path = tmp_path / f"kb{suffix}"
+    table = datasets.Dataset.from_list(rows)
+    {".jsonl": table.to_json, ".csv": table.to_csv, ".parquet": table.to_parquet}[suffix](str(path))
+    config = KnowledgeBaseConfig(kind="file", path=str(path), text_column="body", source_column="url")
+    corpus = load_corpus(config)
+    assert [(document.source, document.text) for document in corpus.documents] == [
+        ("a", "First text."),
+        ("c", "Third."),
+    ]
+    with pytest.raises(KnowledgeBaseError, match="column"):
+        load_corpus(KnowledgeBaseConfig(kind="file", path=str(path), text_column="text"))
+
+
+def test_cookbook_dataset_is_expressible_and_fails_clearly_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    config = KnowledgeBaseConfig(
+        kind="hf_dataset", dataset="m-ric/huggingface_doc", text_column="text", source_column="source"
+    )
+    with pytest.raises(KnowledgeBaseError, match="m-ric/huggingface_doc"):
+        load_corpus(config)
+
+
+def test_fingerprint_changes_when_a_file_changes(tmp_path):
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / "a.md").write_text(json.dumps({"v": 1}))
+    config = KnowledgeBaseConfig(kind="folder", path=str(folder))
+    before = knowledge_base_fingerprint(config)
+    assert knowledge_base_fingerprint(config) == before
+    (folder / "a.md").write_text(json.dumps({"v": 2}))
+    assert knowledge_base_fingerprint(config) != before

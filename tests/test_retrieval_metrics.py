@@ -1,0 +1,56 @@
+import pytest
+
+from ragbench.eval_cases import EvalCase
+from ragbench.retrieval import RetrievedChunk, distinct_sources, retrieval_metrics
+
+
+def chunks(*sources):
+    return [
+        RetrievedChunk(position=i, source=source, score=1.0 - i / 10, text="")
+        for i, source in enumerate(sources)
+    ]
+
+
+def test_chunk_ranking_becomes_a_source_ranking():
+    assert distinct_sources(chunks("a", "a", "b", "a", "c")) == ["a", "b", "c"]
+
+
+def test_metrics_match_hand_computed_values():
+    cases = [
+        EvalCase(id="first", question="q1", expected_sources=["a"]),
+        EvalCase(id="second", question="q2", expected_sources=["b"]),
+        EvalCase(id="missed", question="q3", expected_sources=["z"]),
+        EvalCase(id="two", question="q4", expected_sources=["a", "c"]),
+        EvalCase(id="no-sources", question="q5"),
+    ]
+    retrieved = [
+        chunks("a", "x", "y"),  # rank 1
+        chunks("x", "x", "b"),  # rank 2 (duplicate source x collapses)
+        chunks("x", "y", "w"),  # not found
+        chunks("c", "x", "y", "q", "r", "a"),  # c at 1, a at 6 (outside k=2)
+        chunks("a"),
+    ]
+    report = retrieval_metrics(cases, retrieved, metrics_k=2, top_k=30)
+    metrics = report.metrics
+    assert metrics.cases_used == 4
+    assert metrics.hit_rate == pytest.approx(3 / 4)
+    assert metrics.failure_rate == pytest.approx(1 / 4)
+    assert metrics.recall == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    assert metrics.mrr == pytest.approx((1 + 1 / 2 + 0 + 1) / 4)
+    ranks = {trace.case_id: trace.first_relevant_rank for trace in report.cases}
+    assert ranks == {"first": 1, "second": 2, "missed": None, "two": 1}
+    assert 0 < metrics.ndcg_at_10 < 1
+
+
+def test_empty_retrieval_counts_as_a_miss_not_skipped():
+    cases = [
+        EvalCase(id="a", question="q", expected_sources=["a"]),
+        EvalCase(id="b", question="q", expected_sources=["b"]),
+    ]
+    report = retrieval_metrics(cases, [chunks("a"), []], metrics_k=1, top_k=5)
+    assert report.metrics.hit_rate == pytest.approx(0.5)
+
+
+def test_metrics_need_expected_sources():
+    with pytest.raises(ValueError, match="expected_sources"):
+        retrieval_metrics([EvalCase(id="a", question="q")], [chunks("a")], metrics_k=1, top_k=5)

@@ -23,6 +23,7 @@ PREVIEW_ROWS = 20
 class _JsonModelMaterializer(BaseMaterializer):
     """Shared save/load/hash for pydantic models; subclasses add a summary page and metadata."""
 
+    SKIP_REGISTRATION: ClassVar[bool] = True
     ASSOCIATED_ARTIFACT_TYPE: ClassVar[ArtifactType] = ArtifactType.DATA
 
     def load(self, data_type: type[Any]) -> BaseModel:

@@ -50,7 +50,25 @@ def load_tokenizer(model_name: str):  # -> transformers.PreTrainedTokenizerBase
     """The tokenizer of a (resolved) model; cached because chunking and fit checks share it."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model(model_name).location)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(model_name).location)
+    tokenizer.model_max_length = 10**9  # only measures length here; silences the "too long" warning
+    return tokenizer
+
+
+def _with_start_indices(text: str, pieces: list[str]) -> list[tuple[str, int]]:
+    """Character offsets of in-order pieces.
+
+    LangChain's own `add_start_index` subtracts the overlap, counted in tokens here, from a character
+    offset, and so misplaces or loses chunks when length is measured in tokens.
+    """
+    located, cursor = [], 0
+    for piece in pieces:
+        start = text.find(piece, cursor)
+        if start < 0:  # cannot happen for verbatim pieces; keep a truthful offset anyway
+            start = text.find(piece)
+        located.append((piece, start))
+        cursor = max(start, 0) + 1
+    return located
 
 
 def chunk_corpus(corpus: Corpus, chunk_size: int, chunk_overlap: int, tokenizer_name: str) -> ChunkSet:
@@ -59,7 +77,6 @@ def chunk_corpus(corpus: Corpus, chunk_size: int, chunk_overlap: int, tokenizer_
     The budget covers the encoder's special tokens too ([CLS]/[SEP]), so a chunk of `chunk_size`
     fits a model whose maximum sequence length is `chunk_size` without silent truncation.
     """
-    from langchain_core.documents import Document as LangchainDocument
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     if chunk_overlap >= chunk_size:
@@ -72,26 +89,18 @@ def chunk_corpus(corpus: Corpus, chunk_size: int, chunk_overlap: int, tokenizer_
         chunk_overlap=min(chunk_overlap, text_budget - 1),
         separators=SEPARATORS,
         is_separator_regex=True,
-        add_start_index=True,
         strip_whitespace=True,
-    )
-    pieces = splitter.split_documents(
-        [
-            LangchainDocument(page_content=doc.text, metadata={"source": doc.source})
-            for doc in corpus.documents
-        ]
     )
     seen: set[str] = set()
     chunks = []
-    for piece in pieces:
-        text = piece.page_content
-        if not text or text in seen:
-            continue
-        seen.add(text)
-        chunks.append(
-            Chunk(text=text, source=piece.metadata["source"], start_index=piece.metadata["start_index"])
-        )
-    duplicates = len(pieces) - len(chunks)
+    pieces = 0
+    for document in corpus.documents:
+        for text, start in _with_start_indices(document.text, splitter.split_text(document.text)):
+            pieces += 1
+            if text and text not in seen:
+                seen.add(text)
+                chunks.append(Chunk(text=text, source=document.source, start_index=start))
+    duplicates = pieces - len(chunks)
     logger.info("chunk size %d: %d chunks (%d exact duplicates removed)", chunk_size, len(chunks), duplicates)
     return ChunkSet(
         chunk_size=chunk_size,

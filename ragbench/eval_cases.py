@@ -62,7 +62,10 @@ def load_eval_cases(path: str | Path) -> list[EvalCase]:
             except json.JSONDecodeError as error:
                 raise EvalCaseError(f"{path}:{line_number}: invalid JSON: {error}") from error
     elif path.suffix in {".yaml", ".yml", ".json"}:
-        loaded = yaml.safe_load(text)
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise EvalCaseError(f"{path}: not valid YAML/JSON: {error}") from error
         raw = loaded.get("cases") if isinstance(loaded, dict) else loaded
     else:
         raise EvalCaseError(f"{path}: unsupported eval case format (use .jsonl, .json, .yaml)")

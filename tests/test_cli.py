@@ -1,0 +1,66 @@
+"""Bad input is refused before any model loads or any pipeline starts."""
+
+import pytest
+
+import ragbench.preflight
+import run
+
+
+@pytest.fixture
+def no_expensive_work(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("expensive work started despite invalid input")
+
+    monkeypatch.setattr(ragbench.preflight, "resolve_model", forbidden)
+    monkeypatch.setattr(run, "resolve_model", forbidden)
+
+
+def run_cli(tmp_path, capsys, yaml_text, *extra):
+    (tmp_path / "config.yaml").write_text(yaml_text)
+    code = run.main(["--config", str(tmp_path / "config.yaml"), *extra])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "extra", "message"),
+    [
+        ("grid:\n  chunk_sizez: [1]\n", [], "grid.chunk_sizez: unknown key"),
+        ("name: x\n", ["--set", "chunking.overlap=200"], "must be smaller than chunk size"),
+        ("grid:\n  chunk_sizes: []\n", [], "grid.chunk_sizes"),
+        ("retrieval:\n  top_k: lots\n", [], "retrieval.top_k"),
+        ("knowledge_base: {kind: folder, path: /nonexistent/kb}\n", [], "does not exist"),
+        ("eval_cases: /nonexistent/cases.yaml\n", [], "eval case file not found"),
+        ("grid: {embedding_models: [no-such-model-anywhere]}\n", [], "no-such-model-anywhere"),
+    ],
+)
+def test_invalid_input_exits_2_with_a_clear_message(
+    tmp_path, capsys, no_expensive_work, yaml_text, extra, message
+):
+    code, err = run_cli(tmp_path, capsys, yaml_text, *extra)
+    assert code == 2
+    assert message in err
+
+
+def test_empty_knowledge_base_and_unknown_expected_source_are_refused(tmp_path, capsys, no_expensive_work):
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "empty.md").write_text("")
+    code, err = run_cli(tmp_path, capsys, f"knowledge_base: {{kind: folder, path: {tmp_path / 'kb'}}}\n")
+    assert code == 2
+    assert "no usable text" in err
+    (tmp_path / "kb" / "doc.md").write_text("Some text.")
+    (tmp_path / "cases.yaml").write_text("- {id: a, question: 'q?', expected_sources: [missing.md]}\n")
+    code, err = run_cli(
+        tmp_path,
+        capsys,
+        f"knowledge_base: {{kind: folder, path: {tmp_path / 'kb'}}}\neval_cases: {tmp_path / 'cases.yaml'}\n",
+    )
+    assert code == 2
+    assert "missing.md" in err
+    assert not (tmp_path / "output").exists()
+
+
+def test_malformed_eval_case_file_is_refused(tmp_path, capsys, no_expensive_work):
+    (tmp_path / "cases.yaml").write_text("- {id: a, question: q?, oops\n")
+    code, err = run_cli(tmp_path, capsys, f"eval_cases: {tmp_path / 'cases.yaml'}\n")
+    assert code == 2
+    assert "not valid YAML" in err

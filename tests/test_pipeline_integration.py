@@ -1,0 +1,104 @@
+"""A real ZenML pipeline run on a small knowledge base with a real embedding model."""
+
+import csv
+import json
+
+import pytest
+
+import run
+from ragbench.config import load_config
+
+pytestmark = pytest.mark.integration
+
+DOCUMENTS = {
+    "cooking/bread.md": "# Bread\nBread dough rises because yeast ferments sugar into carbon dioxide gas. "
+    "Knead the dough for ten minutes and bake at 220 degrees Celsius.",
+    "cooking/pasta.md": "# Pasta\nBoil pasta in salted water. Fresh egg pasta cooks in about two minutes, "
+    "dried pasta takes eight to twelve minutes.",
+    "space/mars.txt": "Mars is the fourth planet from the Sun. Its red colour comes from iron oxide dust. "
+    "Olympus Mons on Mars is the tallest volcano in the solar system.",
+    "space/moon.rst": "The Moon\n========\nThe Moon orbits Earth every 27.3 days and causes ocean tides "
+    "through its gravity.",
+    "garden/tomatoes.html": "<html><body><h1>Tomatoes</h1><p>Tomato plants need six to eight hours of "
+    "sun and deep watering twice a week.</p></body></html>",
+}
+CASES = [
+    {"id": "yeast", "question": "Why does dough get bigger?", "expected_sources": ["cooking/bread.md"]},
+    {"id": "volcano", "question": "Where is the highest volcano?", "expected_sources": ["space/mars.txt"]},
+    {"id": "tides", "question": "What makes the sea rise and fall?", "expected_sources": ["space/moon.rst"]},
+    {
+        "id": "sun",
+        "question": "How much light do tomatoes want?",
+        "expected_sources": ["garden/tomatoes.html"],
+    },
+    {
+        "id": "noodles",
+        "question": "How long do I cook dried noodles?",
+        "expected_sources": ["cooking/pasta.md"],
+    },
+]
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for relative, text in DOCUMENTS.items():
+        path = tmp_path / "kb" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (tmp_path / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in CASES))
+    (tmp_path / "config.yaml").write_text(
+        "name: small\n"
+        "knowledge_base: {kind: folder, path: kb}\n"
+        "eval_cases: cases.jsonl\n"
+        "grid: {chunk_sizes: [32, 64], embedding_models: [sentence-transformers/all-MiniLM-L6-v2]}\n"
+        "retrieval: {top_k: 5, metrics_k: 1}\n"
+        "output_dir: out\n"
+    )
+    return tmp_path
+
+
+def step_statuses(pipeline_run) -> dict[str, str]:
+    return {name: str(step.status.value) for name, step in pipeline_run.steps.items()}
+
+
+def test_pipeline_runs_grid_and_writes_report_and_metadata(project):
+    assert run.main(["--config", "config.yaml"]) == 0
+    rows = list(csv.DictReader((project / "out" / "latest" / "results.csv").open()))
+    assert [row["cell"] for row in rows] == ["cs32_all_MiniLM_L6_v2", "cs64_all_MiniLM_L6_v2"]
+    for row in rows:
+        assert int(row["retrieval_cases"]) == len(CASES)
+        assert float(row["hit_rate@1"]) >= 0.6  # paraphrased questions, but the topics are distinct
+        assert float(row["failure_rate@1"]) == pytest.approx(1 - float(row["hit_rate@1"]))
+        assert row["chunks_truncated"] == "0"
+    html = (project / "out" / "latest" / "results.html").read_text()
+    assert "cs64_all_MiniLM_L6_v2" in html
+
+    from zenml.client import Client
+
+    pipeline_run = Client().get_pipeline("rag_benchmark").last_run
+    evaluate = pipeline_run.steps["evaluate_cs64_all_MiniLM_L6_v2"]
+    assert evaluate.run_metadata["hit_rate@1"] == float(rows[1]["hit_rate@1"])
+    index = pipeline_run.steps["index_cs64_all_MiniLM_L6_v2"].outputs["vector_index"][0]
+    assert index.run_metadata["chunk_count"] > 0
+    assert index.load().faiss_index.ntotal == index.run_metadata["chunk_count"]
+
+
+def test_second_run_is_cached_and_a_changed_knowledge_base_invalidates(project):
+    from zenml.client import Client
+
+    config = load_config("config.yaml")
+    assert run.main(["--config", "config.yaml"]) == 0
+    first = step_statuses(Client().get_pipeline("rag_benchmark").last_run)
+    assert run.main(["--config", "config.yaml"]) == 0
+    second = step_statuses(Client().get_pipeline("rag_benchmark").last_run)
+    assert set(second.values()) == {"cached"}, second
+    assert set(first) == set(second)
+
+    (project / "kb" / "space" / "mars.txt").write_text(DOCUMENTS["space/mars.txt"] + " Mars has two moons.")
+    assert run.main(["--config", "config.yaml"]) == 0
+    third = step_statuses(Client().get_pipeline("rag_benchmark").last_run)
+    assert third["ingest_knowledge_base"] == "completed"
+    assert third["chunk_cs32"] == "completed"
+    assert third["load_eval_suite"] == "cached"
+    assert config.output_dir == "out"

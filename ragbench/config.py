@@ -8,6 +8,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ragbench.llm.types import LLMSettings
+
+DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
+
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
 
@@ -60,11 +64,21 @@ class GridConfig(_Strict):
         min_length=1,
     )
 
+    rerank: list[bool] = Field(default=[False], min_length=1, description="ColBERT reranking off/on")
+    readers: list[str] = Field(
+        default=[DEFAULT_LOCAL_LLM], description="reader LLMs (litellm model strings); empty = retrieval only"
+    )
+
     @model_validator(mode="after")
     def _check_values(self) -> GridConfig:
         if any(size < 16 for size in self.chunk_sizes):
             raise ValueError("grid.chunk_sizes must all be at least 16 tokens")
-        for name, values in (("chunk_sizes", self.chunk_sizes), ("embedding_models", self.embedding_models)):
+        for name, values in (
+            ("chunk_sizes", self.chunk_sizes),
+            ("embedding_models", self.embedding_models),
+            ("rerank", self.rerank),
+            ("readers", self.readers),
+        ):
             if len(set(values)) != len(values):
                 raise ValueError(f"grid.{name} has duplicates: {values}")
         return self
@@ -81,6 +95,32 @@ class RetrievalConfig(_Strict):
         return self
 
 
+class GenerationConfig(_Strict):
+    """How the end-to-end part runs: context size, which cases, and the reader's LLM settings."""
+
+    top_n: int = Field(default=7, ge=1, description="passages given to the reader (after reranking)")
+    sample_size: int | None = Field(
+        default=None, ge=1, description="cases answered end to end (seeded sample, same in every cell)"
+    )
+    seed: int = 42
+    reranker: str = Field(default="colbert-ir/colbertv2.0", description="ColBERT checkpoint for rerank=true")
+    reader: dict[str, Any] = Field(
+        default_factory=lambda: {"max_tokens": 256},
+        description="LLMSettings fields (except model) applied to every reader in grid.readers",
+    )
+
+    def reader_settings(self, model: str) -> LLMSettings:
+        return LLMSettings(model=model, **self.reader)
+
+
+class EvaluationConfig(_Strict):
+    keyword_tests: bool = True
+    judge: LLMSettings | None = Field(
+        default=LLMSettings(model=DEFAULT_LOCAL_LLM, max_tokens=320), description="null disables the judge"
+    )
+    rubrics: list[Literal["correctness", "context"]] = Field(default=["correctness", "context"])
+
+
 class BenchmarkConfig(_Strict):
     name: str = "default"
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
@@ -88,6 +128,9 @@ class BenchmarkConfig(_Strict):
     chunking: ChunkingConfig = ChunkingConfig()
     grid: GridConfig = GridConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
+    generation: GenerationConfig = GenerationConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
     output_dir: str = "output"
 
     @model_validator(mode="after")
@@ -98,6 +141,18 @@ class BenchmarkConfig(_Strict):
                 raise ValueError(
                     f"chunk overlap ({overlap} tokens) must be smaller than chunk size ({size} tokens)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_generation(self) -> BenchmarkConfig:
+        for model in self.grid.readers:
+            try:
+                self.generation.reader_settings(model)
+            except ValidationError as error:
+                problem = _format_validation_error(error)
+                raise ValueError(f"generation.reader for {model}: {problem}") from None
+        if self.generation.top_n > self.retrieval.top_k:
+            raise ValueError("generation.top_n cannot exceed retrieval.top_k")
         return self
 
     @property

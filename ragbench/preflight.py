@@ -11,7 +11,9 @@ from pathlib import Path
 from ragbench.config import BenchmarkConfig
 from ragbench.eval_cases import EvalCase, load_eval_cases
 from ragbench.knowledge_base import knowledge_base_fingerprint, load_corpus
+from ragbench.llm import LLMSettings, check_llm_ready
 from ragbench.models import check_model_available, resolve_model
+from ragbench.rerank import RerankerChoice, resolve_reranker
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,8 @@ class Preflight:
     knowledge_base_fingerprint: str
     eval_cases: list[EvalCase]
     eval_fingerprint: str
+    reranker: RerankerChoice | None
+    llms: list[LLMSettings]
     warnings: list[str] = field(default_factory=list)
 
 
@@ -43,6 +47,17 @@ def run_preflight(config: BenchmarkConfig) -> Preflight:
     model_names = list(dict.fromkeys([config.chunking_tokenizer, *config.grid.embedding_models]))
     for name in model_names:
         check_model_available(name)
+    llms = [config.generation.reader_settings(model) for model in config.grid.readers]
+    if config.grid.readers and config.evaluation.judge is not None:
+        llms.append(config.evaluation.judge)
+    for settings in llms:
+        check_llm_ready(settings)  # missing API key, unknown provider or GGUF: fail before any work
+    reranker = resolve_reranker(config.generation.reranker) if True in config.grid.rerank else None
+    if reranker is not None and reranker.is_standin:
+        warnings.append(
+            f"RERANKER IS AN UNTRAINED STAND-IN ({reranker.label}): {reranker.reason}. Rows with "
+            "rerank on show that the reranking path works; their numbers are NOT ColBERT results."
+        )
     fingerprint = knowledge_base_fingerprint(config.knowledge_base)
     corpus = load_corpus(config.knowledge_base, fingerprint=fingerprint)
     warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
@@ -71,5 +86,7 @@ def run_preflight(config: BenchmarkConfig) -> Preflight:
         knowledge_base_fingerprint=fingerprint,
         eval_cases=cases,
         eval_fingerprint=hashlib.sha256(cases_json.encode()).hexdigest()[:16],
+        reranker=reranker,
+        llms=llms,
         warnings=warnings,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from ragbench.generation import AnswerEvaluation, AnswerSet, generation_columns
 from ragbench.index import IndexManifest
 from ragbench.retrieval import RetrievalReport
 
@@ -13,6 +14,11 @@ def cell_id(chunk_size: int, embedding_model: str) -> str:
     short_name = embedding_model.rstrip("/").split("/")[-1]
     safe = "".join(character if character.isalnum() else "_" for character in short_name)
     return f"cs{chunk_size}_{safe}"
+
+
+def full_cell_id(chunk_size: int, embedding_model: str, rerank: bool, reader: str) -> str:
+    reader_name = "".join(character if character.isalnum() else "_" for character in reader.split("/")[-1])
+    return f"{cell_id(chunk_size, embedding_model)}_rerank{'On' if rerank else 'Off'}_{reader_name}"
 
 
 class CellResult(BaseModel):
@@ -38,3 +44,18 @@ class CellResult(BaseModel):
             "index_build_s": self.index.build_seconds,
             "chunks_per_s": self.index.chunks_per_second,
         }
+
+
+def results_rows(
+    retrieval: list[CellResult], answer_sets: list[AnswerSet], evaluations: list[AnswerEvaluation]
+) -> list[dict]:
+    """One row per grid cell: its (chunk size, embedding) retrieval metrics plus its end-to-end scores."""
+    if not answer_sets:
+        return [result.row() for result in retrieval]
+    by_pair = {(result.index.chunk_size, result.index.embedding_model): result for result in retrieval}
+    rows = []
+    for answers, evaluation in zip(answer_sets, evaluations, strict=True):
+        row = by_pair[(answers.chunk_size, answers.embedding_model)].row()
+        row["cell"] = answers.cell_id
+        rows.append(row | generation_columns(answers, evaluation))
+    return rows

@@ -1,0 +1,71 @@
+"""Does the LLM client really overlap requests? Times N uncached calls at concurrency 1 and at the default.
+
+Uses the loopback fake OpenAI server with a fixed per-call latency, so the only variable is how many
+requests the client keeps in flight. Goal: speed-up >= 0.8 x the concurrency limit.
+
+    python bench/bench_llm_concurrency.py [--requests 32] [--latency 0.25] [--concurrency N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from fake_openai_server import FakeOpenAIServer  # noqa: E402
+
+from ragbench.llm import LLMClient, LLMSettings  # noqa: E402
+
+GOAL_FRACTION = 0.8
+
+
+def timed_batch(server: FakeOpenAIServer, concurrency: int, prompts: list[str], cache_dir: Path) -> float:
+    """Wall time of one `complete_many` over `prompts`, all uncached (fresh cache dir)."""
+    settings = LLMSettings(model="openai/bench-alias", api_base=server.base_url, concurrency=concurrency)
+    client = LLMClient(settings, cache_dir=cache_dir, progress=False)
+    client.complete("warm-up")  # litellm's first call carries one-off setup time
+    server.reset_counters()
+    started = time.perf_counter()
+    results = client.complete_many(prompts, desc=f"concurrency {concurrency}")
+    elapsed = time.perf_counter() - started
+    stats = client.stats.snapshot()
+    failed = sum(not r.ok for r in results)
+    if failed or stats["cache_hits"] or server.request_count != len(prompts):
+        raise SystemExit(
+            f"bench invalid: {failed} failed, {stats['cache_hits']} cache hits, "
+            f"{server.request_count} requests for {len(prompts)} prompts"
+        )
+    print(
+        f"concurrency {concurrency:>3}: {elapsed:6.2f} s wall for {len(prompts)} calls "
+        f"({len(prompts) / elapsed:5.1f} calls/s), server saw max {server.max_in_flight} in flight"
+    )
+    return elapsed
+
+
+def main() -> int:
+    default_concurrency = int(LLMSettings.model_fields["concurrency"].default)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=32)
+    parser.add_argument("--latency", type=float, default=0.25, help="seconds the fake server takes per call")
+    parser.add_argument("--concurrency", type=int, default=default_concurrency)
+    args = parser.parse_args()
+
+    prompts = [f"distinct question number {i}" for i in range(args.requests)]
+    print(f"{args.requests} requests, {args.latency} s simulated latency each, limit {args.concurrency}")
+    with FakeOpenAIServer(latency_s=args.latency) as server, tempfile.TemporaryDirectory() as tmp:
+        serial = timed_batch(server, 1, prompts, Path(tmp) / "serial")
+        parallel = timed_batch(server, args.concurrency, prompts, Path(tmp) / "parallel")
+    speedup = serial / parallel
+    goal = GOAL_FRACTION * args.concurrency
+    verdict = "PASS" if speedup >= goal else "FAIL"
+    print(f"speed-up {speedup:.2f}x (goal >= {goal:.1f}x = {GOAL_FRACTION} x {args.concurrency}): {verdict}")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

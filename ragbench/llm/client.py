@@ -1,0 +1,611 @@
+"""The one LLM client: every LLM call in the project goes through `LLMClient`.
+
+It wraps `litellm.completion` (any litellm model string, plus the in-process ``local/`` provider) with
+a disk cache, our own counted retries, structured-output validation with re-asks, bounded
+concurrency and running stats. Failures of single calls come back as results with `error` set so a
+benchmark can count and exclude them; setup problems (auth, bad request, unknown model) raise
+`LLMConfigError` at once, because every further call would fail the same way.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from tqdm.auto import tqdm
+
+from ragbench.llm import local
+from ragbench.llm.cache import ResultCache, cache_key, default_cache_dir
+from ragbench.llm.runtime import get_litellm
+from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
+from ragbench.llm.types import (
+    LLMConfigError,
+    LLMRequest,
+    LLMResult,
+    LLMSettings,
+    LLMStats,
+    Message,
+)
+
+# Providers that speak the OpenAI protocol to whatever `api_base` says; a local server there needs no key.
+_OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "hosted_vllm", "lm_studio", "llamafile"})
+# Providers with a usable default address, for which litellm still lists "<X>_API_BASE" as missing.
+_DEFAULT_BASE_PROVIDERS = frozenset({"ollama", "ollama_chat", "lm_studio", "llamafile"})
+# Sent only to an explicit api_base of an OpenAI-compatible server, and only when no key is set.
+_PLACEHOLDER_KEY = "sk-no-key-required"
+_MAX_RETRY_AFTER_S = 120.0
+
+
+@dataclass(frozen=True)
+class LLMReadiness:
+    """What `check_llm_ready` found: enough to log which provider and pricing a run will use."""
+
+    model: str
+    provider: str
+    cost_known: bool
+    json_mode: str
+
+
+# --------------------------------------------------------------------------------------------------
+# Pre-flight and estimates (no LLM call)
+# --------------------------------------------------------------------------------------------------
+
+
+def _provider(settings_model: str, api_base: str | None) -> str:
+    litellm = get_litellm()
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(settings_model, api_base=api_base)
+    except Exception as error:
+        raise LLMConfigError(
+            f"model {settings_model!r} is unknown to litellm: use '<provider>/<model>' such as "
+            "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/llama3, openai/<alias> with "
+            "api_base, or local/qwen2.5-coder-1.5b-instruct"
+        ) from error
+    return str(provider)
+
+
+def _price_known(model: str) -> bool:
+    litellm = get_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return False
+    return bool(info.get("input_cost_per_token") is not None or info.get("output_cost_per_token") is not None)
+
+
+def _json_mode(settings: LLMSettings) -> str:
+    """The structured-output mechanism this model will get: json_schema, json_object or prompt."""
+    if settings.json_mode != "auto":
+        return settings.json_mode
+    if settings.is_local:
+        return "json_schema"  # llama.cpp grammar built from the schema
+    litellm = get_litellm()
+    try:
+        supported = litellm.supports_response_schema(model=settings.model)
+    except Exception:
+        supported = False
+    return "json_schema" if supported else "json_object"
+
+
+def check_llm_ready(settings: LLMSettings) -> LLMReadiness:
+    """Pre-flight: fail in seconds, with a clear message, if the model string or its credentials are wrong.
+
+    Checks that litellm knows the provider and that the environment variables it needs are set (names
+    only; values are never read out or printed). For ``local/`` models: the GGUF is known and
+    llama-cpp-python is installed. Makes no LLM call.
+    """
+    if settings.is_local:
+        local.check_local_model(local.local_model_name(settings.model))
+        return LLMReadiness(settings.model, local.PROVIDER, cost_known=True, json_mode=_json_mode(settings))
+    litellm = get_litellm()
+    provider = _provider(settings.model, settings.api_base)
+    if not (settings.api_base and provider in _OPENAI_COMPATIBLE):
+        env = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
+        missing = [
+            name
+            for name in env.get("missing_keys", [])
+            if not (name.endswith("_API_BASE") and (settings.api_base or provider in _DEFAULT_BASE_PROVIDERS))
+        ]
+        if missing:
+            raise LLMConfigError(
+                f"model {settings.model!r} (provider {provider}) needs environment variable(s) "
+                f"{', '.join(missing)}, which are not set"
+                + ("" if settings.api_base else "; for a self-hosted OpenAI-compatible server set api_base")
+            )
+    return LLMReadiness(
+        settings.model, provider, cost_known=_price_known(settings.model), json_mode=_json_mode(settings)
+    )
+
+
+def _as_messages(messages: Sequence[Mapping[str, Any]] | str) -> list[Message]:
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    return [dict(m) for m in messages]
+
+
+def estimate_prompt_tokens(model: str, messages: Sequence[Mapping[str, Any]] | str) -> int:
+    """Prompt tokens as litellm counts them (the model's tokenizer where known, else tiktoken's).
+
+    For ``local/`` models this is tiktoken's count: close to, not equal to, the GGUF tokenizer's.
+    """
+    litellm = get_litellm()
+    name = local.local_model_name(model) if model.startswith(local.LOCAL_PREFIX) else model
+    return int(litellm.token_counter(model=name, messages=_as_messages(messages)))
+
+
+def estimate_cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """Price of that many tokens from litellm's bundled price table; None if it does not know the model."""
+    if model.startswith(local.LOCAL_PREFIX):
+        return 0.0
+    litellm = get_litellm()
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:
+        return None
+    return float(prompt_cost + completion_cost)
+
+
+def estimate_cost(
+    settings: LLMSettings,
+    requests: Sequence[LLMRequest | Sequence[Mapping[str, Any]] | str],
+    *,
+    completion_tokens_per_call: int | None = None,
+) -> dict[str, Any]:
+    """A `--dry-run` price for a batch: prompt tokens counted, completions assumed `max_tokens` each.
+
+    Returns calls, prompt_tokens, completion_tokens, cost_usd (None when the price is unknown).
+    """
+    per_call = settings.max_tokens if completion_tokens_per_call is None else completion_tokens_per_call
+    prompt_tokens = 0
+    for item in requests:
+        request = item if isinstance(item, LLMRequest) else LLMRequest(messages=item)  # type: ignore[arg-type]
+        messages = _as_messages(request.messages)
+        if request.response_schema is not None:
+            messages = with_schema_instruction(messages, request.response_schema)
+        prompt_tokens += estimate_prompt_tokens(settings.model, messages)
+    completion_tokens = per_call * len(requests)
+    return {
+        "model": settings.model,
+        "calls": len(requests),
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "cost_usd": estimate_cost_usd(settings.model, prompt_tokens, completion_tokens),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Error classification
+# --------------------------------------------------------------------------------------------------
+
+
+_SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def _redact(text: str) -> str:
+    """Blank out any credential-like environment value a provider error might echo back."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and any(part in name.upper() for part in _SECRET_NAME_PARTS) and value in text:
+            text = text.replace(value, f"<{name}>")
+    return text
+
+
+def _short(error: BaseException, limit: int = 300) -> str:
+    """One-line, length-capped, credential-free description of an error (results may be saved)."""
+    text = _redact(" ".join(str(error).split()))
+    return f"{type(error).__name__}: {text[:limit]}"
+
+
+def _classify(error: BaseException) -> str:
+    """'retry' (transient), 'item' (this request only: fail it) or 'config' (raise: all would fail)."""
+    litellm = get_litellm()
+    if isinstance(error, LLMConfigError):
+        return "config"
+    if isinstance(error, litellm.ContextWindowExceededError | litellm.ContentPolicyViolationError):
+        return "item"
+    if isinstance(
+        error,
+        litellm.AuthenticationError
+        | litellm.PermissionDeniedError
+        | litellm.NotFoundError
+        | litellm.BadRequestError
+        | litellm.UnprocessableEntityError,
+    ):
+        return "config"
+    if "Missing credentials" in str(error) or "api_key client option must be set" in str(error):
+        return "config"  # litellm reports a missing key as a 500
+    if isinstance(
+        error,
+        litellm.RateLimitError
+        | litellm.Timeout
+        | litellm.APIConnectionError
+        | litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError,
+    ):
+        return "retry"
+    status = getattr(error, "status_code", None)
+    if isinstance(error, litellm.APIError | litellm.OpenAIError):
+        return "retry" if status is None or int(status) >= 500 or int(status) in (408, 409, 429) else "item"
+    raise error  # not a provider error: a bug, let it surface
+
+
+def _retry_after_s(error: BaseException) -> float | None:
+    """Seconds from a Retry-After (or retry-after-ms) header on the error, if the server sent one."""
+    for headers in (getattr(error, "litellm_response_headers", None), getattr(error, "headers", None)):
+        if not headers:
+            continue
+        try:
+            millis = headers.get("retry-after-ms")
+            if millis is not None:
+                return max(0.0, float(millis) / 1000)
+            value = headers.get("retry-after")
+        except AttributeError:
+            continue
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Outcome:
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    attempts: int = 0
+
+
+class LLMClient:
+    """Cached, retried, counted access to one configured LLM; safe to share between threads.
+
+    `cache_dir` defaults to ``$RAGBENCH_CACHE_DIR/llm`` or ``~/.cache/ragbench/llm``; `use_cache=False`
+    turns the cache off. `backoff_base_s` scales the exponential backoff (tests make it tiny).
+    `progress` controls tqdm bars in `complete_many` (None: only on a terminal).
+    `max_consecutive_failures`: after that many calls in a row exhausted their retries (server down,
+    wrong api_base), raise `LLMConfigError` instead of slowly failing every remaining request.
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        cache_dir: str | Path | None = None,
+        use_cache: bool = True,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        progress: bool | None = None,
+        max_consecutive_failures: int | None = 8,
+    ) -> None:
+        self.settings = settings
+        self.max_consecutive_failures = max_consecutive_failures
+        self._consecutive_failures = 0
+        self.cache: ResultCache | None = (
+            ResultCache(cache_dir if cache_dir is not None else default_cache_dir()) if use_cache else None
+        )
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.progress = progress
+        self.stats = LLMStats()
+        self._slots = threading.BoundedSemaphore(1 if settings.is_local else settings.concurrency)
+        self._ready_lock = threading.Lock()
+        self._ready = False
+        self._needs_placeholder_key = False
+        self._json_mode: str | None = None
+        self._guards: dict[str, list[Any]] = {}
+        self._guards_lock = threading.Lock()
+
+    # -- public API ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the cache's database connections (the client must not be used afterwards)."""
+        if self.cache is not None:
+            self.cache.close()
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def effective_concurrency(self) -> int:
+        """Requests in flight at once: the setting, or 1 for in-process local models."""
+        return 1 if self.settings.is_local else self.settings.concurrency
+
+    def cache_key(
+        self, messages: Sequence[Mapping[str, Any]] | str, response_schema: type[BaseModel] | None = None
+    ) -> str:
+        """Hash of everything that changes the output; credentials are never part of it."""
+        s = self.settings
+        return cache_key(
+            {
+                "model": s.model,
+                "api_base": s.api_base,
+                "messages": _as_messages(messages),
+                "temperature": s.temperature,
+                "max_tokens": s.max_tokens,
+                "seed": s.seed,
+                "json_mode": self._resolved_json_mode() if response_schema is not None else None,
+                "schema": schema_json(response_schema) if response_schema is not None else None,
+                "extra": s.extra,
+            }
+        )
+
+    def complete(
+        self, messages: Sequence[Mapping[str, Any]] | str, *, response_schema: type[BaseModel] | None = None
+    ) -> LLMResult:
+        """One chat completion (a str is one user message); validated against `response_schema` if given.
+
+        Never raises for a failed call (the result's `error` says why) except `LLMConfigError`.
+        """
+        msgs = _as_messages(messages)
+        key = self.cache_key(msgs, response_schema)
+        guard = self._guard(key) if self.cache is not None else nullcontext()
+        with guard:
+            if self.cache is not None:
+                cached = self._cached_result(key)
+                if cached is not None:
+                    self.stats.record_hit()
+                    return cached
+            result = self._generate(msgs, response_schema)
+            if self.cache is not None and result.error is None:
+                self.cache.put(key, self.settings.model, result.model_dump_json())
+        self.stats.record_fresh(result)
+        return result
+
+    def complete_many(
+        self,
+        requests: Sequence[LLMRequest | Sequence[Mapping[str, Any]] | str],
+        *,
+        desc: str = "LLM calls",
+    ) -> list[LLMResult]:
+        """Results in input order, computed `concurrency` at a time (local models one at a time)."""
+        items = [r if isinstance(r, LLMRequest) else LLMRequest(messages=r) for r in requests]  # type: ignore[arg-type]
+        results: list[LLMResult | None] = [None] * len(items)
+        workers = max(1, min(self.effective_concurrency, len(items)))
+        failed = cached = 0
+        with tqdm(total=len(items), desc=desc, unit="call", disable=self._bar_disabled()) as bar:
+
+            def done(index: int, result: LLMResult) -> None:
+                nonlocal failed, cached
+                results[index] = result
+                failed += result.error is not None
+                cached += result.cached
+                bar.update(1)
+                bar.set_postfix(cached=cached, failed=failed, refresh=False)
+
+            if workers == 1:
+                for index, item in enumerate(items):
+                    done(index, self.complete(item.messages, response_schema=item.response_schema))
+            else:
+                pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragbench-llm")
+                try:
+                    futures = {
+                        pool.submit(self.complete, item.messages, response_schema=item.response_schema): index
+                        for index, item in enumerate(items)
+                    }
+                    for future in as_completed(futures):
+                        done(futures[future], future.result())
+                finally:
+                    pool.shutdown(wait=True, cancel_futures=True)
+        return [r for r in results if r is not None]
+
+    # -- internals -------------------------------------------------------------------------------
+    def _cached_result(self, key: str) -> LLMResult | None:
+        """The stored result, marked cached; an entry that no longer parses counts as a miss."""
+        assert self.cache is not None
+        raw = self.cache.get(key)
+        if raw is None:
+            return None
+        try:
+            return LLMResult.model_validate_json(raw).model_copy(update={"cached": True})
+        except ValidationError:
+            return None
+
+    def _resolved_json_mode(self) -> str:
+        if self._json_mode is None:
+            self._json_mode = _json_mode(self.settings)
+        return self._json_mode
+
+    def _bar_disabled(self) -> bool | None:
+        return None if self.progress is None else not self.progress
+
+    @contextmanager
+    def _guard(self, key: str) -> Iterator[None]:
+        """One in-flight computation per cache key: a duplicate waits, then finds the cached result."""
+        with self._guards_lock:
+            entry = self._guards.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guards_lock:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._guards[key]
+
+    def _ensure_ready(self) -> None:
+        """Run the pre-flight once, before the first real call (cache hits need no credentials)."""
+        with self._ready_lock:
+            if self._ready:
+                return
+            readiness = check_llm_ready(self.settings)
+            if self.settings.api_base and readiness.provider in _OPENAI_COMPATIBLE:
+                env = get_litellm().validate_environment(
+                    model=self.settings.model, api_base=self.settings.api_base
+                )
+                self._needs_placeholder_key = bool(env.get("missing_keys"))
+            if self.settings.is_local:
+                local.register_local_provider()
+                local.get_local_model(local.local_model_name(self.settings.model))
+            self._ready = True
+
+    def _call_params(self, response_schema: type[BaseModel] | None) -> dict[str, Any]:
+        s = self.settings
+        params: dict[str, Any] = {
+            "model": s.model,
+            "temperature": s.temperature,
+            "max_tokens": s.max_tokens,
+            "timeout": s.timeout_s,
+            "num_retries": 0,  # retries are ours, so they are counted
+            "max_retries": 0,  # nor may the OpenAI SDK retry underneath
+            "drop_params": True,  # e.g. seed for providers without it
+            **s.extra,
+        }
+        if s.seed is not None:
+            params["seed"] = s.seed
+        if s.api_base:
+            params["api_base"] = s.api_base
+        if self._needs_placeholder_key:
+            params["api_key"] = _PLACEHOLDER_KEY  # the SDK insists on some key; a local server ignores it
+        if response_schema is not None:
+            mode = self._resolved_json_mode()
+            schema = schema_json(response_schema)
+            if mode == "json_schema" and s.is_local:
+                params["response_format"] = {"type": "json_object", "schema": schema}  # llama-cpp's form
+            elif mode == "json_schema":
+                name = "".join(c if c.isalnum() or c in "_-" else "_" for c in response_schema.__name__)[:64]
+                params["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": name or "response", "schema": schema, "strict": False},
+                }
+            elif mode == "json_object":
+                params["response_format"] = {"type": "json_object"}
+        return params
+
+    def _backoff_s(self, attempt: int, error: BaseException) -> float:
+        retry_after = _retry_after_s(error)
+        if retry_after is not None:
+            return min(retry_after, _MAX_RETRY_AFTER_S)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)  # "equal jitter"
+
+    def _call(self, messages: list[Message], params: dict[str, Any], out: _Outcome) -> Any | None:
+        """One provider call with our retries; accumulates into `out`; None (and out.error) on failure."""
+        litellm = get_litellm()
+        for attempt in range(1, self.settings.max_retries + 2):
+            out.attempts += 1
+            self.stats.add(calls=1)
+            with self._slots:
+                started = time.perf_counter()
+                try:
+                    response = litellm.completion(messages=messages, **params)
+                except Exception as error:
+                    out.latency_s += time.perf_counter() - started
+                    failure: BaseException = error
+                else:
+                    out.latency_s += time.perf_counter() - started
+                    self._consecutive_failures = 0
+                    self._account(response, out)
+                    return response
+            kind = _classify(failure)
+            if kind == "config":
+                raise LLMConfigError(f"{self.settings.model}: {_short(failure)}") from failure
+            if kind == "item":
+                out.error = f"request_failed: {_short(failure)}"
+                return None
+            if attempt > self.settings.max_retries:
+                out.error = f"retries_exhausted: {_short(failure)} (after {attempt} attempts)"
+                self._note_exhausted(failure)
+                return None
+            self.stats.add(retries=1)
+            time.sleep(self._backoff_s(attempt, failure))
+        raise AssertionError("unreachable")
+
+    def _note_exhausted(self, failure: BaseException) -> None:
+        """Trip the breaker when nothing has succeeded for a while: the provider is down, not flaky."""
+        with self._ready_lock:
+            self._consecutive_failures += 1
+            tripped = (
+                self.max_consecutive_failures is not None
+                and self._consecutive_failures >= self.max_consecutive_failures
+            )
+        if tripped:
+            raise LLMConfigError(
+                f"{self.settings.model}: {self._consecutive_failures} calls in a row failed after "
+                f"{self.settings.max_retries} retries each (last: {_short(failure)}); is the provider "
+                f"reachable{' at ' + self.settings.api_base if self.settings.api_base else ''}?"
+            ) from failure
+
+    def _account(self, response: Any, out: _Outcome) -> None:
+        usage = getattr(response, "usage", None)
+        out.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+        out.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        if self.settings.is_local:
+            return  # free, and known to be
+        litellm = get_litellm()
+        try:
+            out.cost_usd += float(litellm.completion_cost(completion_response=response))
+        except Exception:
+            out.cost_known = False
+
+    def _generate(self, messages: list[Message], schema: type[BaseModel] | None) -> LLMResult:
+        self._ensure_ready()
+        params = self._call_params(schema)
+        convo = with_schema_instruction(messages, schema) if schema is not None else messages
+        out = _Outcome()
+        reasks = 0
+        parsed: dict[str, Any] | None = None
+        while True:
+            response = self._call(convo, params, out)
+            if response is None:
+                break
+            if not response.choices:
+                out.error = "request_failed: the provider returned no choices"
+                break
+            choice = response.choices[0]
+            out.text = choice.message.content or ""
+            out.finish_reason = choice.finish_reason
+            if schema is None:
+                break
+            parsed, problem = parse_structured(out.text, schema)
+            if parsed is not None:
+                break
+            if reasks >= self.settings.json_retries:
+                out.error = f"json_invalid: {problem}"
+                self.stats.add(json_failures=1)
+                break
+            reasks += 1
+            self.stats.add(json_reasks=1)
+            convo = [*convo, *reask_messages(out.text, problem or "invalid JSON")]
+        return LLMResult(
+            model=self.settings.model,
+            text=out.text,
+            parsed=parsed if out.error is None else None,
+            error=out.error,
+            finish_reason=out.finish_reason,
+            prompt_tokens=out.prompt_tokens,
+            completion_tokens=out.completion_tokens,
+            latency_s=round(out.latency_s, 6),
+            cost_usd=out.cost_usd,
+            cost_known=out.cost_known,
+            attempts=out.attempts,
+            json_reasks=reasks,
+        )

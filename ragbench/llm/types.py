@@ -1,0 +1,198 @@
+"""Settings, request, result and stats types shared by the LLM client, its cache and its providers."""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Message = dict[str, Any]
+
+LOCAL_PREFIX = "local/"
+
+# litellm.completion arguments that the client sets itself; `extra` must not override them, and
+# never carry credentials (settings end up in configs, logs and cache keys).
+RESERVED_EXTRA_KEYS = frozenset(
+    {
+        "model",
+        "messages",
+        "api_base",
+        "base_url",
+        "api_key",
+        "temperature",
+        "max_tokens",
+        "seed",
+        "timeout",
+        "num_retries",
+        "max_retries",
+        "response_format",
+        "stream",
+        "drop_params",
+    }
+)
+
+
+class LLMConfigError(RuntimeError):
+    """A setup problem (unknown model, missing key, bad request, auth): retrying would not help."""
+
+
+class LLMSettings(BaseModel):
+    """Everything that selects and tunes one LLM; embedded in the benchmark config, hence strict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(
+        min_length=1,
+        description="a litellm model string (openai/gpt-4o-mini, ollama/llama3, openai/<alias> + api_base) "
+        "or local/<packaged GGUF name or .gguf path> for the in-process llama.cpp model",
+    )
+    api_base: str | None = Field(default=None, description="base URL of an OpenAI-compatible or other server")
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, ge=1)
+    concurrency: int = Field(default=4, ge=1, le=256, description="requests in flight at once (local: 1)")
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, description="retries of rate limits, timeouts, 5xx")
+    json_retries: int = Field(default=2, ge=0, description="re-asks after an invalid structured answer")
+    seed: int | None = 0
+    json_mode: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
+        default="auto",
+        description="how structured output is requested: auto picks json_schema where litellm says the "
+        "provider supports it, else json_object; 'prompt' sends no response_format (schema in prompt only)",
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="further litellm.completion arguments, e.g. top_p or stop"
+    )
+
+    @field_validator("extra")
+    @classmethod
+    def _check_extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(RESERVED_EXTRA_KEYS.intersection(value))
+        if clash:
+            raise ValueError(
+                f"extra must not set {', '.join(clash)}: they are LLMSettings fields or set by the client "
+                "(API keys come from the environment only)"
+            )
+        return value
+
+    @property
+    def is_local(self) -> bool:
+        """True for the in-process llama.cpp provider."""
+        return self.model.startswith(LOCAL_PREFIX)
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One item of `complete_many`: the messages and, optionally, the schema the answer must match."""
+
+    messages: list[Message] | str
+    response_schema: type[BaseModel] | None = None
+
+
+class LLMResult(BaseModel):
+    """The outcome of one logical call; `error` is set (and `parsed` None) when it did not succeed.
+
+    Token, latency and cost numbers add up every provider call this result needed (retries and
+    JSON re-asks included); a cached result keeps the numbers of the call that produced it.
+    `latency_s` excludes backoff sleeps, so it measures the model, not the rate limiter.
+    """
+
+    model: str
+    text: str = ""
+    parsed: dict[str, Any] | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cost_known: bool = True
+    cached: bool = False
+    attempts: int = 0
+    json_reasks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    rank = max(0, math.ceil(q * len(sorted_values)) - 1)
+    return sorted_values[rank]
+
+
+@dataclass
+class LLMStats:
+    """Running totals of one client, updated from many threads; `snapshot()` gives a plain dict.
+
+    Tokens, cost and latencies count fresh provider work only (what was actually spent in this
+    process); cache hits are counted separately.
+    """
+
+    requests: int = 0
+    cache_hits: int = 0
+    calls: int = 0
+    retries: int = 0
+    failures: int = 0
+    json_reasks: int = 0
+    json_failures: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_unknown: int = 0
+    latencies_s: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **increments: float) -> None:
+        """Add to counters atomically, e.g. ``stats.add(calls=1, retries=1)``."""
+        with self._lock:
+            for name, amount in increments.items():
+                setattr(self, name, getattr(self, name) + amount)
+
+    def record_fresh(self, result: LLMResult) -> None:
+        """Account a result that came from the provider (not from the cache)."""
+        with self._lock:
+            self.requests += 1
+            self.failures += result.error is not None
+            self.prompt_tokens += result.prompt_tokens
+            self.completion_tokens += result.completion_tokens
+            self.cost_usd += result.cost_usd
+            self.cost_unknown += not result.cost_known
+            self.latencies_s.append(result.latency_s)
+
+    def record_hit(self) -> None:
+        with self._lock:
+            self.requests += 1
+            self.cache_hits += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready copy of the totals, with latency summaries instead of the raw list."""
+        with self._lock:
+            latencies = sorted(self.latencies_s)
+            data: dict[str, Any] = {
+                name: getattr(self, name)
+                for name in (
+                    "requests",
+                    "cache_hits",
+                    "calls",
+                    "retries",
+                    "failures",
+                    "json_reasks",
+                    "json_failures",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cost_usd",
+                    "cost_unknown",
+                )
+            }
+        data["cost_usd"] = round(data["cost_usd"], 8)
+        data["latency_s_total"] = round(sum(latencies), 4)
+        data["latency_s_mean"] = round(sum(latencies) / len(latencies), 4) if latencies else 0.0
+        data["latency_s_p50"] = round(_percentile(latencies, 0.5), 4)
+        data["latency_s_p95"] = round(_percentile(latencies, 0.95), 4)
+        data["latency_s_max"] = round(latencies[-1], 4) if latencies else 0.0
+        return data

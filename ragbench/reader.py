@@ -1,0 +1,146 @@
+"""The RAG reader: answer each question from its numbered context passages with one LLM.
+
+The prompt is short because the offline readers are small local models (Qwen2.5-Coder 1.5B/0.5B):
+a system message with the rules, then the passages as ``[1] (source: ...)`` blocks, then the question.
+The model must answer from the passages only, in 1-3 sentences, cite passage numbers like ``[2]``,
+and reply with the fixed phrase `NOT_IN_CONTEXT` when the passages do not hold the answer, so keyword
+tests can tell a refusal from a guess.
+
+All questions go to the client in one `complete_many` call (concurrent for hosted models, cached,
+retried, counted). A failed call keeps its case: `answer` is None and `error` says why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from ragbench.eval_cases import EvalCase
+from ragbench.llm import LLMClient, LLMRequest
+from ragbench.llm.types import Message
+from ragbench.retrieval import RetrievedChunk
+
+__all__ = [
+    "NOT_IN_CONTEXT",
+    "READER_SYSTEM_PROMPT",
+    "ReaderAnswer",
+    "answer_questions",
+    "build_reader_messages",
+    "build_reader_requests",
+    "format_passages",
+    "says_not_in_context",
+]
+
+NOT_IN_CONTEXT = "The context does not say."
+
+READER_SYSTEM_PROMPT = f"""\
+You answer questions using only the numbered context passages given with the question.
+Rules:
+- Use only facts written in the passages, never your own knowledge.
+- Answer in 1 to 3 short sentences.
+- After each fact, cite its passage number in square brackets, like [2].
+- If the passages do not contain the answer, reply with exactly: {NOT_IN_CONTEXT}"""
+
+_NO_PASSAGES = "(no passages)"
+
+
+def format_passages(chunks: Sequence[RetrievedChunk]) -> str:
+    """Passages numbered from 1 in the given order, each headed by its source."""
+    if not chunks:
+        return _NO_PASSAGES
+    return "\n\n".join(
+        f"[{number}] (source: {chunk.source})\n{chunk.text.strip()}"
+        for number, chunk in enumerate(chunks, start=1)
+    )
+
+
+def build_reader_messages(question: str, chunks: Sequence[RetrievedChunk]) -> list[Message]:
+    """The chat messages for one question; no model call, so a dry run can count their tokens."""
+    user = f"Context passages:\n\n{format_passages(chunks)}\n\nQuestion: {question.strip()}"
+    return [
+        {"role": "system", "content": READER_SYSTEM_PROMPT},
+        {"role": "user", "content": user},
+    ]
+
+
+def build_reader_requests(
+    cases: Sequence[EvalCase], contexts: Sequence[Sequence[RetrievedChunk]]
+) -> list[LLMRequest]:
+    """One request per case, in case order (also what `llm.estimate_cost` takes for a dry run)."""
+    if len(cases) != len(contexts):
+        raise ValueError(f"{len(cases)} cases but {len(contexts)} context lists")
+    return [
+        LLMRequest(messages=build_reader_messages(case.question, chunks))
+        for case, chunks in zip(cases, contexts, strict=True)
+    ]
+
+
+class ReaderAnswer(BaseModel):
+    """One generated answer with the passages it was generated from (in the order the model saw them).
+
+    `answer` is None exactly when the call failed; `error` then says why.
+    """
+
+    case_id: str
+    question: str
+    answer: str | None
+    error: str | None = None
+    contexts: list[RetrievedChunk] = Field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def answer_questions(
+    client: LLMClient,
+    cases: Sequence[EvalCase],
+    contexts: Sequence[Sequence[RetrievedChunk]],
+    *,
+    desc: str = "reader",
+) -> list[ReaderAnswer]:
+    """Answer every case from its passages; results in case order, failed calls included."""
+    requests = build_reader_requests(cases, contexts)
+    results = client.complete_many(requests, desc=desc)
+    if len(results) != len(requests):
+        raise RuntimeError(f"LLM client returned {len(results)} results for {len(requests)} requests")
+    answers = []
+    for case, chunks, result in zip(cases, contexts, results, strict=True):
+        answers.append(
+            ReaderAnswer(
+                case_id=case.id,
+                question=case.question,
+                answer=result.text.strip() if result.error is None else None,
+                error=result.error,
+                contexts=list(chunks),
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                latency_s=result.latency_s,
+                cost_usd=result.cost_usd,
+                cached=result.cached,
+            )
+        )
+    return answers
+
+
+_NOT_IN_CONTEXT_PATTERN = re.compile(
+    r"\b(?:the\s+)?(?:context|passages?)\s+(?:does|do)\s+not\s+(?:say|mention|contain|state|provide)"
+    r"|\b(?:the\s+)?(?:context|passages?)\s+(?:doesn't|don't)\s+(?:say|mention|contain|state|provide)"
+    r"|\bnot\s+(?:mentioned|stated|found|given|provided)\s+in\s+the\s+(?:context|passages?)",
+    re.IGNORECASE,
+)
+
+
+def says_not_in_context(answer: str | None) -> bool:
+    """True if the answer declines because the passages lack the answer (the fixed phrase or a close
+    variant such as "the passages do not mention ...")."""
+    if not answer:
+        return False
+    return bool(_NOT_IN_CONTEXT_PATTERN.search(answer.replace("’", "'")))

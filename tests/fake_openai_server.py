@@ -1,0 +1,285 @@
+"""A loopback-only fake of the OpenAI chat-completions API, so the real LLM client can be tested offline.
+
+It serves ``POST /v1/chat/completions`` (and ``GET /v1/models``) on 127.0.0.1 with an ephemeral port,
+can inject faults into the next requests, and counts requests and the peak number in flight so tests
+can check retries and concurrency through the real HTTP stack.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+FaultKind = Literal["rate_limit", "server_error", "client_error", "timeout", "malformed_json", "bad_body"]
+
+Responder = Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected failure, consumed by the next request that arrives.
+
+    - ``rate_limit``: HTTP 429 with a ``Retry-After`` header of ``retry_after`` seconds.
+    - ``server_error``: HTTP 500 (``status`` can pick another 5xx).
+    - ``client_error``: HTTP ``status`` as a 4xx (set e.g. 400 or 401; the default 500 becomes 400),
+      with ``message`` as the error text if given.
+    - ``timeout``: sleep ``delay_s`` (meant to exceed the client's timeout), then answer normally.
+    - ``malformed_json``: a normal 200 reply whose message content is not valid JSON.
+    - ``bad_body``: HTTP 200 whose body is not JSON at all.
+    """
+
+    kind: FaultKind
+    retry_after: float | None = 0.0
+    status: int = 500
+    delay_s: float = 5.0
+    message: str | None = None
+
+
+def last_user_text(request: dict[str, Any]) -> str:
+    """The content of the last user message, which most responders key on."""
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content", "")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def default_responder(request: dict[str, Any]) -> str:
+    """Echo the last user message; as a JSON object when the request asked for JSON."""
+    text = last_user_text(request)
+    if request.get("response_format"):
+        return json.dumps({"answer": f"echo: {text}"})
+    return f"echo: {text}"
+
+
+def _count_words(text: str) -> int:
+    return len(text.split())
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes; with Nagle on, delayed ACKs add ~40 ms to every reply.
+    disable_nagle_algorithm = True
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging; tests read the counters instead."""
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._send_json(200, {"object": "list", "data": [{"id": self.server.owner.model_name}]})
+        else:
+            self._send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}}
+            )
+            return
+        try:
+            request = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            self._send_json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+            return
+        fault = owner._enter(request)
+        try:
+            self._serve(request, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. its timeout fired); nothing to answer
+        finally:
+            owner._leave()
+
+    def _serve(self, request: dict[str, Any], fault: Fault | None) -> None:
+        owner = self.server.owner
+        if owner.latency_s > 0:
+            owner._sleep(owner.latency_s)
+        if fault is not None:
+            if fault.kind == "rate_limit":
+                headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
+                self._send_json(
+                    429,
+                    {"error": {"message": "Rate limit reached", "type": "rate_limit_error", "code": "429"}},
+                    headers,
+                )
+                return
+            if fault.kind == "server_error":
+                self._send_json(
+                    fault.status, {"error": {"message": "Internal server error", "type": "server_error"}}
+                )
+                return
+            if fault.kind == "client_error":
+                status = fault.status if 400 <= fault.status < 500 else 400
+                kind = "authentication_error" if status == 401 else "invalid_request_error"
+                message = fault.message or f"fake {status}"
+                self._send_json(status, {"error": {"message": message, "type": kind}})
+                return
+            if fault.kind == "timeout":
+                owner._sleep(fault.delay_s)
+            if fault.kind == "bad_body":
+                self._send_raw(200, b"<html>upstream proxy error</html>", "text/html")
+                return
+        content = (
+            "Sure! {not: valid json,,"
+            if fault is not None and fault.kind == "malformed_json"
+            else owner.responder(request)
+        )
+        prompt_text = " ".join(str(m.get("content", "")) for m in request.get("messages", []))
+        prompt_tokens, completion_tokens = _count_words(prompt_text) + 1, _count_words(content) + 1
+        self._send_json(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": request.get("model", owner.model_name),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+    def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send_raw(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    owner: FakeOpenAIServer
+
+
+class FakeOpenAIServer:
+    """Threaded OpenAI-compatible server on 127.0.0.1; use as ``with FakeOpenAIServer() as srv:``.
+
+    ``base_url`` is what a client passes as ``api_base``. ``inject(...)`` queues faults for the next
+    requests in arrival order. ``request_count``, ``max_in_flight`` and ``requests`` (the parsed bodies,
+    in arrival order) are there for assertions.
+    """
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        responder: Responder | None = None,
+        model_name: str = "fake-model",
+    ) -> None:
+        self.latency_s = latency_s
+        self.responder: Responder = responder or default_responder
+        self.model_name = model_name
+        self.requests: list[dict[str, Any]] = []
+        self.request_count = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._faults: deque[Fault] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> FakeOpenAIServer:
+        """Bind an ephemeral loopback port and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = _Server(("127.0.0.1", 0), _Handler)
+        httpd.owner = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; handlers that are sleeping wake up at once so nothing lingers."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, e.g. ``http://127.0.0.1:54321/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- configuration ---------------------------------------------------------------------------
+    def inject(self, *faults: Fault | FaultKind) -> None:
+        """Queue faults (or bare kinds with default options) for the next requests, in order."""
+        with self._lock:
+            self._faults.extend(Fault(f) if isinstance(f, str) else f for f in faults)
+
+    def reset_counters(self) -> None:
+        """Forget requests seen and the in-flight peak (pending faults stay queued)."""
+        with self._lock:
+            self.requests.clear()
+            self.request_count = 0
+            self.max_in_flight = self.in_flight
+
+    @property
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._faults)
+
+    # -- used by the handler ---------------------------------------------------------------------
+    def _enter(self, request: dict[str, Any]) -> Fault | None:
+        with self._lock:
+            self.request_count += 1
+            self.requests.append(request)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            return self._faults.popleft() if self._faults else None
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake early when the server stops, so shutdown is never held up."""
+        self._stopping.wait(seconds)

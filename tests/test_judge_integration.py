@@ -1,0 +1,70 @@
+"""The offline default judge for real: Qwen2.5-Coder-1.5B in llama.cpp grades a right and a wrong answer.
+
+Needs llama-cpp-python and the packaged GGUF (provisioned on first use); fails rather than skips.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ragbench.judge import (
+    DEFAULT_JUDGE_MODEL,
+    JudgeInput,
+    default_judge_settings,
+    judge_answers,
+    summarise_judgements,
+)
+from ragbench.llm import LLMClient
+
+pytestmark = pytest.mark.integration
+
+CONTEXTS = [
+    "ZenML runs pipelines on the local orchestrator unless a stack with another orchestrator is "
+    "active. The local orchestrator executes every step in the current Python process.",
+    "Remote orchestrators such as Kubeflow, Airflow or Vertex AI can be registered as part of a stack.",
+]
+QUESTION = "Which orchestrator does ZenML use by default?"
+REFERENCE = "The local orchestrator, which runs the pipeline steps on your own machine."
+
+
+def test_local_judge_tells_right_from_wrong(tmp_path_factory: pytest.TempPathFactory) -> None:
+    settings = default_judge_settings(DEFAULT_JUDGE_MODEL, max_tokens=256)
+    client = LLMClient(settings, cache_dir=tmp_path_factory.mktemp("judge-cache"), progress=False)
+    inputs = [
+        JudgeInput(
+            case_id="right",
+            question=QUESTION,
+            answer="By default ZenML uses the local orchestrator, which runs all steps on your machine.",
+            reference_answer=REFERENCE,
+            contexts=CONTEXTS,
+        ),
+        JudgeInput(
+            case_id="wrong",
+            question=QUESTION,
+            answer="ZenML uses Apache Airflow by default; every pipeline is sent to an Airflow cluster.",
+            reference_answer=REFERENCE,
+            contexts=CONTEXTS,
+        ),
+    ]
+
+    started = time.perf_counter()
+    right, wrong = judge_answers(client, inputs)
+    elapsed = time.perf_counter() - started
+    stats = client.stats.snapshot()
+    print(f"\njudge: 4 calls in {elapsed:.1f}s (incl. model load); stats={stats}")
+    for judgement in (right, wrong):
+        print(judgement.model_dump_json(indent=1))
+
+    for judgement in (right, wrong):
+        assert judgement.correctness_error is None and judgement.context_error is None
+        assert judgement.correctness is not None and 1 <= judgement.correctness <= 5
+        assert judgement.correctness_reasoning
+        for score in (judgement.faithfulness, judgement.relevance, judgement.helpfulness, judgement.toxicity):
+            assert score is not None and 1 <= score <= 5
+    assert right.correctness > wrong.correctness  # type: ignore[operator]
+
+    summary = summarise_judgements([right, wrong])
+    assert summary["correctness_scored"] == 2 and summary["context_scored"] == 2
+    assert summary["judge_parse_failures"] == {"correctness": 0, "context": 0}

@@ -1,0 +1,563 @@
+"""The LLM client end to end against a loopback fake OpenAI server: real litellm, real HTTP, no network."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, Field, ValidationError
+
+from ragbench.llm import (
+    LLMClient,
+    LLMConfigError,
+    LLMRequest,
+    LLMSettings,
+    ResultCache,
+    check_llm_ready,
+    estimate_cost,
+    estimate_cost_usd,
+    estimate_prompt_tokens,
+    extract_json_object,
+)
+
+try:
+    from tests.fake_openai_server import FakeOpenAIServer, Fault, last_user_text
+except ImportError:  # tests/ on sys.path instead of the repo root
+    from fake_openai_server import FakeOpenAIServer, Fault, last_user_text  # type: ignore[no-redef]
+
+DUMMY_KEY = "sk-test-DUMMY-not-a-real-key-1234"
+
+
+class Answer(BaseModel):
+    answer: str
+    confidence: int = Field(ge=1, le=5)
+
+
+def json_responder(request: dict[str, Any]) -> str:
+    """A well-behaved model: a valid `Answer` for every request."""
+    return json.dumps({"answer": f"echo: {last_user_text(request)}", "confidence": 4})
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as srv:
+        yield srv
+
+
+@pytest.fixture(autouse=True)
+def _dummy_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+
+
+@pytest.fixture
+def make_client(server: FakeOpenAIServer, tmp_path: Path) -> Callable[..., LLMClient]:
+    """A client on the fake server, with a per-test cache and near-zero backoff."""
+
+    def make(cache_dir: Path | None = None, **overrides: Any) -> LLMClient:
+        fields: dict[str, Any] = {
+            "model": "openai/fake-alias",
+            "api_base": server.base_url,
+            "timeout_s": 10.0,
+        }
+        fields.update(overrides)
+        return LLMClient(
+            LLMSettings(**fields),
+            cache_dir=cache_dir or tmp_path / "cache",
+            backoff_base_s=0.001,
+            progress=False,
+        )
+
+    return make
+
+
+# -- cache ---------------------------------------------------------------------------------------
+
+
+def test_cache_hit_makes_no_second_request_and_survives_a_new_client(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    client = make_client()
+    first = client.complete("What is RAG?")
+    second = client.complete([{"role": "user", "content": "What is RAG?"}])
+    assert server.request_count == 1
+    assert first.ok and not first.cached
+    assert second.cached and second.text == first.text == "echo: What is RAG?"
+    # A cached result keeps the numbers of the call that produced it.
+    assert (second.prompt_tokens, second.completion_tokens, second.latency_s, second.attempts) == (
+        first.prompt_tokens,
+        first.completion_tokens,
+        first.latency_s,
+        first.attempts,
+    )
+    assert client.stats.snapshot()["cache_hits"] == 1
+
+    reopened = make_client()
+    third = reopened.complete("What is RAG?")
+    assert third.cached and third.text == first.text
+    assert server.request_count == 1
+    assert reopened.stats.snapshot()["calls"] == 0
+
+
+def test_output_changing_settings_miss_the_cache(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = json_responder
+    make_client().complete("q")
+    make_client(temperature=0.7).complete("q")
+    make_client(model="openai/other-alias").complete("q")
+    make_client(max_tokens=7).complete("q")
+    make_client(seed=1).complete("q")
+    make_client(extra={"top_p": 0.5}).complete("q")
+    make_client().complete("q", response_schema=Answer)
+    assert server.request_count == 7
+    assert [r["model"] for r in server.requests[:3]] == ["fake-alias", "fake-alias", "other-alias"]
+    assert server.requests[1]["temperature"] == 0.7
+    make_client().complete("q")  # the first one again: a hit
+    assert server.request_count == 7
+
+
+def test_duplicate_requests_in_one_batch_are_computed_once(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    results = make_client().complete_many(["a", "b", "a", "a"], desc="dupes")
+    assert [r.text for r in results] == ["echo: a", "echo: b", "echo: a", "echo: a"]
+    assert server.request_count == 2
+
+
+def test_unreadable_cache_entry_counts_as_a_miss(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    client = make_client()
+    assert client.cache is not None
+    client.cache.put(client.cache_key("q"), "openai/fake-alias", '{"not": "an LLMResult"}')
+    result = client.complete("q")
+    assert result.ok and not result.cached and server.request_count == 1
+    assert make_client().complete("q").cached  # and the fresh result replaced it
+
+
+def test_use_cache_false_always_calls(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    settings = LLMSettings(model="openai/fake-alias", api_base=server.base_url)
+    client = LLMClient(settings, use_cache=False, progress=False)
+    client.complete("x")
+    client.complete("x")
+    assert server.request_count == 2
+    assert client.cache is None
+
+
+def test_api_key_is_never_stored(server: FakeOpenAIServer, make_client: Callable[..., LLMClient]) -> None:
+    client = make_client()
+    result = client.complete("secret?")
+    assert client.cache is not None
+    blob = b"".join(p.read_bytes() for p in client.cache.directory.iterdir() if p.is_file())
+    assert DUMMY_KEY.encode() not in blob
+    assert DUMMY_KEY not in result.model_dump_json()
+    assert DUMMY_KEY not in json.dumps(client.stats.snapshot())
+    with sqlite3.connect(client.cache.path) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 1
+
+
+def test_cache_is_shared_safely_between_processes(tmp_path: Path) -> None:
+    """Three processes writing and reading one cache at once: no lost writes, no 'database is locked'."""
+    script = (
+        "import sys\n"
+        "from ragbench.llm import ResultCache\n"
+        "cache = ResultCache(sys.argv[1])\n"
+        "for i in range(60):\n"
+        "    cache.put(f'{sys.argv[2]}-{i}', 'm', str(i))\n"
+        "    assert cache.get(f'{sys.argv[2]}-{i}') == str(i)\n"
+        "    cache.get(f'shared-{i % 7}')\n"
+        "    cache.put(f'shared-{i % 7}', 'm', sys.argv[2])\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path), name], cwd=root, stderr=subprocess.PIPE
+        )
+        for name in ("p0", "p1", "p2")
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    assert len(ResultCache(tmp_path)) == 3 * 60 + 7
+
+
+def test_cache_connections_of_finished_threads_are_closed(tmp_path: Path) -> None:
+    """complete_many starts fresh worker threads per batch; their SQLite handles must not pile up."""
+    cache = ResultCache(tmp_path)
+    fds_before = len(os.listdir("/proc/self/fd"))
+
+    def work(n: int) -> None:
+        cache.put(f"k{n}", "m", "v")
+        assert cache.get(f"k{n}") == "v"
+
+    for batch in range(40):
+        threads = [threading.Thread(target=work, args=(batch * 4 + i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) <= fds_before + 4
+    assert len(cache) == 160
+    cache.close()
+
+
+# -- retries -------------------------------------------------------------------------------------
+
+
+def test_rate_limit_then_success_is_retried_and_counted(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    client = make_client()
+    server.inject(Fault("rate_limit", retry_after=0))
+    result = client.complete("hello")
+    assert result.ok and result.text == "echo: hello"
+    assert result.attempts == 2
+    stats = client.stats.snapshot()
+    assert (stats["calls"], stats["retries"], stats["failures"]) == (2, 1, 0)
+    assert server.request_count == 2
+
+
+def test_retry_after_header_is_honoured(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    client = make_client()
+    client.complete("warm-up")  # litellm's first call carries one-off setup time
+    server.inject(Fault("rate_limit", retry_after=0.4))
+    started = time.perf_counter()
+    result = client.complete("after")
+    assert result.ok and result.attempts == 2
+    assert time.perf_counter() - started >= 0.4
+    assert result.latency_s < 0.4  # the wait is backoff, not model latency
+
+
+def test_server_errors_exhaust_retries_into_an_error_result(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    client = make_client(max_retries=2)
+    server.inject("server_error", Fault("server_error", status=503), "server_error")
+    result = client.complete("doomed")
+    assert not result.ok and result.error is not None
+    assert result.error.startswith("retries_exhausted")
+    assert result.attempts == 3 and result.parsed is None
+    stats = client.stats.snapshot()
+    assert (stats["calls"], stats["retries"], stats["failures"]) == (3, 2, 1)
+    # Not cached: asking again reaches the (now healthy) server.
+    again = client.complete("doomed")
+    assert again.ok and not again.cached and server.request_count == 4
+
+
+def test_unreachable_provider_trips_the_breaker(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as gone:
+        dead_base = gone.base_url  # nothing listens there once the server has stopped
+    settings = LLMSettings(model="openai/fake-alias", api_base=dead_base, max_retries=1, concurrency=2)
+    client = LLMClient(
+        settings, cache_dir=tmp_path, backoff_base_s=0.001, progress=False, max_consecutive_failures=3
+    )
+    with pytest.raises(LLMConfigError, match="3 calls in a row failed"):
+        client.complete_many([f"q{i}" for i in range(20)], desc="down")
+    assert client.stats.snapshot()["calls"] < 20
+
+
+def test_timeout_is_retried(server: FakeOpenAIServer, make_client: Callable[..., LLMClient]) -> None:
+    client = make_client(timeout_s=0.3)
+    server.inject(Fault("timeout", delay_s=3.0))
+    result = client.complete("slow")
+    assert result.ok and result.attempts == 2
+    assert client.stats.snapshot()["retries"] == 1
+
+
+def test_non_json_http_body_is_retried(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.inject("bad_body")
+    result = make_client().complete("proxy hiccup")
+    assert result.ok and result.attempts == 2
+
+
+@pytest.mark.parametrize("status", [400, 401])
+def test_configuration_errors_raise_without_retrying(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient], status: int
+) -> None:
+    client = make_client()
+    server.inject(Fault("client_error", status=status))
+    with pytest.raises(LLMConfigError, match="openai/fake-alias"):
+        client.complete("bad")
+    assert server.request_count == 1
+    assert client.stats.snapshot()["retries"] == 0
+
+
+def test_errors_never_echo_the_api_key(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.inject(Fault("client_error", status=401, message=f"Incorrect API key provided: {DUMMY_KEY}"))
+    with pytest.raises(LLMConfigError) as raised:
+        make_client().complete("leak?")
+    assert DUMMY_KEY not in str(raised.value) and "<OPENAI_API_KEY>" in str(raised.value)
+
+
+def test_configuration_error_stops_a_batch(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.inject(Fault("client_error", status=401))
+    with pytest.raises(LLMConfigError):
+        make_client(concurrency=2).complete_many([f"q{i}" for i in range(6)], desc="auth")
+
+
+# -- structured output ---------------------------------------------------------------------------
+
+
+def test_malformed_json_is_reasked_once_then_parsed(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = json_responder
+    server.inject("malformed_json")
+    client = make_client()
+    result = client.complete("2+3?", response_schema=Answer)
+    assert result.ok and result.parsed is not None and result.parsed["confidence"] == 4
+    assert result.json_reasks == 1 and result.attempts == 2
+    assert server.request_count == 2
+    assert client.stats.snapshot()["json_reasks"] == 1
+    # The re-ask shows the model its invalid output and what was wrong with it.
+    followup = server.requests[1]["messages"]
+    assert followup[-2] == {"role": "assistant", "content": "Sure! {not: valid json,,"}
+    assert "not valid" in followup[-1]["content"]
+    # The schema is stated in the prompt and JSON mode is requested.
+    assert '"confidence"' in server.requests[0]["messages"][0]["content"]
+    assert server.requests[0]["response_format"] == {"type": "json_object"}
+    # Token counts cover both calls.
+    assert result.prompt_tokens > server.requests[0]["messages"][0]["content"].count(" ")
+
+
+def test_always_malformed_json_gives_an_uncached_error_result(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = lambda request: '{"answer": "no confidence given"}'
+    client = make_client(json_retries=2)
+    result = client.complete("q", response_schema=Answer)
+    assert result.error is not None and result.error.startswith("json_invalid")
+    assert "confidence" in result.error
+    assert result.parsed is None and result.json_reasks == 2
+    assert server.request_count == 3
+    stats = client.stats.snapshot()
+    assert (stats["json_failures"], stats["failures"], stats["json_reasks"]) == (1, 1, 2)
+    client.complete("q", response_schema=Answer)
+    assert server.request_count == 6  # not cached
+
+
+def test_fenced_json_with_prose_is_accepted_without_reask(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = lambda request: (
+        'Here it is:\n```json\n{"answer": "x", "confidence": 2}\n```\nHope it helps.'
+    )
+    result = make_client().complete("q", response_schema=Answer)
+    assert result.parsed == {"answer": "x", "confidence": 2} and result.json_reasks == 0
+
+
+def test_json_mode_prompt_sends_no_response_format(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = json_responder
+    result = make_client(json_mode="prompt").complete("q", response_schema=Answer)
+    assert result.ok and "response_format" not in server.requests[0]
+
+
+def test_json_schema_mode_sends_the_schema(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = json_responder
+    make_client(json_mode="json_schema").complete("q", response_schema=Answer)
+    response_format = server.requests[0]["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["schema"]["required"] == ["answer", "confidence"]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": 1}\n```', {"a": 1}),
+        ('Sure, the result is {"a": {"b": [1, 2]}} as requested.', {"a": {"b": [1, 2]}}),
+        ('Set {x} first, then {"a": 1}', {"a": 1}),
+    ],
+)
+def test_extract_json_object(text: str, expected: dict[str, Any]) -> None:
+    assert extract_json_object(text) == expected
+
+
+def test_extract_json_object_rejects_non_objects() -> None:
+    with pytest.raises(ValueError, match="no JSON object"):
+        extract_json_object("[1, 2, 3] and nothing else")
+
+
+# -- concurrency, ordering, stats ----------------------------------------------------------------
+
+
+def test_complete_many_runs_concurrently_up_to_the_limit(make_client: Callable[..., LLMClient]) -> None:
+    with FakeOpenAIServer(latency_s=0.2) as slow:
+        client = make_client(api_base=slow.base_url, concurrency=4)
+        client.complete("warm-up")
+        slow.reset_counters()
+        prompts = [f"question {i}" for i in range(8)]
+        started = time.perf_counter()
+        results = client.complete_many(prompts, desc="concurrency")
+        elapsed = time.perf_counter() - started
+    assert [r.text for r in results] == [f"echo: {p}" for p in prompts]  # input order kept
+    assert 2 <= slow.max_in_flight <= 4
+    assert elapsed < 8 * 0.2 * 0.6, f"8 calls of 0.2 s at concurrency 4 took {elapsed:.2f} s"
+    assert all(r.latency_s >= 0.2 for r in results)
+
+
+def test_complete_many_accepts_requests_with_schemas(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    server.responder = lambda request: (
+        json_responder(request) if request.get("response_format") else f"plain: {last_user_text(request)}"
+    )
+    results = make_client().complete_many(
+        [LLMRequest("a", response_schema=Answer), LLMRequest([{"role": "user", "content": "b"}]), "c"],
+        desc="mixed",
+    )
+    assert results[0].parsed == {"answer": "echo: a", "confidence": 4}
+    assert results[1].text == "plain: b" and results[1].parsed is None
+    assert results[2].text == "plain: c"
+
+
+def test_tokens_latency_and_stats_are_recorded(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    client = make_client()
+    result = client.complete(
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "one two"}]
+    )
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    assert result.latency_s > 0 and result.finish_reason == "stop"
+    assert result.cost_usd == 0.0 and result.cost_known is False  # an alias litellm has no price for
+    client.complete([{"role": "system", "content": "be brief"}, {"role": "user", "content": "one two"}])
+    stats = client.stats.snapshot()
+    assert stats["requests"] == 2 and stats["cache_hits"] == 1 and stats["calls"] == 1
+    assert stats["prompt_tokens"] == result.prompt_tokens
+    assert stats["completion_tokens"] == result.completion_tokens
+    assert stats["latency_s_max"] == pytest.approx(result.latency_s, abs=1e-3)
+    assert stats["cost_unknown"] == 1
+
+
+def test_known_model_behind_api_base_is_priced(
+    server: FakeOpenAIServer, make_client: Callable[..., LLMClient]
+) -> None:
+    result = make_client(model="openai/gpt-4o-mini").complete("price me")
+    assert result.cost_known and result.cost_usd > 0
+
+
+# -- pre-flight, settings, estimates -------------------------------------------------------------
+
+
+def test_check_llm_ready_names_the_missing_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(LLMConfigError, match="OPENAI_API_KEY"):
+        check_llm_ready(LLMSettings(model="openai/gpt-4o-mini"))
+    monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+    readiness = check_llm_ready(LLMSettings(model="openai/gpt-4o-mini"))
+    assert readiness.provider == "openai" and readiness.cost_known
+    assert DUMMY_KEY not in repr(readiness)
+
+
+def test_missing_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LLMClient(LLMSettings(model="openai/gpt-4o-mini"), cache_dir=tmp_path, progress=False)
+    with pytest.raises(LLMConfigError, match="OPENAI_API_KEY"):
+        client.complete("hi")
+
+
+def test_self_hosted_server_needs_no_key(
+    server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings = LLMSettings(model="openai/fake-alias", api_base=server.base_url)
+    check_llm_ready(settings)
+    assert LLMClient(settings, cache_dir=tmp_path, progress=False).complete("hi").ok
+
+
+def test_unknown_model_string_is_rejected() -> None:
+    with pytest.raises(LLMConfigError, match="unknown to litellm"):
+        check_llm_ready(LLMSettings(model="no-such-provider/some-model"))
+
+
+def test_unknown_local_model_is_rejected() -> None:
+    with pytest.raises(LLMConfigError, match="packaged GGUF"):
+        check_llm_ready(LLMSettings(model="local/no-such-model"))
+    with pytest.raises(LLMConfigError, match="not found"):
+        check_llm_ready(LLMSettings(model="local//nowhere/model.gguf"))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"model": "openai/x", "unknown_field": 1},
+        {"model": "openai/x", "extra": {"api_key": "sk-..."}},
+        {"model": "openai/x", "extra": {"num_retries": 3}},
+        {"model": "openai/x", "concurrency": 0},
+        {"model": ""},
+    ],
+)
+def test_settings_are_strict(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        LLMSettings(**fields)
+
+
+def test_settings_round_trip_and_local_flag() -> None:
+    settings = LLMSettings(model="local/qwen2.5-coder-1.5b-instruct", extra={"top_p": 0.9})
+    assert settings.is_local and not LLMSettings(model="openai/gpt-4o-mini").is_local
+    assert LLMSettings.model_validate(settings.model_dump()) == settings
+
+
+def test_dry_run_estimates_make_no_call(server: FakeOpenAIServer) -> None:
+    messages = [{"role": "user", "content": "How do I sort a list in Python?"}]
+    tokens = estimate_prompt_tokens("openai/gpt-4o-mini", messages)
+    assert 5 < tokens < 40
+    assert estimate_prompt_tokens("local/qwen2.5-coder-1.5b-instruct", messages) > 0
+    price = estimate_cost_usd("openai/gpt-4o-mini", 1_000_000, 0)
+    assert price is not None and 0 < price < 10
+    assert estimate_cost_usd("local/qwen2.5-coder-1.5b-instruct", 10**6, 10**6) == 0.0
+    assert estimate_cost_usd("openai/not-a-priced-alias", 100, 100) is None
+    batch: list[Any] = [messages, LLMRequest(messages, response_schema=Answer)]
+    estimate = estimate_cost(LLMSettings(model="openai/gpt-4o-mini", max_tokens=100), batch)
+    assert estimate["calls"] == 2 and estimate["completion_tokens"] == 200
+    assert estimate["prompt_tokens"] > 2 * tokens  # the schema instruction counts too
+    assert estimate["cost_usd"] is not None and estimate["cost_usd"] > 0
+    assert server.request_count == 0
+
+
+def test_fake_server_consumes_faults_in_order(server: FakeOpenAIServer) -> None:
+    """The fake itself, over plain HTTP: faults apply to the next requests in order, then normal replies."""
+    server.inject("server_error", Fault("rate_limit", retry_after=2))
+    assert server.base_url.startswith("http://127.0.0.1:")
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    statuses, retry_after = [], None
+    for _ in range(3):
+        request = urllib.request.Request(
+            f"{server.base_url}/chat/completions", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as response:
+                statuses.append(response.status)
+                reply = json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            statuses.append(error.code)
+            retry_after = error.headers.get("Retry-After") or retry_after
+    assert statuses == [500, 429, 200] and retry_after == "2"
+    assert reply["choices"][0]["message"]["content"] == "echo: hi" and reply["usage"]["total_tokens"] > 0
+    assert server.request_count == 3 and server.pending_faults == 0

@@ -1,0 +1,81 @@
+"""The offline default LLM for real: Qwen2.5-Coder-1.5B (GGUF from PyPI) in llama.cpp, through the client.
+
+Slow-ish (model provisioning on first run, then seconds per call on 2 cores) and needs
+llama-cpp-python; it fails rather than skips when something is missing, so a broken offline path
+cannot hide.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, Field
+
+from ragbench.llm import LLMClient, LLMSettings, check_llm_ready
+
+pytestmark = pytest.mark.integration
+
+MODEL = "local/qwen2.5-coder-1.5b-instruct"
+
+
+class Capital(BaseModel):
+    country: str
+    capital: str
+    confidence: Literal["low", "medium", "high"]
+    population_millions: float = Field(ge=0)
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> LLMClient:
+    settings = LLMSettings(model=MODEL, max_tokens=64)
+    readiness = check_llm_ready(settings)
+    assert readiness.provider == "local" and readiness.json_mode == "json_schema"
+    return LLMClient(settings, cache_dir=tmp_path_factory.mktemp("llm-cache"), progress=False)
+
+
+def test_answers_a_trivial_question(client: LLMClient) -> None:
+    result = client.complete(
+        [
+            {"role": "system", "content": "Answer in as few words as possible."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ]
+    )
+    assert result.ok, result.error
+    assert "paris" in result.text.lower()
+    assert result.prompt_tokens > 10 and 0 < result.completion_tokens <= 64
+    assert result.latency_s > 0 and result.cost_usd == 0.0 and result.cost_known
+    assert result.attempts == 1 and not result.cached
+
+    again = client.complete(
+        [
+            {"role": "system", "content": "Answer in as few words as possible."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ]
+    )
+    assert again.cached and again.text == result.text
+
+
+def test_returns_a_schema_valid_object(client: LLMClient) -> None:
+    result = client.complete("Give the capital of Japan and its population.", response_schema=Capital)
+    assert result.ok, f"{result.error}: {result.text!r}"
+    assert result.parsed is not None
+    parsed = Capital.model_validate(result.parsed)
+    assert parsed.capital.lower().startswith("tokyo")
+    assert result.json_reasks <= 1
+
+
+def test_batch_is_serialised_and_ordered(client: LLMClient) -> None:
+    results = client.complete_many(
+        [f"Reply with the single digit {d} and nothing else." for d in (3, 7)], desc="local batch"
+    )
+    assert [r.ok for r in results] == [True, True]
+    assert "3" in results[0].text and "7" in results[1].text
+    assert client.effective_concurrency == 1
+
+
+def test_prompt_beyond_the_context_window_fails_only_that_request(client: LLMClient, tmp_path: Path) -> None:
+    result = client.complete("word " * 9000 + "\nSay OK.")
+    assert result.error is not None and "context" in result.error.lower()
+    assert client.complete("Reply with OK.").ok

@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 
 PROVIDER = LOCAL_PREFIX.rstrip("/")
 N_CTX_ENV_VAR = "RAGBENCH_LOCAL_N_CTX"
-# llama.cpp threads spin at barriers: with as many threads as cores, any other busy process on the
-# machine was seen to make a call 10-50x slower (0.6 s -> 40 s); set this to 1 on a shared machine.
+# Default: all cores. Other busy processes on the machine slow llama.cpp's spinning threads down badly;
+# OMP_WAIT_POLICY=PASSIVE (set below) removes most of that, and this caps the threads if needed.
 N_THREADS_ENV_VAR = "RAGBENCH_LOCAL_N_THREADS"
 DEFAULT_N_CTX = 8192  # room for a RAG prompt of several retrieved chunks plus the answer
 
@@ -115,6 +115,10 @@ def get_local_model(name: str) -> LocalModel:
     with _load_lock:
         loaded = _models.get(path)
         if loaded is None:
+            # llama-cpp-python is built with OpenMP; idle OpenMP workers spin between tokens and, when
+            # anything else runs on the machine, steal the main thread's core (calls measured 4-13x
+            # slower). Passive waiting costs nothing measurable when idle. Must precede the import.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             from llama_cpp import Llama
 
             n_ctx = int(os.environ.get(N_CTX_ENV_VAR, DEFAULT_N_CTX))

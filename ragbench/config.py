@@ -151,7 +151,7 @@ class BenchmarkConfig(_Strict):
             except ValidationError as error:
                 problem = _format_validation_error(error)
                 raise ValueError(f"generation.reader for {model}: {problem}") from None
-        if self.generation.top_n > self.retrieval.top_k:
+        if self.grid.readers and self.generation.top_n > self.retrieval.top_k:
             raise ValueError("generation.top_n cannot exceed retrieval.top_k")
         return self
 

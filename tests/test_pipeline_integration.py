@@ -51,7 +51,8 @@ def project(tmp_path, monkeypatch):
         "name: small\n"
         "knowledge_base: {kind: folder, path: kb}\n"
         "eval_cases: cases.jsonl\n"
-        "grid: {chunk_sizes: [32, 64], embedding_models: [sentence-transformers/all-MiniLM-L6-v2]}\n"
+        "grid: {chunk_sizes: [32, 64], embedding_models: [sentence-transformers/all-MiniLM-L6-v2], "
+        "readers: []}\n"  # retrieval only
         "retrieval: {top_k: 5, metrics_k: 1}\n"
         "output_dir: out\n"
     )

@@ -9,10 +9,13 @@ from pydoc_data.topics import topics
 import pytest
 
 from ragbench.eval_cases import EvalCase, load_eval_cases
+from ragbench.keyword_tests import SUITES, contains_phrase, run_keyword_tests, starts_with_phrase
+from ragbench.reader import NOT_IN_CONTEXT
 
 CASES_PATH = Path(__file__).resolve().parents[1] / "configs" / "eval_cases" / "python_reference.yaml"
 MIN_CASES = 40
 MIN_DISTINCT_TOPICS = 30
+MIN_KEYWORD_TESTED_CASES = 20  # cases with bad_words or bad_first_words (from real reader mistakes)
 
 
 def _occurs_as_word(word: str, text: str) -> bool:
@@ -72,6 +75,72 @@ def test_good_words_occur_in_expected_topics(cases: list[EvalCase]) -> None:
 def test_cases_cover_many_topics(cases: list[EvalCase]) -> None:
     distinct = {source for case in cases for source in case.expected_sources}
     assert len(distinct) >= MIN_DISTINCT_TOPICS
+
+
+def test_enough_cases_have_bad_word_tests(cases: list[EvalCase]) -> None:
+    tested = [case.id for case in cases if case.bad_words or case.bad_first_words]
+    assert len(tested) >= MIN_KEYWORD_TESTED_CASES, f"only {len(tested)} cases with bad words: {tested}"
+
+
+def test_bad_words_are_not_blank_or_duplicated(cases: list[EvalCase]) -> None:
+    defects = {}
+    for case in cases:
+        for field in ("bad_words", "bad_first_words"):
+            words = getattr(case, field)
+            lowered = [word.strip().lower() for word in words]
+            if any(not word for word in lowered) or len(lowered) != len(set(lowered)):
+                defects[f"{case.id}.{field}"] = words
+    assert not defects, f"blank or repeated keyword entries: {defects}"
+
+
+def test_bad_words_never_occur_in_own_reference_answer(cases: list[EvalCase]) -> None:
+    """A bad word that a correct answer contains would fail correct answers."""
+    defects = {}
+    for case in cases:
+        reference = case.reference_answer or ""
+        inside = [word for word in case.bad_words if contains_phrase(reference, word, case.match)]
+        opening = [word for word in case.bad_first_words if starts_with_phrase(reference, word, case.match)]
+        if inside or opening:
+            defects[case.id] = {"bad_words": inside, "bad_first_words": opening}
+    assert not defects, f"bad words found in the case's own reference answer: {defects}"
+
+
+def test_bad_words_do_not_contradict_good_words(cases: list[EvalCase]) -> None:
+    """No good word may itself contain a bad word (the two suites could never both pass)."""
+    clashes = {
+        case.id: [
+            (good, bad)
+            for good in case.good_words
+            for bad in case.bad_words
+            if contains_phrase(good, bad, case.match)
+        ]
+        for case in cases
+    }
+    clashes = {case_id: pairs for case_id, pairs in clashes.items() if pairs}
+    assert not clashes, f"good words containing a bad word: {clashes}"
+
+
+def test_reference_answers_pass_every_keyword_suite(cases: list[EvalCase]) -> None:
+    report = run_keyword_tests(cases, {case.id: case.reference_answer or "" for case in cases})
+    failing = [(failure.case_id, failure.suite, failure.word) for failure in report.failing]
+    assert not failing, f"reference answers failing their own keyword tests: {failing}"
+    for suite in SUITES:
+        tested = report.suites[suite].cases_tested
+        assert tested > 0, f"no case takes part in the {suite} suite"
+
+
+def test_keyword_suites_catch_a_refusal_and_an_inverted_opener(cases: list[EvalCase]) -> None:
+    """The readers' real mistakes fail the suites: the fixed refusal, and "Yes" where the truth is no."""
+    by_id = {case.id: case for case in cases}
+    report = run_keyword_tests(
+        [by_id["lambda-statements"], by_id["if-elif-single-branch"]],
+        {
+            "lambda-statements": NOT_IN_CONTEXT,
+            "if-elif-single-branch": "**Yes**, in an if / elif / else chain, more than one branch can run.",
+        },
+    )
+    assert report.suites["bad_answers"].failures == 1
+    assert report.suites["bad_first_words"].failures == 1
 
 
 def test_word_matching_respects_word_boundaries() -> None:

@@ -35,13 +35,17 @@ __all__ = [
 
 NOT_IN_CONTEXT = "The context does not say."
 
+# Wording chosen by measurement on Qwen2.5-Coder-1.5B (14 eval cases, each once with its answer passage
+# and once without): "say nothing about the question" refuses less often on answerable paraphrased
+# questions than "do not contain the answer", and the rules in the system message beat rules after the
+# passages. Even so the 1.5B model answered 9/14 and declined 9/14 correctly; it rarely cites.
 READER_SYSTEM_PROMPT = f"""\
 You answer questions using only the numbered context passages given with the question.
 Rules:
 - Use only facts written in the passages, never your own knowledge.
 - Answer in 1 to 3 short sentences.
-- After each fact, cite its passage number in square brackets, like [2].
-- If the passages do not contain the answer, reply with exactly: {NOT_IN_CONTEXT}"""
+- End each sentence with the number of the passage it comes from, like [2].
+- If the passages say nothing about the question, reply with exactly: {NOT_IN_CONTEXT}"""
 
 _NO_PASSAGES = "(no passages)"
 

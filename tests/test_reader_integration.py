@@ -20,7 +20,12 @@ from ragbench.reader import answer_questions, says_not_in_context
 from ragbench.rerank import STANDIN_LABEL, ColbertReranker
 from ragbench.retrieval import RetrievedChunk
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    # colbert-ai's mixed-precision helpers warn on every CPU-only machine (pytest resets warning filters).
+    pytest.mark.filterwarnings("ignore:.*torch.cuda.amp.*:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning"),
+]
 
 READER_MODEL = "local/qwen2.5-coder-1.5b-instruct"
 

@@ -74,7 +74,10 @@ def test_requests_follow_case_order_and_check_lengths():
         ("The passages do not mention the GIL.", True),
         ("The context doesn't contain this information.", True),
         ("This is not mentioned in the context.", True),
+        ("The context manager does not say.", True),  # a mangled refusal seen from the 0.5B reader
+        ("No, it cannot resume. The context does not say.", True),  # answer plus refusal: still flagged
         ("A failing assert raises AssertionError [1].", False),
+        ("A set does not contain duplicates [2].", False),
         ("", False),
         (None, False),
     ],

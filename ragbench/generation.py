@@ -13,6 +13,7 @@ from ragbench.index import Embedder, VectorIndex
 from ragbench.judge import JudgeInput, Judgement, judge_answers, summarise_judgements
 from ragbench.keyword_tests import KeywordReport, run_keyword_tests
 from ragbench.llm import LLMClient, LLMSettings
+from ragbench.llm.types import nearest_rank_percentile
 from ragbench.reader import ReaderAnswer, answer_questions
 from ragbench.rerank import ColbertReranker, RerankerChoice, select_contexts
 from ragbench.retrieval import retrieve
@@ -24,11 +25,6 @@ def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) 
         return list(cases)
     chosen = set(random.Random(seed).sample(range(len(cases)), sample_size))
     return [case for position, case in enumerate(cases) if position in chosen]
-
-
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, round(share * len(ordered)) - 1)] if ordered else 0.0
 
 
 class AnswerSet(BaseModel):
@@ -162,7 +158,7 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
     row.update(
         {
             "latency_mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
-            "latency_p95_s": round(_percentile(latencies, 0.95), 3) if latencies else None,
+            "latency_p95_s": round(nearest_rank_percentile(latencies, 0.95), 3) if latencies else None,
             "prompt_tokens": sum(answer.prompt_tokens for answer in answers),
             "completion_tokens": sum(answer.completion_tokens for answer in answers),
             "reader_cost_usd": round(sum(answer.cost_usd for answer in answers), 6),

@@ -15,7 +15,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Literal
+
+from ragbench.llm import LLMClient, LLMSettings
 
 FaultKind = Literal["rate_limit", "server_error", "client_error", "timeout", "malformed_json", "bad_body"]
 
@@ -248,6 +251,15 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         """The OpenAI-style base URL, e.g. ``http://127.0.0.1:54321/v1``."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def client(self, cache_dir: Path, **settings: Any) -> LLMClient:
+        """An `LLMClient` on this server: model ``openai/fake``, near-zero backoff, no progress bars.
+
+        The caller sets a dummy ``OPENAI_API_KEY`` (litellm wants one for the openai provider).
+        """
+        fields: dict[str, Any] = {"model": "openai/fake", "api_base": self.base_url, "timeout_s": 10.0}
+        fields.update(settings)
+        return LLMClient(LLMSettings(**fields), cache_dir=cache_dir, backoff_base_s=0.001, progress=False)
 
     # -- configuration ---------------------------------------------------------------------------
     def inject(self, *faults: Fault | FaultKind) -> None:

@@ -25,7 +25,7 @@ from ragbench.judge import (
     judge_requests_count,
     summarise_judgements,
 )
-from ragbench.llm import LLMClient, LLMSettings, estimate_cost
+from ragbench.llm import LLMClient, estimate_cost
 
 try:
     from tests.fake_openai_server import FakeOpenAIServer
@@ -90,10 +90,7 @@ def server(judge_script: ScriptedJudge) -> Iterator[FakeOpenAIServer]:
 @pytest.fixture
 def client(server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LLMClient:
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
-    settings = LLMSettings(
-        model="openai/fake", api_base=server.base_url, max_retries=1, json_retries=1, timeout_s=10.0
-    )
-    return LLMClient(settings, cache_dir=tmp_path / "cache", backoff_base_s=0.001, progress=False)
+    return server.client(tmp_path / "cache", max_retries=1, json_retries=1)
 
 
 def item(case_id: str, question: str, reference: str | None = "Paris.", **fields: Any) -> JudgeInput:

@@ -31,6 +31,7 @@ from ragbench.llm import (
     estimate_prompt_tokens,
     extract_json_object,
 )
+from ragbench.llm.types import nearest_rank_percentile
 
 try:
     from tests.fake_openai_server import FakeOpenAIServer, Fault, last_user_text
@@ -66,18 +67,7 @@ def make_client(server: FakeOpenAIServer, tmp_path: Path) -> Callable[..., LLMCl
     """A client on the fake server, with a per-test cache and near-zero backoff."""
 
     def make(cache_dir: Path | None = None, **overrides: Any) -> LLMClient:
-        fields: dict[str, Any] = {
-            "model": "openai/fake-alias",
-            "api_base": server.base_url,
-            "timeout_s": 10.0,
-        }
-        fields.update(overrides)
-        return LLMClient(
-            LLMSettings(**fields),
-            cache_dir=cache_dir or tmp_path / "cache",
-            backoff_base_s=0.001,
-            progress=False,
-        )
+        return server.client(cache_dir or tmp_path / "cache", **{"model": "openai/fake-alias", **overrides})
 
     return make
 
@@ -561,3 +551,19 @@ def test_fake_server_consumes_faults_in_order(server: FakeOpenAIServer) -> None:
     assert statuses == [500, 429, 200] and retry_after == "2"
     assert reply["choices"][0]["message"]["content"] == "echo: hi" and reply["usage"]["total_tokens"] > 0
     assert server.request_count == 3 and server.pending_faults == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "share", "expected"),
+    [
+        ([], 0.95, 0.0),
+        ([4.0], 0.95, 4.0),
+        ([3.0, 1.0, 2.0], 0.5, 2.0),
+        ([float(v) for v in range(1, 21)], 0.95, 19.0),
+        # n = 30: 0.95 * 30 = 28.5 -> rank 29; rounding half to even would give rank 28 (the old bug)
+        ([float(v) for v in range(1, 31)], 0.95, 29.0),
+        ([float(v) for v in range(1, 11)], 1.0, 10.0),
+    ],
+)
+def test_nearest_rank_percentile(values: list[float], share: float, expected: float) -> None:
+    assert nearest_rank_percentile(values, share) == expected

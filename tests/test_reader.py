@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ragbench.eval_cases import EvalCase
-from ragbench.llm import LLMClient, LLMSettings
+from ragbench.llm import LLMClient
 from ragbench.reader import (
     NOT_IN_CONTEXT,
     ReaderAnswer,
@@ -102,8 +102,7 @@ def server() -> Iterator[FakeOpenAIServer]:
 def client(server: FakeOpenAIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LLMClient:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY-not-a-real-key")
     # concurrency 1: requests reach the server in case order, so an injected fault hits a known case.
-    settings = LLMSettings(model="openai/fake", api_base=server.base_url, max_retries=0, concurrency=1)
-    return LLMClient(settings, cache_dir=tmp_path / "cache", backoff_base_s=0.001, progress=False)
+    return server.client(tmp_path / "cache", max_retries=0, concurrency=1)
 
 
 CASES = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,11 +119,12 @@ class LLMResult(BaseModel):
         return self.error is None
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
+def nearest_rank_percentile(values: Iterable[float], share: float) -> float:
+    """The nearest-rank percentile (an observed value, never interpolated); 0.0 for no values."""
+    ordered = sorted(values)
+    if not ordered:
         return 0.0
-    rank = max(0, math.ceil(q * len(sorted_values)) - 1)
-    return sorted_values[rank]
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
 @dataclass
@@ -192,7 +194,7 @@ class LLMStats:
         data["cost_usd"] = round(data["cost_usd"], 8)
         data["latency_s_total"] = round(sum(latencies), 4)
         data["latency_s_mean"] = round(sum(latencies) / len(latencies), 4) if latencies else 0.0
-        data["latency_s_p50"] = round(_percentile(latencies, 0.5), 4)
-        data["latency_s_p95"] = round(_percentile(latencies, 0.95), 4)
+        data["latency_s_p50"] = round(nearest_rank_percentile(latencies, 0.5), 4)
+        data["latency_s_p95"] = round(nearest_rank_percentile(latencies, 0.95), 4)
         data["latency_s_max"] = round(latencies[-1], 4) if latencies else 0.0
         return data

@@ -12,6 +12,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -20,11 +21,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from ragbench.config import BenchmarkConfig, ConfigError, load_config
 from ragbench.dry_run import estimate_llm_usage
 from ragbench.eval_cases import EvalCaseError
+from ragbench.judge import judge_warnings
 from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
 from ragbench.models import ModelResolutionError, resolve_model
 from ragbench.preflight import PreflightError, run_preflight
 from ragbench.report import rows_to_text
+
+if TYPE_CHECKING:  # ragbench.generation pulls in the embedding stack; the CLI loads it only to run
+    from ragbench.generation import AnswerEvaluation, AnswerSet
 
 USER_ERRORS = (
     ConfigError,
@@ -92,14 +97,21 @@ def write_outputs(config: BenchmarkConfig, run_name: str, files: dict[str, str])
     return final
 
 
-def case_records(pipeline_run) -> str:
+def cell_outputs(pipeline_run) -> list[tuple[AnswerSet, AnswerEvaluation]]:
+    """Each end-to-end cell's answers and their evaluation, loaded from the run's artifacts."""
+    pairs = []
+    for name, step in pipeline_run.steps.items():
+        if name.startswith("judge_"):
+            evaluation = step.outputs["answer_evaluation"][0].load()
+            answers = pipeline_run.steps["answer_" + name.removeprefix("judge_")].outputs["answers"][0].load()
+            pairs.append((answers, evaluation))
+    return pairs
+
+
+def case_records(cells: list[tuple[AnswerSet, AnswerEvaluation]]) -> str:
     """Per-case answers, passages, keyword failures and judgements as JSONL, one line per (cell, case)."""
     lines = []
-    for name, step in pipeline_run.steps.items():
-        if not name.startswith("judge_"):
-            continue
-        evaluation = step.outputs["answer_evaluation"][0].load()
-        answers = pipeline_run.steps["answer_" + name.removeprefix("judge_")].outputs["answers"][0].load()
+    for answers, evaluation in cells:
         judgements = {judgement.case_id: judgement for judgement in evaluation.judgements}
         failures = evaluation.keyword.failing if evaluation.keyword else []
         for answer in answers.answers:
@@ -150,7 +162,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool, dry_run: bool = Fals
     results_step = pipeline_run.steps["build_results_table"]
     csv_text = results_step.outputs["results_csv"][0].load()
     html_text = results_step.outputs["results_html"][0].load()
-    files = {"results.csv": csv_text, "results.html": html_text, "cases.jsonl": case_records(pipeline_run)}
+    cells = cell_outputs(pipeline_run)
+    files = {"results.csv": csv_text, "results.html": html_text, "cases.jsonl": case_records(cells)}
     folder = write_outputs(config, pipeline_run.name, files)
     rows = list(csv.DictReader(io.StringIO(csv_text)))
     print()
@@ -158,7 +171,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool, dry_run: bool = Fals
     print(f"(all columns: {folder}/results.csv)")
     for note in notes:
         print(note)
-    for warning in preflight.warnings:
+    judgements = [judgement for _, evaluation in cells for judgement in evaluation.judgements]
+    for warning in [*preflight.warnings, *judge_warnings(judgements)]:
         print(f"WARNING: {warning}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html")
     return 0

@@ -308,3 +308,29 @@ def summarise_judgements(judgements: Sequence[Judgement]) -> dict[str, Any]:
             "context": sum(j.context_error is not None for j in judgements),
         },
     }
+
+
+# A judge that gives faithfulness, relevance and helpfulness one shared score is grading the answer
+# as a whole; measured on the local 1.5B judge: 24 of 25 verdicts, with toxicity flipping with them.
+SAME_SCORE_WARNING_SHARE = 0.8
+SAME_SCORE_WARNING_MIN_VERDICTS = 8
+
+
+def context_same_score_count(judgements: Iterable[Judgement]) -> tuple[int, int]:
+    """(context verdicts whose faithfulness, relevance and helpfulness are all equal, verdicts scored)."""
+    scored = [j for j in judgements if j.context_error is None and j.faithfulness is not None]
+    same = sum(j.faithfulness == j.relevance == j.helpfulness for j in scored)
+    return same, len(scored)
+
+
+def judge_warnings(judgements: Iterable[Judgement]) -> list[str]:
+    """Warnings about the judge itself, for the report: when its context criteria move as one."""
+    same, scored = context_same_score_count(judgements)
+    if scored < SAME_SCORE_WARNING_MIN_VERDICTS or same < SAME_SCORE_WARNING_SHARE * scored:
+        return []
+    return [
+        f"The judge gave faithfulness, relevance and helpfulness the same score in {same} of {scored} "
+        "context verdicts: it may be grading each answer as a whole rather than the four criteria. "
+        "Check its reasoning in cases.jsonl before reading the context columns separately, or use a "
+        "stronger judge model."
+    ]

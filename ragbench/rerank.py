@@ -225,11 +225,8 @@ class ColbertReranker:
 
 
 def _with_score(chunk: RetrievedChunk, score: float) -> RetrievedChunk:
-    update: dict[str, Any] = {"score": score}
-    # Keep the first-stage score where RetrievedChunk has room for it (optional field `retrieval_score`).
-    if "retrieval_score" in RetrievedChunk.model_fields and getattr(chunk, "retrieval_score", None) is None:
-        update["retrieval_score"] = chunk.score
-    return chunk.model_copy(update=update)
+    first_stage = chunk.score if chunk.retrieval_score is None else chunk.retrieval_score
+    return chunk.model_copy(update={"score": score, "retrieval_score": first_stage})
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,10 +9,16 @@ from ragbench.index import Embedder, VectorIndex
 
 
 class RetrievedChunk(BaseModel):
+    """One passage as retrieved: `position` is its row in the index, `score` the score it was ranked by.
+
+    After reranking, `score` is the reranker's and `retrieval_score` keeps the first-stage similarity.
+    """
+
     position: int
     source: str
     score: float
     text: str
+    retrieval_score: float | None = None
 
 
 class CaseRetrieval(BaseModel):

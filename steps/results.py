@@ -4,15 +4,17 @@ from zenml import log_metadata, step
 from zenml.types import CSVString, HTMLString
 
 import ragbench.generation
+import ragbench.judge
 import ragbench.report
 import ragbench.results
 from ragbench.generation import AnswerEvaluation, AnswerSet
+from ragbench.judge import judge_warnings
 from ragbench.report import html_page, rows_to_csv, rows_to_html_table
 from ragbench.results import CellResult, results_rows
 from steps.caching import cache_on
 
 
-@step(cache_policy=cache_on(ragbench.report, ragbench.results, ragbench.generation))
+@step(cache_policy=cache_on(ragbench.report, ragbench.results, ragbench.generation, ragbench.judge))
 def build_results_table(
     retrieval_results: list[CellResult],
     answer_sets: list[AnswerSet],
@@ -23,6 +25,7 @@ def build_results_table(
 ) -> tuple[Annotated[CSVString, "results_csv"], Annotated[HTMLString, "results_html"]]:
     """One row per grid cell; also logged on the run so runs can be compared from metadata alone."""
     rows = results_rows(retrieval_results, answer_sets, answer_evaluations)
-    log_metadata({"results": {row["cell"]: row for row in rows}})
-    page = html_page(title, [rows_to_html_table(rows)], notes=notes, warnings=warnings)
+    judge_notes = judge_warnings(j for evaluation in answer_evaluations for j in evaluation.judgements)
+    log_metadata({"results": {row["cell"]: row for row in rows}, "judge_warnings": judge_notes})
+    page = html_page(title, [rows_to_html_table(rows)], notes=notes, warnings=[*warnings, *judge_notes])
     return CSVString(rows_to_csv(rows)), HTMLString(page)

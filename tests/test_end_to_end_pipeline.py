@@ -132,6 +132,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     assert wrong["judgement"]["correctness"] == 1
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "UNTRAINED STAND-IN" in html
+    assert "grading each answer as a whole" not in html  # the fake judge tells its criteria apart
     assert "sk-test-DUMMY" not in html + json.dumps(records)
 
 

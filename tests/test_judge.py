@@ -17,12 +17,14 @@ from ragbench.judge import (
     JudgeInput,
     Judgement,
     build_judge_calls,
+    context_same_score_count,
     default_judge_settings,
     fit_passages,
     format_passages,
     judge_answers,
     judge_messages,
     judge_requests_count,
+    judge_warnings,
     summarise_judgements,
 )
 from ragbench.llm import LLMClient, estimate_cost
@@ -362,3 +364,33 @@ def test_summary_of_nothing() -> None:
     summary = summarise_judgements([])
     assert summary["correctness_mean_0to1"] is None and summary["context_scored"] == 0
     assert summary["judge_parse_failures"] == {"correctness": 0, "context": 0}
+
+
+def context_verdict(case_id: str, scores: tuple[int, int, int, int]) -> Judgement:
+    faithfulness, relevance, helpfulness, toxicity = scores
+    return Judgement(
+        case_id=case_id,
+        faithfulness=faithfulness,
+        relevance=relevance,
+        helpfulness=helpfulness,
+        toxicity=toxicity,
+        context_reasoning="r",
+    )
+
+
+def test_judge_that_scores_the_criteria_as_one_verdict_is_flagged() -> None:
+    # The pattern measured on the local 1.5B judge: all criteria at one extreme, toxicity flipping too.
+    verdicts = [context_verdict(f"c{i}", (5, 5, 5, 1) if i % 2 else (1, 1, 1, 5)) for i in range(9)]
+    verdicts.append(context_verdict("mixed", (5, 2, 3, 1)))
+    verdicts.append(Judgement(case_id="failed", context_error="json_invalid"))
+    assert context_same_score_count(verdicts) == (9, 10)
+    (warning,) = judge_warnings(verdicts)
+    assert "9 of 10 context verdicts" in warning
+
+
+def test_judge_that_tells_the_criteria_apart_is_not_flagged() -> None:
+    varied = [context_verdict(f"c{i}", (5, 4, 3, 1) if i % 2 else (5, 5, 5, 1)) for i in range(10)]
+    assert context_same_score_count(varied) == (5, 10)
+    assert judge_warnings(varied) == []
+    too_few = [context_verdict(f"c{i}", (5, 5, 5, 1)) for i in range(7)]
+    assert judge_warnings(too_few) == []  # too few verdicts to say anything

@@ -158,8 +158,8 @@ def test_colbert_reranker_maps_results_back_to_chunks(fake_reranker):
     assert out[0].text == chunks[1].text
     assert out[0].score == 4.0  # the reranker's score replaces the first-stage one
     assert chunks[1].score == 0.8  # inputs untouched
-    if "retrieval_score" in RetrievedChunk.model_fields:
-        assert out[0].retrieval_score == 0.8
+    assert out[0].retrieval_score == 0.8  # the first-stage similarity is kept beside it
+    assert chunks[1].retrieval_score is None
     assert fake.calls[-1]["k"] == 2
 
 

@@ -26,7 +26,7 @@ from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
 from ragbench.models import ModelResolutionError, resolve_model
 from ragbench.preflight import PreflightError, run_preflight
-from ragbench.report import rows_to_text
+from ragbench.report import rows_to_text, summary_rows
 
 if TYPE_CHECKING:  # ragbench.generation pulls in the embedding stack; the CLI loads it only to run
     from ragbench.generation import AnswerEvaluation, AnswerSet
@@ -38,22 +38,6 @@ USER_ERRORS = (
     LLMConfigError,
     ModelResolutionError,
     PreflightError,
-)
-SUMMARY_COLUMNS = (
-    "cell",
-    "reranker",
-    "failure_rate@5",
-    "mrr",
-    "e2e_cases",
-    "answers_produced",
-    "fail_bad_answers",
-    "fail_bad_first_words",
-    "fail_good_answers",
-    "correctness_0to1",
-    "faithfulness_1to5",
-    "judge_parse_failures",
-    "latency_mean_s",
-    "latency_p95_s",
 )
 logger = logging.getLogger("ragbench")
 
@@ -167,7 +151,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool, dry_run: bool = Fals
     folder = write_outputs(config, pipeline_run.name, files)
     rows = list(csv.DictReader(io.StringIO(csv_text)))
     print()
-    print(rows_to_text([{key: row[key] for key in SUMMARY_COLUMNS if key in row} for row in rows]))
+    print(rows_to_text(summary_rows(rows)))
     print(f"(all columns: {folder}/results.csv)")
     for note in notes:
         print(note)

@@ -70,3 +70,50 @@ def rows_to_text(rows: list[dict]) -> str:
     lines.append("  ".join("-" * width for width in widths))
     lines += ["  ".join(value.ljust(widths[i]) for i, value in enumerate(line)) for line in cells]
     return "\n".join(lines)
+
+
+# The columns `summary_rows` keeps for the terminal; the CSV and HTML keep every column.
+SUMMARY_COLUMNS = (
+    "cell",
+    "reranker",
+    "failure_rate@",  # prefix: the column name carries retrieval.metrics_k
+    "mrr",
+    "e2e_cases",
+    "fail_bad_answers",
+    "fail_bad_first_words",
+    "fail_good_answers",
+    "correctness_0to1",
+    "faithfulness_1to5",
+    "judge_parse_failures",
+    "latency_mean_s",
+    "latency_p95_s",
+)
+
+
+def _number_or_text(value: object) -> object:
+    if isinstance(value, str) and value:
+        try:
+            return float(value) if any(c in value for c in ".eE") else int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def summary_rows(rows: list[dict]) -> list[dict]:
+    """The terminal's view of the results table (values may be CSV strings).
+
+    A keyword failure rate shows the number of cases behind it, e.g. ``0.33 (n=3)``, because with a
+    small sample a rate of 1.00 may rest on a single case.
+    """
+    out = []
+    for row in rows:
+        kept: dict = {}
+        for wanted in SUMMARY_COLUMNS:
+            for column in (c for c in row if c == wanted or (wanted.endswith("@") and c.startswith(wanted))):
+                value = _number_or_text(row[column])
+                tested = _number_or_text(row.get(f"{column}_cases"))
+                if column.startswith("fail_") and isinstance(value, int | float) and tested is not None:
+                    value = f"{value:.2f} (n={tested})"
+                kept[column] = value
+        out.append(kept)
+    return out

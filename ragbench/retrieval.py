@@ -11,13 +11,16 @@ from ragbench.index import Embedder, VectorIndex
 class RetrievedChunk(BaseModel):
     """One passage as retrieved: `position` is its row in the index, `score` the score it was ranked by.
 
-    After reranking, `score` is the reranker's and `retrieval_score` keeps the first-stage similarity.
+    `retrieval_rank` is its 1-based rank in the first-stage list, so a reranked context shows where the
+    reranker found it; after reranking, `score` is the reranker's and `retrieval_score` keeps the
+    first-stage similarity.
     """
 
     position: int
     source: str
     score: float
     text: str
+    retrieval_rank: int | None = None
     retrieval_score: float | None = None
 
 
@@ -62,7 +65,11 @@ def retrieve(
             chunk = index.chunks.chunks[position]
             row.append(
                 RetrievedChunk(
-                    position=int(position), source=chunk.source, score=float(score), text=chunk.text
+                    position=int(position),
+                    source=chunk.source,
+                    score=float(score),
+                    text=chunk.text,
+                    retrieval_rank=len(row) + 1,
                 )
             )
         results.append(row)

@@ -129,6 +129,10 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     assert wrong["answer"] == "It raises ValueError [1]."
     assert {f["suite"] for f in wrong["keyword_failures"]} == {"bad_answers", "good_answers"}
     assert wrong["contexts"][0]["source"] == "errors.md"
+    assert [c["retrieval_rank"] for c in wrong["contexts"]] == [1, 2]  # top_n 2, retrieval order
+    for record in records:
+        if record["reranker"] != "off":  # reranked: the reranker's score, the first-stage one kept
+            assert all(c["retrieval_rank"] in (1, 2, 3) and c["retrieval_score"] for c in record["contexts"])
     assert wrong["judgement"]["correctness"] == 1
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "UNTRAINED STAND-IN" in html

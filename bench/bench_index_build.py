@@ -24,8 +24,8 @@ os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("ZENML_LOGGING_VERBOSITY", "WARN")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from ragbench.config import BenchmarkConfig, load_config  # noqa: E402
-from ragbench.eval_cases import load_eval_cases  # noqa: E402
+from ragbench.config import BenchmarkConfig, EvalCasesConfig, load_config  # noqa: E402
+from ragbench.eval_cases import load_eval_source  # noqa: E402
 from ragbench.index import ENCODE_BATCH_SIZE, load_embedder  # noqa: E402
 from ragbench.knowledge_base import load_corpus  # noqa: E402
 from ragbench.preflight import run_preflight  # noqa: E402
@@ -33,13 +33,13 @@ from ragbench.report import rows_to_text  # noqa: E402
 from ragbench.results import cell_id  # noqa: E402
 
 
-def cases_within(config: BenchmarkConfig, folder: Path) -> str:
+def cases_within(config: BenchmarkConfig, folder: Path) -> EvalCasesConfig:
     """The eval cases whose expected sources survive the document limit (the pipeline needs some)."""
     sources = {document.source for document in load_corpus(config.knowledge_base).documents}
-    cases = [case for case in load_eval_cases(config.eval_cases) if set(case.expected_sources) <= sources]
+    cases = [case for case in load_eval_source(config.eval_cases) if set(case.expected_sources) <= sources]
     path = folder / "cases.jsonl"
     path.write_text("\n".join(case.model_dump_json() for case in cases))
-    return str(path)
+    return EvalCasesConfig(path=str(path))
 
 
 def main() -> int:

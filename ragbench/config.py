@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ragbench.eval_cases import EvalCase
 from ragbench.llm.types import LLMSettings
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
@@ -42,6 +43,38 @@ class KnowledgeBaseConfig(_Strict):
         if self.kind == "hf_dataset" and not self.dataset:
             raise ValueError("knowledge_base.dataset is required when kind is 'hf_dataset'")
         return self
+
+
+class EvalCasesConfig(_Strict):
+    """Where eval cases come from: a file in ragbench's schema (.yaml/.json/.jsonl), or a table whose
+    columns are mapped onto that schema (a .jsonl/.json/.csv/.parquet file with `columns`, or a
+    Hugging Face dataset such as the cookbook's ``m-ric/huggingface_doc_qa_eval``)."""
+
+    path: str | None = Field(default=None, description="eval case file")
+    dataset: str | None = Field(default=None, description="Hugging Face dataset name or local dataset folder")
+    split: str = "train"
+    revision: str | None = None
+    columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="eval-case field -> column of the table, e.g. {reference_answer: answer}; "
+        "unmapped fields are read from the column of the same name when it exists",
+    )
+    limit: int | None = Field(default=None, gt=0, description="keep only the first N cases")
+
+    @model_validator(mode="after")
+    def _check_source(self) -> EvalCasesConfig:
+        if (self.path is None) == (self.dataset is None):
+            raise ValueError("eval_cases needs exactly one of path or dataset")
+        unknown = sorted(set(self.columns) - set(EvalCase.model_fields))
+        if unknown:
+            raise ValueError(
+                f"eval_cases.columns: unknown field(s) {unknown}; fields: {sorted(EvalCase.model_fields)}"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.path or f"dataset {self.dataset}"
 
 
 class ChunkingConfig(_Strict):
@@ -124,7 +157,7 @@ class EvaluationConfig(_Strict):
 class BenchmarkConfig(_Strict):
     name: str = "default"
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
-    eval_cases: str = "configs/eval_cases/python_reference.yaml"
+    eval_cases: EvalCasesConfig = EvalCasesConfig(path="configs/eval_cases/python_reference.yaml")
     chunking: ChunkingConfig = ChunkingConfig()
     grid: GridConfig = GridConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
@@ -132,6 +165,12 @@ class BenchmarkConfig(_Strict):
     evaluation: EvaluationConfig = EvaluationConfig()
     llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
     output_dir: str = "output"
+
+    @field_validator("eval_cases", mode="before")
+    @classmethod
+    def _path_shorthand(cls, value: Any) -> Any:
+        """`eval_cases: cases.yaml` is short for `eval_cases: {path: cases.yaml}`."""
+        return {"path": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _check_overlap(self) -> BenchmarkConfig:

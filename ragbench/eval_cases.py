@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ragbench.tables import TableError, read_dataset, read_table_file
+
+if TYPE_CHECKING:
+    from ragbench.config import EvalCasesConfig
 
 
 class EvalCase(BaseModel):
@@ -69,16 +74,70 @@ def load_eval_cases(path: str | Path) -> list[EvalCase]:
         raw = loaded.get("cases") if isinstance(loaded, dict) else loaded
     else:
         raise EvalCaseError(f"{path}: unsupported eval case format (use .jsonl, .json, .yaml)")
-    if not isinstance(raw, list) or not raw:
+    if not isinstance(raw, list):
         raise EvalCaseError(f"{path}: no eval cases found")
+    return _validated(raw, str(path))
+
+
+def _validated(raw: list[Any], origin: str) -> list[EvalCase]:
+    """Cases checked one by one (the error names the case) and for unique ids."""
+    if not raw:
+        raise EvalCaseError(f"{origin}: no eval cases found")
     cases = []
     for position, item in enumerate(raw):
         try:
             cases.append(EvalCase.model_validate(item))
         except Exception as error:  # pydantic ValidationError carries the field names
-            raise EvalCaseError(f"{path}: case #{position + 1} is invalid: {error}") from error
+            raise EvalCaseError(f"{origin}: case #{position + 1} is invalid: {error}") from error
     ids = [case.id for case in cases]
     duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
     if duplicates:
-        raise EvalCaseError(f"{path}: duplicate case ids: {', '.join(duplicates)}")
+        raise EvalCaseError(f"{origin}: duplicate case ids: {', '.join(duplicates)}")
     return cases
+
+
+_LIST_FIELDS = {"expected_sources", "good_words", "bad_words", "bad_first_words", "tags"}
+
+
+def _cell(field: str, value: Any) -> Any:
+    """A table cell as the field wants it: one source in a string column becomes a one-item list."""
+    if field in _LIST_FIELDS:
+        return [str(item) for item in value] if isinstance(value, list | tuple) else [str(value)]
+    return str(value) if field != "match" else value
+
+
+def cases_from_rows(rows: list[dict[str, Any]], columns: dict[str, str], origin: str) -> list[EvalCase]:
+    """Eval cases from table rows; `columns` maps case fields to column names, other fields are read
+    from a column of the same name when there is one, and a missing id becomes ``case-<row number>``."""
+    if not rows:
+        raise EvalCaseError(f"{origin}: no eval cases found")
+    available = set(rows[0])
+    missing = sorted(column for column in columns.values() if column not in available)
+    if missing:
+        raise EvalCaseError(f"{origin}: column(s) {missing} not found; available: {sorted(available)}")
+    mapping = {field: field for field in EvalCase.model_fields if field in available} | columns
+    if "question" not in mapping:
+        raise EvalCaseError(
+            f"{origin}: no 'question' column; map one with eval_cases.columns.question "
+            f"(available: {sorted(available)})"
+        )
+    raw = []
+    for number, row in enumerate(rows, start=1):
+        item = {field: _cell(field, row[col]) for field, col in mapping.items() if row[col] is not None}
+        item.setdefault("id", f"case-{number}")
+        raw.append(item)
+    return _validated(raw, origin)
+
+
+def load_eval_source(source: EvalCasesConfig) -> list[EvalCase]:
+    """The configured cases: a ragbench case file as is, or a file/dataset table through `columns`."""
+    try:
+        if source.dataset is not None:
+            rows = read_dataset(source.dataset, source.split, source.revision, source.limit)
+        elif source.columns or Path(source.path or "").suffix.lower() in {".csv", ".parquet"}:
+            rows = read_table_file(source.path or "", source.limit)
+        else:
+            return load_eval_cases(source.path or "")[: source.limit]
+    except TableError as error:
+        raise EvalCaseError(str(error)) from error
+    return cases_from_rows(rows, source.columns, source.label)

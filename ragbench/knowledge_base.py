@@ -11,11 +11,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ragbench.config import KnowledgeBaseConfig
+from ragbench.tables import TableError, read_dataset, read_table_file
 
 logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = {".md", ".txt", ".rst", ".html", ".htm"}
-TABLE_SUFFIXES = {".jsonl", ".json", ".csv", ".parquet"}
 
 
 class KnowledgeBaseError(ValueError):
@@ -131,28 +131,16 @@ def _rows_to_documents(rows: list[dict], config: KnowledgeBaseConfig, origin: st
 
 
 def _load_table(config: KnowledgeBaseConfig) -> list[Document]:
-    import datasets
-
-    if config.kind == "hf_dataset":
-        origin = f"dataset {config.dataset}"
-        try:
-            table = datasets.load_dataset(config.dataset, split=config.split, revision=config.revision)
-        except Exception as error:
-            raise KnowledgeBaseError(f"cannot load {origin}: {error}") from error
-    else:
-        file = Path(config.path or "")
-        origin = str(file)
-        suffix = file.suffix.lower()
-        if suffix not in TABLE_SUFFIXES:
-            raise KnowledgeBaseError(f"{file}: unsupported table format (use .jsonl, .json, .csv, .parquet)")
-        builder = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}[suffix]
-        try:
-            table = datasets.load_dataset(builder, data_files=str(file), split="train")
-        except Exception as error:
-            raise KnowledgeBaseError(f"cannot read {file}: {error}") from error
-    if config.limit:
-        table = table.select(range(min(config.limit, len(table))))
-    return _rows_to_documents(table.to_list(), config, origin)
+    try:
+        if config.kind == "hf_dataset":
+            origin = f"dataset {config.dataset}"
+            rows = read_dataset(config.dataset or "", config.split, config.revision, config.limit)
+        else:
+            origin = str(config.path)
+            rows = read_table_file(config.path or "", config.limit)
+    except TableError as error:
+        raise KnowledgeBaseError(str(error)) from error
+    return _rows_to_documents(rows, config, origin)
 
 
 def load_corpus(config: KnowledgeBaseConfig, fingerprint: str | None = None) -> Corpus:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragbench.config import BenchmarkConfig
-from ragbench.eval_cases import EvalCase, load_eval_cases
+from ragbench.eval_cases import EvalCase, load_eval_source
 from ragbench.knowledge_base import knowledge_base_fingerprint, load_corpus
 from ragbench.llm import LLMSettings, check_llm_ready
 from ragbench.models import check_model_available, resolve_model
@@ -61,13 +61,13 @@ def run_preflight(config: BenchmarkConfig) -> Preflight:
     fingerprint = knowledge_base_fingerprint(config.knowledge_base)
     corpus = load_corpus(config.knowledge_base, fingerprint=fingerprint)
     warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
-    cases = load_eval_cases(config.eval_cases)
+    cases = load_eval_source(config.eval_cases)
     known_sources = {document.source for document in corpus.documents}
     unknown = sorted({source for case in cases for source in case.expected_sources} - known_sources)
     if unknown:
         raise PreflightError(
-            f"{config.eval_cases}: expected sources not in the knowledge base: {', '.join(unknown[:10])}"
-            + (" ..." if len(unknown) > 10 else "")
+            f"{config.eval_cases.label}: expected sources not in the knowledge base: "
+            f"{', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
         )
     if not any(case.expected_sources for case in cases):
         warnings.append("no eval case names expected_sources: retrieval metrics cannot be computed")

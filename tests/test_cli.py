@@ -64,3 +64,17 @@ def test_malformed_eval_case_file_is_refused(tmp_path, capsys, no_expensive_work
     code, err = run_cli(tmp_path, capsys, f"eval_cases: {tmp_path / 'cases.yaml'}\n")
     assert code == 2
     assert "not valid YAML" in err
+
+
+def test_table_eval_set_is_checked_against_the_knowledge_base(tmp_path, capsys, no_expensive_work):
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "a.md").write_text("Some text.")
+    (tmp_path / "eval.csv").write_text("question,answer,source_doc\nWhat?,This.,a.md\nWhy?,That.,b.md\n")
+    code, err = run_cli(
+        tmp_path,
+        capsys,
+        f"knowledge_base: {{kind: folder, path: {tmp_path / 'kb'}}}\n"
+        f"eval_cases: {{path: {tmp_path / 'eval.csv'}, columns: {{expected_sources: source_doc}}}}\n",
+    )
+    assert code == 2
+    assert "eval.csv: expected sources not in the knowledge base: b.md" in err

@@ -1,0 +1,49 @@
+"""Rows of a table, wherever it lives: a local .jsonl/.json/.csv/.parquet file or a Hugging Face dataset.
+
+One reader for the knowledge base and the eval cases, both through `datasets`, so a Hub name, a local
+dataset folder and a plain file behave the same way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+TABLE_SUFFIXES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class TableError(ValueError):
+    """The table cannot be read; the message names it and says why."""
+
+
+def read_table_file(file: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    import datasets
+
+    file = Path(file)
+    builder = TABLE_SUFFIXES.get(file.suffix.lower())
+    if builder is None:
+        raise TableError(f"{file}: unsupported table format (use {', '.join(TABLE_SUFFIXES)})")
+    if not file.is_file():
+        raise TableError(f"{file}: file not found")
+    try:
+        table = datasets.load_dataset(builder, data_files=str(file), split="train")
+    except Exception as error:
+        raise TableError(f"cannot read {file}: {error}") from error
+    return _rows(table, limit)
+
+
+def read_dataset(name: str, split: str, revision: str | None = None, limit: int | None = None) -> list[dict]:
+    """A Hub dataset (``owner/name``) or a local dataset folder, one split."""
+    import datasets
+
+    try:
+        table = datasets.load_dataset(name, split=split, revision=revision)
+    except Exception as error:
+        raise TableError(f"cannot load dataset {name} (split {split}): {error}") from error
+    return _rows(table, limit)
+
+
+def _rows(table: Any, limit: int | None) -> list[dict[str, Any]]:
+    if limit:
+        table = table.select(range(min(limit, len(table))))
+    return table.to_list()

@@ -47,6 +47,12 @@ def rows_to_html_table(rows: list[dict]) -> str:
     return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def html_section(title: str, rows: list[dict], empty: str = "(none)") -> str:
+    """A titled table for `html_page`; an empty list shows `empty` instead of a table."""
+    body = rows_to_html_table(rows) if rows else f'<p class="note">{escape(empty)}</p>'
+    return f"<h2>{escape(title)}</h2>{body}"
+
+
 def html_page(title: str, sections: list[str], notes: list[str] = (), warnings: list[str] = ()) -> str:
     """A standalone page; `sections` must already be escaped HTML, `notes`/`warnings` are plain text."""
     parts = [f"<h1>{escape(title)}</h1>"]

@@ -59,3 +59,37 @@ def results_rows(
         row["cell"] = answers.cell_id
         rows.append(row | generation_columns(answers, evaluation))
     return rows
+
+
+# Answers the judge scored at or below this correctness (1-5) are listed in the report.
+WEAK_CORRECTNESS = 2
+
+
+def keyword_failure_rows(evaluations: list[AnswerEvaluation]) -> list[dict]:
+    """Every failed keyword check with the word that decided it and the answer, for the report."""
+    return [
+        {"cell": e.cell_id, "case": f.case_id, "suite": f.suite, "word": f.word, "answer": f.answer}
+        for e in evaluations
+        if e.keyword is not None
+        for f in e.keyword.failing
+    ]
+
+
+def weak_answer_rows(answer_sets: list[AnswerSet], evaluations: list[AnswerEvaluation]) -> list[dict]:
+    """Answers the judge scored correctness <= WEAK_CORRECTNESS or could not score, with its reasoning."""
+    rows = []
+    for answers, evaluation in zip(answer_sets, evaluations, strict=True):
+        text = {answer.case_id: answer.answer for answer in answers.answers}
+        for j in evaluation.judgements:
+            weak = j.correctness is not None and j.correctness <= WEAK_CORRECTNESS
+            if weak or j.correctness_error or j.context_error:
+                rows.append(
+                    {
+                        "cell": answers.cell_id,
+                        "case": j.case_id,
+                        "correctness_1to5": j.correctness,
+                        "judge_reasoning": j.correctness_reasoning or j.correctness_error or j.context_error,
+                        "answer": text.get(j.case_id),
+                    }
+                )
+    return rows

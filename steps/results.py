@@ -9,8 +9,8 @@ import ragbench.report
 import ragbench.results
 from ragbench.generation import AnswerEvaluation, AnswerSet
 from ragbench.judge import judge_warnings
-from ragbench.report import html_page, rows_to_csv, rows_to_html_table
-from ragbench.results import CellResult, results_rows
+from ragbench.report import html_page, html_section, rows_to_csv, rows_to_html_table
+from ragbench.results import CellResult, keyword_failure_rows, results_rows, weak_answer_rows
 from steps.caching import cache_on
 
 
@@ -27,5 +27,14 @@ def build_results_table(
     rows = results_rows(retrieval_results, answer_sets, answer_evaluations)
     judge_notes = judge_warnings(j for evaluation in answer_evaluations for j in evaluation.judgements)
     log_metadata({"results": {row["cell"]: row for row in rows}, "judge_warnings": judge_notes})
-    page = html_page(title, [rows_to_html_table(rows)], notes=notes, warnings=[*warnings, *judge_notes])
+    sections = [rows_to_html_table(rows)]
+    if answer_sets:
+        sections += [
+            html_section("Keyword test failures", keyword_failure_rows(answer_evaluations)),
+            html_section(
+                "Answers the judge scored 1-2 for correctness, or could not score",
+                weak_answer_rows(answer_sets, answer_evaluations),
+            ),
+        ]
+    page = html_page(title, sections, notes=notes, warnings=[*warnings, *judge_notes])
     return CSVString(rows_to_csv(rows)), HTMLString(page)

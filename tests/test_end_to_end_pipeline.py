@@ -137,6 +137,8 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "UNTRAINED STAND-IN" in html
     assert "grading each answer as a whole" not in html  # the fake judge tells its criteria apart
+    assert "<h2>Keyword test failures</h2>" in html and "It raises ValueError [1]." in html
+    assert "contradicts the reference" in html  # the wrong answer's verdict, with the judge's reason
     assert "sk-test-DUMMY" not in html + json.dumps(records)
 
 

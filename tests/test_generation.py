@@ -3,6 +3,7 @@ from ragbench.generation import AnswerEvaluation, AnswerSet, generation_columns,
 from ragbench.judge import Judgement, summarise_judgements
 from ragbench.keyword_tests import run_keyword_tests
 from ragbench.reader import ReaderAnswer
+from ragbench.results import keyword_failure_rows, weak_answer_rows
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
@@ -30,7 +31,8 @@ def answer(case_id: str, text: str | None, latency: float, cached: bool = False)
     )
 
 
-def test_columns_count_failures_and_exclude_unscored_judgements():
+def cell_outputs() -> tuple[AnswerSet, AnswerEvaluation]:
+    """Three cases: c0 right, c1 wrong (keyword failure, unscorable verdict), c2 the reader failed."""
     answers = [answer("c0", "yes", 1.0), answer("c1", "no", 3.0), answer("c2", None, 0.0)]
     answer_set = AnswerSet(
         cell_id="cell",
@@ -53,6 +55,11 @@ def test_columns_count_failures_and_exclude_unscored_judgements():
         judge_summary=summarise_judgements(judgements),
         judge_model="openai/judge",
     )
+    return answer_set, evaluation
+
+
+def test_columns_count_failures_and_exclude_unscored_judgements():
+    answer_set, evaluation = cell_outputs()
     row = generation_columns(answer_set, evaluation)
     assert row["reranker"] == "off"
     assert row["e2e_cases"] == 3 and row["answers_produced"] == 2 and row["reader_failures"] == 1
@@ -61,3 +68,23 @@ def test_columns_count_failures_and_exclude_unscored_judgements():
     assert row["judge_parse_failures"] == 1
     assert row["latency_mean_s"] == 2.0 and row["latency_p95_s"] == 3.0
     assert row["prompt_tokens"] == 300
+
+
+def test_report_detail_rows_list_failures_with_their_evidence():
+    answer_set, evaluation = cell_outputs()
+    assert keyword_failure_rows([evaluation]) == [
+        {"cell": "cell", "case": "c1", "suite": "good_answers", "word": "yes", "answer": "no"}
+    ]
+    weak = evaluation.model_copy(
+        update={
+            "judgements": [
+                *evaluation.judgements,
+                Judgement(case_id="c0", correctness=2, correctness_reasoning="meh"),
+            ]
+        }
+    )
+    rows = weak_answer_rows([answer_set], [weak])
+    assert [(r["case"], r["correctness_1to5"], r["judge_reasoning"], r["answer"]) for r in rows] == [
+        ("c1", None, "json_invalid: score 9", "no"),  # could not be scored: listed with the reason
+        ("c0", 2, "meh", "yes"),
+    ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
@@ -123,6 +123,12 @@ def evaluate_answers(
     )
 
 
+def _total_cost(costs: Iterable[float | None]) -> float | None:
+    """The summed cost, or None when any part is unknown (an unpriced model must not look free)."""
+    costs = list(costs)
+    return None if any(cost is None for cost in costs) else round(sum(costs), 6)
+
+
 def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> dict:
     """The end-to-end columns of a results row; each `*_cases` column says how many cases it used."""
     answers = answer_set.answers
@@ -155,13 +161,25 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
                 "judge_parse_failures": sum(summary["judge_parse_failures"].values()),
             }
         )
+    judgements = evaluation.judgements
     row.update(
         {
             "latency_mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
             "latency_p95_s": round(nearest_rank_percentile(latencies, 0.95), 3) if latencies else None,
-            "prompt_tokens": sum(answer.prompt_tokens for answer in answers),
-            "completion_tokens": sum(answer.completion_tokens for answer in answers),
-            "reader_cost_usd": round(sum(answer.cost_usd for answer in answers), 6),
+            "reader_prompt_tokens": sum(answer.prompt_tokens for answer in answers),
+            "reader_completion_tokens": sum(answer.completion_tokens for answer in answers),
+            "reader_cost_usd": _total_cost(answer.cost_usd for answer in answers),
+            "reader_retries": sum(answer.retries for answer in answers),
         }
     )
+    if summary is not None:
+        row.update(
+            {
+                "judge_prompt_tokens": sum(j.prompt_tokens for j in judgements),
+                "judge_completion_tokens": sum(j.completion_tokens for j in judgements),
+                "judge_cost_usd": _total_cost(j.cost_usd for j in judgements),
+                "judge_retries": sum(j.retries for j in judgements),
+                "judge_json_reasks": sum(j.json_reasks for j in judgements),
+            }
+        )
     return row

@@ -99,6 +99,12 @@ class Judgement(BaseModel):
     toxicity: int | None = None
     context_reasoning: str | None = None
     context_error: str | None = None
+    # What the judge calls for this answer used, summed over rubrics (a cached call keeps its numbers).
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: litellm has no price for the judge model
+    retries: int = 0
+    json_reasks: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -272,6 +278,10 @@ def judge_answers(
     fields: list[dict[str, Any]] = [{"case_id": item.case_id} for item in inputs]
     for call, result in zip(calls, results, strict=True):
         out = fields[call.index]
+        for name in ("prompt_tokens", "completion_tokens", "retries", "json_reasks"):
+            out[name] = out.get(name, 0) + getattr(result, name)
+        known = result.cost_known and out.get("cost_usd", 0.0) is not None
+        out["cost_usd"] = out.get("cost_usd", 0.0) + result.cost_usd if known else None
         if result.parsed is None:
             out[f"{call.rubric}_error"] = result.error or "no parsed reply"
         elif call.rubric == "correctness":

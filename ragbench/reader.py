@@ -95,7 +95,8 @@ class ReaderAnswer(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: litellm has no price for the model
+    retries: int = 0
     cached: bool = False
 
     @property
@@ -127,7 +128,8 @@ def answer_questions(
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 latency_s=result.latency_s,
-                cost_usd=result.cost_usd,
+                cost_usd=result.cost_usd if result.cost_known else None,
+                retries=result.retries,
                 cached=result.cached,
             )
         )

@@ -122,6 +122,9 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     assert off["correctness_cases"] == "2"
     assert float(off["correctness_0to1"]) == pytest.approx((0 + 1) / 2)  # excluded, not zeroed
     assert float(off["faithfulness_1to5"]) == 5.0
+    assert off["judge_json_reasks"] == "1" and off["judge_retries"] == "0" and off["reader_retries"] == "0"
+    assert int(off["judge_prompt_tokens"]) > 0 and int(off["reader_prompt_tokens"]) > 0
+    assert off["reader_cost_usd"] == off["judge_cost_usd"] == ""  # unpriced fake models: unknown cost
 
     records = [json.loads(line) for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()]
     assert len(records) == 6

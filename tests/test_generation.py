@@ -18,7 +18,9 @@ def test_sample_is_seeded_ordered_and_the_same_for_every_call():
     assert sample_cases(CASES, 50, seed=7) == CASES
 
 
-def answer(case_id: str, text: str | None, latency: float, cached: bool = False) -> ReaderAnswer:
+def answer(
+    case_id: str, text: str | None, latency: float, cached: bool = False, retries: int = 0
+) -> ReaderAnswer:
     return ReaderAnswer(
         case_id=case_id,
         question="q",
@@ -27,13 +29,18 @@ def answer(case_id: str, text: str | None, latency: float, cached: bool = False)
         prompt_tokens=100,
         completion_tokens=10,
         latency_s=latency,
+        retries=retries,
         cached=cached,
     )
 
 
 def cell_outputs() -> tuple[AnswerSet, AnswerEvaluation]:
     """Three cases: c0 right, c1 wrong (keyword failure, unscorable verdict), c2 the reader failed."""
-    answers = [answer("c0", "yes", 1.0), answer("c1", "no", 3.0), answer("c2", None, 0.0)]
+    answers = [
+        answer("c0", "yes", 1.0),
+        answer("c1", "no", 3.0, retries=2),
+        answer("c2", None, 0.0, retries=3),
+    ]
     answer_set = AnswerSet(
         cell_id="cell",
         chunk_size=128,
@@ -45,8 +52,14 @@ def cell_outputs() -> tuple[AnswerSet, AnswerEvaluation]:
         answers=answers,
     )
     judgements = [
-        Judgement(case_id="c0", correctness=5, correctness_reasoning="right"),
-        Judgement(case_id="c1", correctness_error="json_invalid: score 9"),
+        Judgement(case_id="c0", correctness=5, correctness_reasoning="right", prompt_tokens=50, cost_usd=0.5),
+        Judgement(
+            case_id="c1",
+            correctness_error="json_invalid: score 9",
+            prompt_tokens=70,
+            json_reasks=1,
+            retries=1,
+        ),
     ]
     evaluation = AnswerEvaluation(
         cell_id="cell",
@@ -67,7 +80,9 @@ def test_columns_count_failures_and_exclude_unscored_judgements():
     assert row["correctness_0to1"] == 1.0 and row["correctness_cases"] == 1
     assert row["judge_parse_failures"] == 1
     assert row["latency_mean_s"] == 2.0 and row["latency_p95_s"] == 3.0
-    assert row["prompt_tokens"] == 300
+    assert row["reader_prompt_tokens"] == 300 and row["reader_retries"] == 5
+    assert row["judge_prompt_tokens"] == 120 and row["judge_cost_usd"] == 0.5
+    assert row["judge_retries"] == 1 and row["judge_json_reasks"] == 1
 
 
 def test_report_detail_rows_list_failures_with_their_evidence():
@@ -88,3 +103,16 @@ def test_report_detail_rows_list_failures_with_their_evidence():
         ("c1", None, "json_invalid: score 9", "no"),  # could not be scored: listed with the reason
         ("c0", 2, "meh", "yes"),
     ]
+
+
+def test_an_unpriced_model_has_no_cost_rather_than_zero():
+    answer_set, evaluation = cell_outputs()
+    priced = generation_columns(answer_set, evaluation)
+    assert priced["reader_cost_usd"] == 0.0  # the fake answers are priced at 0 (a local model)
+    unpriced = answer_set.model_copy(update={"answers": [*answer_set.answers[:2], answer("c2", "x", 1.0)]})
+    unpriced.answers[2].cost_usd = None
+    assert generation_columns(unpriced, evaluation)["reader_cost_usd"] is None
+    judged = evaluation.model_copy(
+        update={"judgements": [Judgement(case_id="c0", correctness=5, cost_usd=None)]}
+    )
+    assert generation_columns(answer_set, judged)["judge_cost_usd"] is None

@@ -217,6 +217,8 @@ def test_malformed_json_is_reasked_then_counted(
     server.inject("malformed_json")
     [recovered] = judge_answers(client, [item("a", "Q1")], rubrics=["correctness"])
     assert recovered.correctness == 3 and server.request_count == 2
+    assert recovered.json_reasks == 1 and recovered.retries == 0 and recovered.prompt_tokens > 0
+    assert recovered.cost_usd is None  # litellm has no price for "openai/fake": unknown, not free
 
     judge_script.set("Q9", "correctness", correct(3))
     server.inject("malformed_json", "malformed_json")

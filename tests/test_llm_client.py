@@ -214,7 +214,7 @@ def test_rate_limit_then_success_is_retried_and_counted(
     server.inject(Fault("rate_limit", retry_after=0))
     result = client.complete("hello")
     assert result.ok and result.text == "echo: hello"
-    assert result.attempts == 2
+    assert result.attempts == 2 and result.retries == 1
     stats = client.stats.snapshot()
     assert (stats["calls"], stats["retries"], stats["failures"]) == (2, 1, 0)
     assert server.request_count == 2
@@ -318,6 +318,7 @@ def test_malformed_json_is_reasked_once_then_parsed(
     result = client.complete("2+3?", response_schema=Answer)
     assert result.ok and result.parsed is not None and result.parsed["confidence"] == 4
     assert result.json_reasks == 1 and result.attempts == 2
+    assert result.retries == 0  # a re-ask is not a retry
     assert server.request_count == 2
     assert client.stats.snapshot()["json_reasks"] == 1
     # The re-ask shows the model its invalid output and what was wrong with it.

@@ -118,6 +118,11 @@ class LLMResult(BaseModel):
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def retries(self) -> int:
+        """Provider calls repeated after a failure (rate limit, timeout, server error); re-asks excluded."""
+        return max(0, self.attempts - 1 - self.json_reasks)
+
 
 def nearest_rank_percentile(values: Iterable[float], share: float) -> float:
     """The nearest-rank percentile (an observed value, never interpolated); 0.0 for no values."""

@@ -103,7 +103,7 @@ def _cell(field: str, value: Any) -> Any:
     """A table cell as the field wants it: one source in a string column becomes a one-item list."""
     if field in _LIST_FIELDS:
         return [str(item) for item in value] if isinstance(value, list | tuple) else [str(value)]
-    return str(value) if field != "match" else value
+    return str(value)
 
 
 def cases_from_rows(rows: list[dict[str, Any]], columns: dict[str, str], origin: str) -> list[EvalCase]:

@@ -13,7 +13,7 @@ from ragbench.index import Embedder, VectorIndex
 from ragbench.judge import JudgeInput, Judgement, judge_answers, summarise_judgements
 from ragbench.keyword_tests import KeywordReport, run_keyword_tests
 from ragbench.llm import LLMClient, LLMSettings
-from ragbench.llm.types import nearest_rank_percentile
+from ragbench.llm.types import nearest_rank_percentile, total_cost
 from ragbench.reader import ReaderAnswer, answer_questions
 from ragbench.rerank import ColbertReranker, RerankerChoice, select_contexts
 from ragbench.retrieval import retrieve
@@ -123,10 +123,9 @@ def evaluate_answers(
     )
 
 
-def _total_cost(costs: Iterable[float | None]) -> float | None:
-    """The summed cost, or None when any part is unknown (an unpriced model must not look free)."""
-    costs = list(costs)
-    return None if any(cost is None for cost in costs) else round(sum(costs), 6)
+def _rounded_cost(costs: Iterable[float | None]) -> float | None:
+    total = total_cost(costs)
+    return None if total is None else round(total, 6)
 
 
 def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> dict:
@@ -168,7 +167,7 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
             "latency_p95_s": round(nearest_rank_percentile(latencies, 0.95), 3) if latencies else None,
             "reader_prompt_tokens": sum(answer.prompt_tokens for answer in answers),
             "reader_completion_tokens": sum(answer.completion_tokens for answer in answers),
-            "reader_cost_usd": _total_cost(answer.cost_usd for answer in answers),
+            "reader_cost_usd": _rounded_cost(answer.cost_usd for answer in answers),
             "reader_retries": sum(answer.retries for answer in answers),
         }
     )
@@ -177,7 +176,7 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
             {
                 "judge_prompt_tokens": sum(j.prompt_tokens for j in judgements),
                 "judge_completion_tokens": sum(j.completion_tokens for j in judgements),
-                "judge_cost_usd": _total_cost(j.cost_usd for j in judgements),
+                "judge_cost_usd": _rounded_cost(j.cost_usd for j in judgements),
                 "judge_retries": sum(j.retries for j in judgements),
                 "judge_json_reasks": sum(j.json_reasks for j in judgements),
             }

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from ragbench.llm import LLMClient, LLMRequest, LLMSettings
+from ragbench.llm.types import total_cost
 
 Rubric = Literal["correctness", "context"]
 RUBRICS: tuple[Rubric, ...] = ("correctness", "context")
@@ -276,12 +277,12 @@ def judge_answers(
     calls = build_judge_calls(inputs, rubrics, context_char_budget=context_char_budget)
     results = client.complete_many([call.request for call in calls], desc=desc) if calls else []
     fields: list[dict[str, Any]] = [{"case_id": item.case_id} for item in inputs]
+    costs: list[list[float | None]] = [[] for _ in inputs]
     for call, result in zip(calls, results, strict=True):
         out = fields[call.index]
         for name in ("prompt_tokens", "completion_tokens", "retries", "json_reasks"):
             out[name] = out.get(name, 0) + getattr(result, name)
-        known = result.cost_known and out.get("cost_usd", 0.0) is not None
-        out["cost_usd"] = out.get("cost_usd", 0.0) + result.cost_usd if known else None
+        costs[call.index].append(result.known_cost_usd)
         if result.parsed is None:
             out[f"{call.rubric}_error"] = result.error or "no parsed reply"
         elif call.rubric == "correctness":
@@ -290,7 +291,7 @@ def judge_answers(
         else:
             out.update({name: result.parsed[name] for name in CONTEXT_CRITERIA})
             out["context_reasoning"] = result.parsed["reasoning"]
-    return [Judgement(**f) for f in fields]
+    return [Judgement(**f, cost_usd=total_cost(c)) for f, c in zip(fields, costs, strict=True)]
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

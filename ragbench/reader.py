@@ -128,7 +128,7 @@ def answer_questions(
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 latency_s=result.latency_s,
-                cost_usd=result.cost_usd if result.cost_known else None,
+                cost_usd=result.known_cost_usd,
                 retries=result.retries,
                 cached=result.cached,
             )

@@ -10,7 +10,13 @@ import ragbench.results
 from ragbench.generation import AnswerEvaluation, AnswerSet
 from ragbench.judge import judge_warnings
 from ragbench.report import html_page, html_section, rows_to_csv, rows_to_html_table
-from ragbench.results import CellResult, keyword_failure_rows, results_rows, weak_answer_rows
+from ragbench.results import (
+    WEAK_CORRECTNESS,
+    CellResult,
+    keyword_failure_rows,
+    results_rows,
+    weak_answer_rows,
+)
 from steps.caching import cache_on
 
 
@@ -32,7 +38,7 @@ def build_results_table(
         sections += [
             html_section("Keyword test failures", keyword_failure_rows(answer_evaluations)),
             html_section(
-                "Answers the judge scored 1-2 for correctness, or could not score",
+                f"Answers the judge scored 1-{WEAK_CORRECTNESS} for correctness, or could not score",
                 weak_answer_rows(answer_sets, answer_evaluations),
             ),
         ]

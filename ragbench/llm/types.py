@@ -119,9 +119,20 @@ class LLMResult(BaseModel):
         return self.error is None
 
     @property
+    def known_cost_usd(self) -> float | None:
+        """`cost_usd`, or None when litellm has no price for the model: unknown must not look free."""
+        return self.cost_usd if self.cost_known else None
+
+    @property
     def retries(self) -> int:
         """Provider calls repeated after a failure (rate limit, timeout, server error); re-asks excluded."""
         return max(0, self.attempts - 1 - self.json_reasks)
+
+
+def total_cost(costs: Iterable[float | None]) -> float | None:
+    """The sum of `known_cost_usd` values; None when any of them is unknown."""
+    costs = list(costs)
+    return None if any(cost is None for cost in costs) else sum(costs)
 
 
 def nearest_rank_percentile(values: Iterable[float], share: float) -> float:

@@ -1,11 +1,8 @@
-"""Command line: validate the config, provision models, run the ZenML benchmark, write the report."""
+"""Command line: validate the config, provision models, run the ZenML benchmark, fetch its report."""
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import json
 import logging
 import os
 import shutil
@@ -19,17 +16,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ragbench.config import BenchmarkConfig, ConfigError, load_config
-from ragbench.dry_run import estimate_llm_usage
 from ragbench.eval_cases import EvalCaseError
-from ragbench.judge import judge_warnings
 from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
 from ragbench.models import ModelResolutionError, resolve_model
 from ragbench.preflight import PreflightError, run_preflight
-from ragbench.report import rows_to_text, summary_rows
+from ragbench.report import rows_to_text
 
-if TYPE_CHECKING:  # ragbench.generation pulls in the embedding stack; the CLI loads it only to run
-    from ragbench.generation import AnswerEvaluation, AnswerSet
+if TYPE_CHECKING:
+    from ragbench.results import ResultsTable
 
 USER_ERRORS = (
     ConfigError,
@@ -39,6 +34,8 @@ USER_ERRORS = (
     ModelResolutionError,
     PreflightError,
 )
+PIPELINE_NAME = "rag_benchmark"
+RESULTS_STEP = "build_results_table"
 logger = logging.getLogger("ragbench")
 
 
@@ -54,19 +51,42 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config value, e.g. --set grid.chunk_sizes=[128,256] (repeatable)",
+        help="override a config value, e.g. --set grid.chunk_size=[128,256] (repeatable)",
     )
     parser.add_argument("--no-cache", action="store_true", help="recompute every step")
     parser.add_argument(
-        "--dry-run", action="store_true", help="print LLM calls, tokens and cost of the grid; call nothing"
+        "--dry-run",
+        action="store_true",
+        help="list the cells with their LLM calls, tokens and cost; call nothing, download nothing",
     )
     return parser.parse_args(argv)
+
+
+def configure_logging() -> None:
+    """Our messages once, on stderr; ZenML prints its own lines through its own handler."""
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    for chatty in ("faiss", "faiss.loader", "sentence_transformers", "httpx"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+
+
+def check_output_dir(config: BenchmarkConfig) -> None:
+    """A report that cannot be written must fail the run before the pipeline, not after it."""
+    root = Path(config.output_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=root).close()
+    except OSError as error:
+        raise PreflightError(f"output_dir {root} is not writable: {error}") from None
 
 
 def write_outputs(config: BenchmarkConfig, run_name: str, files: dict[str, str]) -> Path:
     """Write into a temporary folder and rename, so a crash never leaves a half-written report."""
     output_root = Path(config.output_dir)
-    output_root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=output_root))
     for name, content in files.items():
         (staging / name).write_text(content, encoding="utf-8")
@@ -74,100 +94,105 @@ def write_outputs(config: BenchmarkConfig, run_name: str, files: dict[str, str])
     if final.exists():
         shutil.rmtree(final)
     staging.rename(final)
-    latest = output_root / "latest"
-    if latest.is_symlink() or latest.exists():
-        latest.unlink() if latest.is_symlink() else shutil.rmtree(latest)
-    latest.symlink_to(final.name)
+    latest_tmp = output_root / f".latest-{os.getpid()}"
+    latest_tmp.unlink(missing_ok=True)
+    latest_tmp.symlink_to(final.name)
+    latest_tmp.replace(output_root / "latest")  # atomic: another run never sees it missing
     return final
 
 
-def cell_outputs(pipeline_run) -> list[tuple[AnswerSet, AnswerEvaluation]]:
-    """Each end-to-end cell's answers and their evaluation, loaded from the run's artifacts."""
-    pairs = []
-    for name, step in pipeline_run.steps.items():
-        if name.startswith("judge_"):
-            evaluation = step.outputs["answer_evaluation"][0].load()
-            answers = pipeline_run.steps["answer_" + name.removeprefix("judge_")].outputs["answers"][0].load()
-            pairs.append((answers, evaluation))
-    return pairs
+def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs: int = 20) -> set[str]:
+    """Step ids that recent runs on the same documents and eval cases finished (for the dry run)."""
+    from zenml.client import Client
 
-
-def case_records(cells: list[tuple[AnswerSet, AnswerEvaluation]]) -> str:
-    """Per-case answers, passages, keyword failures and judgements as JSONL, one line per (cell, case)."""
-    lines = []
-    for answers, evaluation in cells:
-        judgements = {judgement.case_id: judgement for judgement in evaluation.judgements}
-        failures = evaluation.keyword.failing if evaluation.keyword else []
-        for answer in answers.answers:
-            record = {
-                "cell": answers.cell_id,
-                "reranker": answers.reranker_label,
-                **answer.model_dump(mode="json"),
-                "keyword_failures": [f.model_dump() for f in failures if f.case_id == answer.case_id],
-                "judgement": judgements[answer.case_id].model_dump()
-                if answer.case_id in judgements
-                else None,
+    client = Client()
+    try:
+        pipeline = client.get_pipeline(PIPELINE_NAME)
+    except KeyError:
+        return set()
+    done: set[str] = set()
+    for pipeline_run in client.list_pipeline_runs(pipeline_id=pipeline.id, size=runs, sort_by="desc:created"):
+        metadata = pipeline_run.run_metadata
+        if (
+            metadata.get("knowledge_base_fingerprint") == knowledge_base_fingerprint
+            and metadata.get("eval_fingerprint") == eval_fingerprint
+        ):
+            done |= {
+                name
+                for name, step in pipeline_run.steps.items()
+                if step.status.value in ("completed", "cached")
             }
-            lines.append(json.dumps(record, ensure_ascii=False))
-    return "\n".join(lines) + ("\n" if lines else "")
+    return done
 
 
-def run_benchmark(config: BenchmarkConfig, use_cache: bool, dry_run: bool = False) -> int:
-    preflight = run_preflight(config)
-    if dry_run:
-        usage = estimate_llm_usage(config, preflight.eval_cases)
-        print(rows_to_text(usage))
-        print("completion tokens assume every answer uses max_tokens; cost None = price unknown to litellm")
-        return 0
-    models = [config.chunking_tokenizer, *config.grid.embedding_models]
-    if preflight.reranker is not None:
-        models.append(preflight.reranker.used)
+def print_plan(config: BenchmarkConfig) -> int:
+    from ragbench.dry_run import plan_rows
+
+    preflight = run_preflight(config, plan_only=True)
+    done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+    rows = plan_rows(config, preflight.eval_suite.cases, done)
+    print(rows_to_text(rows))
+    new = sum(row["status"] == "new" for row in rows)
+    total_calls = sum(row["llm_calls"] for row in rows)
+    costs = [row["cost_usd"] for row in rows]
+    cost = "unknown (a model litellm cannot price)" if None in costs else f"${sum(costs):.4f}"
+    print(
+        f"\n{len(rows)} cells: {new} new, {len(rows) - new} reused from earlier runs on the same documents "
+        f"and eval cases (unless code changed since). New LLM calls: {total_calls}, cost {cost}; "
+        "completion tokens assume every answer uses max_tokens."
+    )
+    return 0
+
+
+def summary_rows(table: ResultsTable) -> list[dict]:
+    """The terminal's view: each cell's label, headline scores, latency, cost, and whether it was reused."""
+    columns = [metric.column for metric in table.headline] + ["latency_p95_s", "cost_usd", "reader_failures"]
+    rows = []
+    for row in table.rows:
+        kept = {"cell": row["label"]}
+        for column in columns:
+            if column in row:
+                value = row[column]
+                tested = row.get(f"{column}_cases")
+                kept[column] = f"{value:.2f} (n={tested})" if column.startswith("fail_") and tested else value
+        rows.append(kept | {"reused": "yes" if row["reused"] else ""})
+    return rows
+
+
+def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
+    run_preflight(config)
+    check_output_dir(config)
+    models = [config.chunking_tokenizer, *config.grid.embedding_model]
     for name in dict.fromkeys(models):
         resolve_model(name)  # provision offline models up front, with progress, before ZenML starts
 
     from pipelines import rag_benchmark
 
-    sample = config.generation.sample_size
-    answered = "all cases" if sample is None else f"a seeded sample of {sample} cases"
-    notes = [
-        f"Retrieval metrics use every case with expected sources; answers, keyword tests and the judge use "
-        f"{answered} (seed {config.generation.seed}), the same in every cell; each *_cases column gives "
-        "the number of cases behind its metric."
-    ]
-    pipeline_run = rag_benchmark.with_options(enable_cache=use_cache)(
-        config=config.model_dump(mode="json"),
-        knowledge_base_fingerprint=preflight.knowledge_base_fingerprint,
-        eval_cases=[case.model_dump(mode="json") for case in preflight.eval_cases],
-        eval_fingerprint=preflight.eval_fingerprint,
-        reranker=preflight.reranker.model_dump(mode="json") if preflight.reranker else None,
-        notes=notes,
-        warnings=preflight.warnings,
-    )
-    results_step = pipeline_run.steps["build_results_table"]
-    csv_text = results_step.outputs["results_csv"][0].load()
-    html_text = results_step.outputs["results_html"][0].load()
-    cells = cell_outputs(pipeline_run)
-    files = {"results.csv": csv_text, "results.html": html_text, "cases.jsonl": case_records(cells)}
+    pipeline_run = rag_benchmark.with_options(enable_cache=use_cache)(config=config.model_dump(mode="json"))
+    results_step = pipeline_run.steps[RESULTS_STEP]
+    table: ResultsTable = results_step.outputs["results"][0].load()
+    records = results_step.outputs["case_records"][0].load()
+    files = {"results.csv": table.csv(), "results.html": table.report_html, "cases.jsonl": records.jsonl()}
     folder = write_outputs(config, pipeline_run.name, files)
-    rows = list(csv.DictReader(io.StringIO(csv_text)))
     print()
-    print(rows_to_text(summary_rows(rows)))
+    print(rows_to_text(summary_rows(table)))
     print(f"(all columns: {folder}/results.csv)")
-    for note in notes:
+    for note in table.notes:
         print(note)
-    judgements = [judgement for _, evaluation in cells for judgement in evaluation.judgements]
-    for warning in [*preflight.warnings, *judge_warnings(judgements)]:
+    for warning in table.warnings:
         print(f"WARNING: {warning}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         config = load_config(args.config, args.overrides)
-        return run_benchmark(config, use_cache=not args.no_cache, dry_run=args.dry_run)
+        if args.dry_run:
+            return print_plan(config)
+        return run_benchmark(config, use_cache=not args.no_cache)
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

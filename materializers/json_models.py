@@ -20,8 +20,8 @@ DATA_FILE = "data.json"
 PREVIEW_ROWS = 20
 
 
-class _JsonModelMaterializer(BaseMaterializer):
-    """Shared save/load/hash for pydantic models; subclasses add a summary page and metadata."""
+class JsonModelMaterializer(BaseMaterializer):
+    """Shared save/load/hash for pydantic models; subclasses add visualizations and metadata."""
 
     SKIP_REGISTRATION: ClassVar[bool] = True
     ASSOCIATED_ARTIFACT_TYPE: ClassVar[ArtifactType] = ArtifactType.DATA
@@ -38,6 +38,12 @@ class _JsonModelMaterializer(BaseMaterializer):
         payload = json.dumps(data.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(f"{type(self).__name__}\0{payload}".encode()).hexdigest()
 
+
+class _SummaryPageMaterializer(JsonModelMaterializer):
+    """A JSON model with one HTML summary page in the dashboard."""
+
+    SKIP_REGISTRATION: ClassVar[bool] = True
+
     def summary_html(self, data: Any) -> str:
         raise NotImplementedError
 
@@ -48,7 +54,7 @@ class _JsonModelMaterializer(BaseMaterializer):
         return {path: VisualizationType.HTML}
 
 
-class CorpusMaterializer(_JsonModelMaterializer):
+class CorpusMaterializer(_SummaryPageMaterializer):
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (Corpus,)
 
     def summary_html(self, data: Corpus) -> str:
@@ -73,7 +79,7 @@ class CorpusMaterializer(_JsonModelMaterializer):
         }
 
 
-class ChunkSetMaterializer(_JsonModelMaterializer):
+class ChunkSetMaterializer(_SummaryPageMaterializer):
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (ChunkSet,)
 
     def summary_html(self, data: ChunkSet) -> str:

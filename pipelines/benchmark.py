@@ -1,93 +1,89 @@
-"""Pipeline wiring only: the grid is expanded statically, one readable step id per cell."""
+"""Pipeline wiring only: the grid is expanded once (`ragbench.grid`) and fanned out statically, one step
+per distinct stage key, with the key's readable id as the step id."""
 
 from zenml import pipeline
 
 from ragbench.config import BenchmarkConfig
-from ragbench.results import cell_id, full_cell_id
+from ragbench.grid import distinct_at, expand_grid
 from steps import (
     answer_questions_cell,
     build_results_table,
     build_vector_index,
+    choose_reranker,
     chunk_knowledge_base,
-    evaluate_answers_cell,
     evaluate_retrieval_cell,
     ingest_knowledge_base,
+    judge_answers_cell,
     load_eval_suite,
 )
 
 
 @pipeline(name="rag_benchmark")
-def rag_benchmark(
-    config: dict,
-    knowledge_base_fingerprint: str,
-    eval_cases: list[dict],
-    eval_fingerprint: str,
-    reranker: dict | None,
-    notes: list[str],
-    warnings: list[str],
-):
-    """`reranker` is the checkpoint run.py resolved (possibly the labelled stand-in), or None."""
+def rag_benchmark(config: dict):
+    """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
+    Python or by a schedule makes the same artifacts as `run.py`."""
     settings = BenchmarkConfig.model_validate(config)
-    generation, evaluation = settings.generation, settings.evaluation
-    corpus = ingest_knowledge_base(
-        knowledge_base=settings.knowledge_base.model_dump(), fingerprint=knowledge_base_fingerprint
-    )
-    suite = load_eval_suite(cases=eval_cases, fingerprint=eval_fingerprint)
-    retrieval_results, answer_sets, answer_evaluations = [], [], []
-    for chunk_size in settings.grid.chunk_sizes:
-        chunks = chunk_knowledge_base(
+    cells = expand_grid(settings)
+    corpus = ingest_knowledge_base(knowledge_base=settings.knowledge_base.model_dump(mode="json"))
+    suite = load_eval_suite(eval_cases=settings.eval_cases.model_dump(mode="json"))
+    rerankers = {
+        name: choose_reranker(checkpoint=name, id=f"reranker_{index}")
+        for index, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
+    }
+    outputs: dict = {}  # step id -> its output artifact
+    for key in distinct_at(cells, "chunk"):
+        outputs[key.step_id("chunk")] = chunk_knowledge_base(
             corpus,
-            chunk_size=chunk_size,
-            chunk_overlap=settings.chunking.overlap_for(chunk_size),
+            spec=key.model_dump(mode="json"),
             tokenizer=settings.chunking_tokenizer,
-            id=f"chunk_cs{chunk_size}",
+            id=key.step_id("chunk"),
         )
-        for embedding_model in settings.grid.embedding_models:
-            pair = cell_id(chunk_size, embedding_model)
-            index = build_vector_index(chunks, embedding_model=embedding_model, id=f"index_{pair}")
-            retrieval_results.append(
-                evaluate_retrieval_cell(
-                    index,
-                    suite,
-                    cell=pair,
-                    top_k=settings.retrieval.top_k,
-                    metrics_k=settings.retrieval.metrics_k,
-                    id=f"evaluate_{pair}",
-                )
-            )
-            for rerank in settings.grid.rerank:
-                for reader in settings.grid.readers:
-                    cell = full_cell_id(chunk_size, embedding_model, rerank, reader)
-                    answers = answer_questions_cell(
-                        index,
-                        suite,
-                        cell=cell,
-                        reader=generation.reader_settings(reader).model_dump(mode="json"),
-                        reranker=reranker if rerank else None,
-                        top_k=settings.retrieval.top_k,
-                        top_n=generation.top_n,
-                        sample_size=generation.sample_size,
-                        seed=generation.seed,
-                        llm_cache_dir=settings.llm_cache_dir,
-                        id=f"answer_{cell}",
-                    )
-                    answer_sets.append(answers)
-                    answer_evaluations.append(
-                        evaluate_answers_cell(
-                            answers,
-                            suite,
-                            keyword_tests=evaluation.keyword_tests,
-                            judge=evaluation.judge.model_dump(mode="json") if evaluation.judge else None,
-                            rubrics=list(evaluation.rubrics),
-                            llm_cache_dir=settings.llm_cache_dir,
-                            id=f"judge_{cell}",
-                        )
-                    )
+    for key in distinct_at(cells, "index"):
+        outputs[key.step_id("index")] = build_vector_index(
+            outputs[key.step_id("chunk")], spec=key.model_dump(mode="json"), id=key.step_id("index")
+        )
+    retrievals = [
+        evaluate_retrieval_cell(
+            outputs[key.step_id("index")],
+            suite,
+            spec=key.model_dump(mode="json"),
+            metrics_k=settings.retrieval.metrics_k,
+            id=key.step_id("retrieve"),
+        )
+        for key in distinct_at(cells, "retrieve")
+    ]
+    for key in distinct_at(cells, "answer"):
+        outputs[key.step_id("answer")] = answer_questions_cell(
+            outputs[key.step_id("index")],
+            suite,
+            rerankers[key.reranker] if key.reranker is not None else None,
+            spec=key.model_dump(mode="json"),
+            sample_size=settings.generation.sample_size,
+            seed=settings.generation.seed,
+            llm_cache_dir=settings.llm_cache_dir,
+            id=key.step_id("answer"),
+        )
+    judged = [
+        judge_answers_cell(
+            outputs[key.step_id("answer")],
+            suite,
+            spec=key.model_dump(mode="json"),
+            rubrics=list(settings.evaluation.rubrics),
+            llm_cache_dir=settings.llm_cache_dir,
+            id=key.step_id("judge"),
+        )
+        for key in distinct_at(cells, "judge")
+    ]
     build_results_table(
-        retrieval_results,
-        answer_sets,
-        answer_evaluations,
+        cells=[cell.model_dump(mode="json") for cell in cells],
+        corpus=corpus,
+        eval_suite=suite,
+        retrievals=retrievals,
+        answer_sets=[outputs[key.step_id("answer")] for key in distinct_at(cells, "answer")],
+        judged=judged,
         title=f"RAG benchmark: {settings.name}",
-        notes=notes,
-        warnings=warnings,
+        metrics_k=settings.retrieval.metrics_k,
+        keyword_tests=settings.evaluation.keyword_tests,
+        sample_size=settings.generation.sample_size,
+        seed=settings.generation.seed,
     )

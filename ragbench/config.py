@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,8 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragbench.eval_cases import EvalCase
 from ragbench.llm.types import LLMSettings
+from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
+
+DEFAULT_RERANKER = "colbert-ir/colbertv2.0"
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
@@ -83,75 +87,112 @@ class ChunkingConfig(_Strict):
     tokenizer: str | None = Field(
         default=None, description="model whose tokenizer measures chunk length; default: first embedding"
     )
-    overlap_ratio: float = Field(default=0.1, ge=0.0, lt=1.0)
-    overlap: int | None = Field(default=None, ge=0, description="absolute overlap in tokens; wins over ratio")
 
-    def overlap_for(self, chunk_size: int) -> int:
-        return self.overlap if self.overlap is not None else round(chunk_size * self.overlap_ratio)
+
+# Names the grid had before every axis became a list field of the same name as the cell's field.
+_RENAMED_AXES = {
+    "chunk_sizes": "chunk_size",
+    "embedding_models": "embedding_model",
+    "rerank": "reranker",
+    "readers": "reader",
+}
+
+LLMEntry = str | dict[str, Any]
 
 
 class GridConfig(_Strict):
-    chunk_sizes: list[int] = Field(default=[128, 256], min_length=1)
-    embedding_models: list[str] = Field(
+    """Every field is an axis and the grid is their product (see `ragbench.grid`); a single value
+    may be written without brackets. Field names match `CellSpec`'s, one field per axis."""
+
+    chunk_size: list[int] = Field(default=[128, 256], min_length=1)
+    chunk_overlap: list[float] = Field(
+        default=[0.1], min_length=1, description="below 1: a share of the chunk size; 1 or more: tokens"
+    )
+    embedding_model: list[str] = Field(
         default=["sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2"],
         min_length=1,
     )
-
-    rerank: list[bool] = Field(default=[False], min_length=1, description="ColBERT reranking off/on")
-    readers: list[str] = Field(
-        default=[DEFAULT_LOCAL_LLM], description="reader LLMs (litellm model strings); empty = retrieval only"
+    top_k: list[int] = Field(default=[30], min_length=1, description="chunks retrieved per question")
+    top_n: list[int] = Field(default=[7], min_length=1, description="passages given to the reader")
+    reranker: list[str | bool | None] = Field(
+        default=[None],
+        min_length=1,
+        description="off (null, false or 'off') or a ColBERT checkpoint; true = colbert-ir/colbertv2.0",
     )
+    reader: list[LLMEntry] = Field(
+        default=[DEFAULT_LOCAL_LLM],
+        description="litellm model strings or LLMSettings mappings; empty = retrieval only",
+    )
+    prompt: list[str] = Field(default=[DEFAULT_PROMPT_NAME], min_length=1, description="names in `prompts`")
+    judge: list[LLMEntry] = Field(
+        default=[DEFAULT_LOCAL_LLM], description="judge models (strings or mappings); empty = no judge"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists_and_renames(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for old, new in _RENAMED_AXES.items():
+            if old in data:
+                raise ValueError(f"grid.{old} is now grid.{new} (every axis is named like the cell field)")
+        return {key: value if isinstance(value, list) else [value] for key, value in data.items()}
+
+    @field_validator("reranker")
+    @classmethod
+    def _normalise_reranker(cls, values: list[str | bool | None]) -> list[str | None]:
+        return [
+            None
+            if value is None or value is False or value == "off"
+            else DEFAULT_RERANKER
+            if value is True
+            else value
+            for value in values
+        ]
 
     @model_validator(mode="after")
     def _check_values(self) -> GridConfig:
-        if any(size < 16 for size in self.chunk_sizes):
-            raise ValueError("grid.chunk_sizes must all be at least 16 tokens")
-        for name, values in (
-            ("chunk_sizes", self.chunk_sizes),
-            ("embedding_models", self.embedding_models),
-            ("rerank", self.rerank),
-            ("readers", self.readers),
-        ):
+        if any(size < 16 for size in self.chunk_size):
+            raise ValueError("grid.chunk_size values must all be at least 16 tokens")
+        if any(overlap < 0 or (overlap >= 1 and not overlap.is_integer()) for overlap in self.chunk_overlap):
+            raise ValueError("grid.chunk_overlap values are shares in [0, 1) or whole numbers of tokens")
+        for name in type(self).model_fields:
+            values = [json.dumps(v, sort_keys=True) for v in getattr(self, name)]
             if len(set(values)) != len(values):
-                raise ValueError(f"grid.{name} has duplicates: {values}")
+                raise ValueError(f"grid.{name} has duplicates: {getattr(self, name)}")
         return self
 
 
 class RetrievalConfig(_Strict):
-    top_k: int = Field(default=30, ge=1, description="chunks retrieved per question")
     metrics_k: int = Field(default=5, ge=1, description="cut-off for hit rate, recall and failure rate")
-
-    @model_validator(mode="after")
-    def _check_k(self) -> RetrievalConfig:
-        if self.metrics_k > self.top_k:
-            raise ValueError("retrieval.metrics_k cannot exceed retrieval.top_k")
-        return self
 
 
 class GenerationConfig(_Strict):
-    """How the end-to-end part runs: context size, which cases, and the reader's LLM settings."""
+    """Which cases run end to end, and the LLM settings every reader of the grid shares."""
 
-    top_n: int = Field(default=7, ge=1, description="passages given to the reader (after reranking)")
     sample_size: int | None = Field(
         default=None, ge=1, description="cases answered end to end (seeded sample, same in every cell)"
     )
     seed: int = 42
-    reranker: str = Field(default="colbert-ir/colbertv2.0", description="ColBERT checkpoint for rerank=true")
     reader: dict[str, Any] = Field(
         default_factory=lambda: {"max_tokens": 256},
-        description="LLMSettings fields (except model) applied to every reader in grid.readers",
+        description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
     )
-
-    def reader_settings(self, model: str) -> LLMSettings:
-        return LLMSettings(model=model, **self.reader)
 
 
 class EvaluationConfig(_Strict):
     keyword_tests: bool = True
-    judge: LLMSettings | None = Field(
-        default=LLMSettings(model=DEFAULT_LOCAL_LLM, max_tokens=320), description="null disables the judge"
+    judge: dict[str, Any] = Field(
+        default_factory=lambda: {"max_tokens": 320},
+        description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
     )
     rubrics: list[Literal["correctness", "context"]] = Field(default=["correctness", "context"])
+
+
+def llm_settings(entry: LLMEntry, defaults: dict[str, Any]) -> LLMSettings:
+    """A grid entry (model string or mapping) over the shared defaults of its role."""
+    fields = {"model": entry} if isinstance(entry, str) else entry
+    return LLMSettings(**{**defaults, **fields})
 
 
 class BenchmarkConfig(_Strict):
@@ -160,6 +201,10 @@ class BenchmarkConfig(_Strict):
     eval_cases: EvalCasesConfig = EvalCasesConfig(path="configs/eval_cases/python_reference.yaml")
     chunking: ChunkingConfig = ChunkingConfig()
     grid: GridConfig = GridConfig()
+    prompts: dict[str, str | dict[str, str]] = Field(
+        default_factory=dict,
+        description="reader prompt templates by name: {system, user} or a YAML file; 'default' is built in",
+    )
     retrieval: RetrievalConfig = RetrievalConfig()
     generation: GenerationConfig = GenerationConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
@@ -174,29 +219,50 @@ class BenchmarkConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_overlap(self) -> BenchmarkConfig:
-        for size in self.grid.chunk_sizes:
-            overlap = self.chunking.overlap_for(size)
-            if overlap >= size:
-                raise ValueError(
-                    f"chunk overlap ({overlap} tokens) must be smaller than chunk size ({size} tokens)"
-                )
+        for size in self.grid.chunk_size:
+            for overlap in self.grid.chunk_overlap:
+                tokens = overlap_tokens(size, overlap)
+                if tokens >= size:
+                    raise ValueError(
+                        f"chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
+                    )
         return self
 
     @model_validator(mode="after")
     def _check_generation(self) -> BenchmarkConfig:
-        for model in self.grid.readers:
-            try:
-                self.generation.reader_settings(model)
-            except ValidationError as error:
-                problem = _format_validation_error(error)
-                raise ValueError(f"generation.reader for {model}: {problem}") from None
-        if self.grid.readers and self.generation.top_n > self.retrieval.top_k:
-            raise ValueError("generation.top_n cannot exceed retrieval.top_k")
+        for role, entries, defaults in (
+            ("reader", self.grid.reader, self.generation.reader),
+            ("judge", self.grid.judge, self.evaluation.judge),
+        ):
+            for entry in entries:
+                try:
+                    llm_settings(entry, defaults)
+                except ValidationError as error:
+                    problem = _format_validation_error(error)
+                    raise ValueError(f"grid.{role} entry {entry!r}: {problem}") from None
+        if self.retrieval.metrics_k > min(self.grid.top_k):
+            raise ValueError("retrieval.metrics_k cannot exceed the smallest grid.top_k")
+        if self.grid.reader and max(self.grid.top_n) > min(self.grid.top_k):
+            raise ValueError("every grid.top_n must be at most every grid.top_k")
+        unknown = sorted(set(self.grid.prompt) - set(self.prompt_templates()))
+        if unknown:
+            raise ValueError(f"grid.prompt names {unknown} not defined in prompts")
         return self
+
+    def prompt_templates(self) -> dict[str, PromptTemplate]:
+        """The built-in default plus the configured templates (a configured 'default' replaces it)."""
+        return {DEFAULT_PROMPT_NAME: DEFAULT_PROMPT} | {
+            name: load_prompt(name, value) for name, value in self.prompts.items()
+        }
 
     @property
     def chunking_tokenizer(self) -> str:
-        return self.chunking.tokenizer or self.grid.embedding_models[0]
+        return self.chunking.tokenizer or self.grid.embedding_model[0]
+
+
+def overlap_tokens(chunk_size: int, overlap: float) -> int:
+    """A share of the chunk size (below 1) or a number of tokens (1 or more)."""
+    return round(chunk_size * overlap) if overlap < 1 else int(overlap)
 
 
 def _set_dotted(data: dict[str, Any], dotted_key: str, value: Any) -> None:

@@ -1,10 +1,12 @@
-"""`run.py --dry-run`: count the LLM calls of a grid and price them without calling any LLM."""
+"""`run.py --dry-run`: every cell of the grid with the LLM calls, tokens and cost it would add, and
+whether earlier runs already made its steps; it calls no LLM, needs no API key and downloads nothing."""
 
 from __future__ import annotations
 
 from ragbench.config import BenchmarkConfig
 from ragbench.eval_cases import EvalCase
 from ragbench.generation import sample_cases
+from ragbench.grid import STAGES, CellSpec, cell_label, expand_grid, varying_axes
 from ragbench.judge import JudgeInput, build_judge_calls
 from ragbench.llm import estimate_cost
 from ragbench.reader import build_reader_requests
@@ -17,39 +19,64 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
     return [RetrievedChunk(position=i, source=f"doc-{i}", score=0.0, text=text) for i in range(top_n)]
 
 
-def estimate_llm_usage(config: BenchmarkConfig, cases: list[EvalCase]) -> list[dict]:
-    """One row per LLM role and model: calls, prompt tokens (counted), completion tokens (max_tokens)."""
+def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str]) -> dict:
+    """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
+    assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
+    context = _placeholder_context(cell.chunk_size, cell.top_n)
+    if role == "reader":
+        requests = build_reader_requests(cases, [context] * len(cases), cell.prompt)
+        return estimate_cost(cell.reader, requests)
+    assert cell.judge is not None
+    answer = " ".join(["word"] * (cell.reader.max_tokens // 2))
+    inputs = [
+        JudgeInput(
+            case_id=case.id,
+            question=case.question,
+            answer=answer,
+            reference_answer=case.reference_answer,
+            contexts=[chunk.text for chunk in context],
+        )
+        for case in cases
+    ]
+    return estimate_cost(cell.judge, [call.request for call in build_judge_calls(inputs, rubrics)])
+
+
+def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> list[dict]:
+    """One row per cell. `finished_steps`: step ids earlier runs on the same documents and eval cases
+    completed; a cell whose steps are all among them will be reused unless the code changed since.
+    An answer set shared by several judges is priced once, on the first cell that needs it."""
+    cells = expand_grid(config)
+    varying = varying_axes(cells)
     sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
-    top_n = config.generation.top_n
-    cells_per_chunk_size = len(config.grid.embedding_models) * len(config.grid.rerank)
+    priced: set[str] = set()
     rows = []
-    for reader in config.grid.readers:
-        settings = config.generation.reader_settings(reader)
-        requests = [
-            request
-            for chunk_size in config.grid.chunk_sizes
-            for request in build_reader_requests(
-                sampled, [_placeholder_context(chunk_size, top_n)] * len(sampled)
-            )
-            * cells_per_chunk_size
-        ]
-        rows.append({"role": "reader"} | estimate_cost(settings, requests))
-        judge = config.evaluation.judge
-        if judge is not None:
-            answer = " ".join(["word"] * (settings.max_tokens // 2))
-            inputs = [
-                JudgeInput(
-                    case_id=case.id,
-                    question=case.question,
-                    answer=answer,
-                    reference_answer=case.reference_answer,
-                    contexts=[chunk.text for chunk in _placeholder_context(chunk_size, top_n)],
-                )
-                for chunk_size in config.grid.chunk_sizes
-                for case in sampled
-            ] * cells_per_chunk_size
-            calls = build_judge_calls(inputs, config.evaluation.rubrics)
-            rows.append(
-                {"role": f"judge ({reader} answers)"} | estimate_cost(judge, [c.request for c in calls])
-            )
+    for cell in cells:
+        stages = STAGES[: STAGES.index(cell.last_stage) + 1]
+        new_steps = [cell.step_id(stage) for stage in stages if cell.step_id(stage) not in finished_steps]
+        row: dict = {
+            "cell": cell_label(cell.axis_columns(), varying),
+            "status": "new" if new_steps else "reused",
+        }
+        calls = prompt_tokens = completion_tokens = 0
+        cost: float | None = 0.0
+        for role, stage in (("reader", "answer"), ("judge", "judge")):
+            step_id = cell.step_id(stage)
+            if stage not in stages or step_id in priced or step_id in finished_steps:
+                continue
+            priced.add(step_id)
+            usage = _usage(role, cell, sampled, list(config.evaluation.rubrics))
+            calls += usage["calls"]
+            prompt_tokens += usage["prompt_tokens"]
+            completion_tokens += usage["completion_tokens"]
+            cost = None if cost is None or usage["cost_usd"] is None else cost + usage["cost_usd"]
+        rows.append(
+            row
+            | {
+                "new_steps": len(new_steps),
+                "llm_calls": calls,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens_max": completion_tokens,
+                "cost_usd": None if cost is None else round(cost, 4),
+            }
+        )
     return rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -45,6 +46,12 @@ class EvalSuite(BaseModel):
 
     cases: list[EvalCase]
     fingerprint: str = ""
+
+    @classmethod
+    def of(cls, cases: list[EvalCase]) -> EvalSuite:
+        """The cases with a content fingerprint, so runs on the same eval set can be lined up."""
+        canonical = json.dumps([case.model_dump(mode="json") for case in cases], sort_keys=True)
+        return cls(cases=cases, fingerprint=hashlib.sha256(canonical.encode()).hexdigest()[:16])
 
 
 class EvalCaseError(ValueError):
@@ -141,3 +148,7 @@ def load_eval_source(source: EvalCasesConfig) -> list[EvalCase]:
     except TableError as error:
         raise EvalCaseError(str(error)) from error
     return cases_from_rows(rows, source.columns, source.label)
+
+
+def load_eval_suite_from(source: EvalCasesConfig) -> EvalSuite:
+    return EvalSuite.of(load_eval_source(source))

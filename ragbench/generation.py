@@ -9,10 +9,11 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel
 
 from ragbench.eval_cases import EvalCase
+from ragbench.grid import CellSpec
 from ragbench.index import Embedder, VectorIndex
 from ragbench.judge import JudgeInput, Judgement, judge_answers, summarise_judgements
 from ragbench.keyword_tests import KeywordReport, run_keyword_tests
-from ragbench.llm import LLMClient, LLMSettings
+from ragbench.llm import LLMClient
 from ragbench.llm.types import nearest_rank_percentile, total_cost
 from ragbench.reader import ReaderAnswer, answer_questions
 from ragbench.rerank import ColbertReranker, RerankerChoice, select_contexts
@@ -28,15 +29,11 @@ def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) 
 
 
 class AnswerSet(BaseModel):
-    """Every answer of one cell with the passages the reader saw, so any score traces back to its case."""
+    """Every answer of one answer-stage key with the passages the reader saw, so any score traces back to
+    its case. Judges grade it; they never re-answer."""
 
-    cell_id: str
-    chunk_size: int
-    embedding_model: str
+    spec: CellSpec
     reranker: RerankerChoice | None
-    reader_model: str
-    top_k: int
-    top_n: int
     answers: list[ReaderAnswer]
 
     @property
@@ -45,82 +42,73 @@ class AnswerSet(BaseModel):
 
 
 def answer_cell(
-    cell_id: str,
+    spec: CellSpec,
     index: VectorIndex,
     embedder: Embedder,
     cases: Sequence[EvalCase],
     *,
-    reader: LLMSettings,
     reranker: RerankerChoice | None,
-    top_k: int,
-    top_n: int,
     llm_cache_dir: str | None = None,
 ) -> AnswerSet:
-    retrieved = retrieve(index, embedder, [case.question for case in cases], top_k)
+    """Retrieve `spec.top_k`, keep `spec.top_n` (reranked or in retrieval order), answer with the reader."""
+    if spec.reader is None or spec.top_n is None or spec.prompt is None:
+        raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
+    questions = [case.question for case in cases]
+    retrieved = retrieve(index, embedder, questions, spec.top_k)
     contexts = select_contexts(
-        [case.question for case in cases],
+        questions,
         retrieved,
-        top_n,
+        spec.top_n,
         ColbertReranker(choice=reranker) if reranker else None,
-        desc=f"rerank {cell_id}",
+        desc=f"rerank {spec.id}",
     )
-    client = LLMClient(reader, cache_dir=llm_cache_dir)
-    answers = answer_questions(client, cases, contexts, desc=f"reader {cell_id}")
-    return AnswerSet(
-        cell_id=cell_id,
-        chunk_size=index.manifest.chunk_size,
-        embedding_model=index.manifest.embedding_model,
-        reranker=reranker,
-        reader_model=reader.model,
-        top_k=top_k,
-        top_n=top_n,
-        answers=answers,
-    )
+    with LLMClient(spec.reader, cache_dir=llm_cache_dir) as client:
+        answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
+    return AnswerSet(spec=spec, reranker=reranker, answers=answers)
 
 
-class AnswerEvaluation(BaseModel):
-    cell_id: str
-    keyword: KeywordReport | None
+class JudgeResult(BaseModel):
+    """One judge's verdicts on one answer set; failed verdicts are kept with their error, never scored."""
+
+    spec: CellSpec
     judgements: list[Judgement]
-    judge_summary: dict | None
-    judge_model: str | None
+    summary: dict
 
 
-def evaluate_answers(
+def judge_cell(
+    spec: CellSpec,
     answer_set: AnswerSet,
     cases: Sequence[EvalCase],
     *,
-    keyword_tests: bool,
-    judge: LLMSettings | None,
     rubrics: Sequence[str],
     llm_cache_dir: str | None = None,
-) -> AnswerEvaluation:
-    """Keyword tests and judge over the answers that exist; failed reader calls are counted, not scored."""
+) -> JudgeResult:
+    """Judge the answers that exist; failed reader calls are counted by the table, not judged."""
+    if spec.judge is None:
+        raise ValueError(f"cell {spec.id} has no judge")
     by_id = {case.id: case for case in cases}
-    produced = [answer for answer in answer_set.answers if answer.answer is not None]
-    answers_by_case = {answer.case_id: answer.answer for answer in produced}
-    keyword = run_keyword_tests(cases, answers_by_case) if keyword_tests else None
+    inputs = [
+        JudgeInput(
+            case_id=answer.case_id,
+            question=answer.question,
+            answer=answer.answer,
+            reference_answer=by_id[answer.case_id].reference_answer,
+            contexts=[chunk.text for chunk in answer.contexts],
+        )
+        for answer in answer_set.answers
+        if answer.answer is not None
+    ]
     judgements: list[Judgement] = []
-    if judge is not None and produced:
-        inputs = [
-            JudgeInput(
-                case_id=answer.case_id,
-                question=answer.question,
-                answer=answer.answer,
-                reference_answer=by_id[answer.case_id].reference_answer,
-                contexts=[chunk.text for chunk in answer.contexts],
-            )
-            for answer in produced
-        ]
-        client = LLMClient(judge, cache_dir=llm_cache_dir)
-        judgements = judge_answers(client, inputs, rubrics=rubrics, desc=f"judge {answer_set.cell_id}")
-    return AnswerEvaluation(
-        cell_id=answer_set.cell_id,
-        keyword=keyword,
-        judgements=judgements,
-        judge_summary=summarise_judgements(judgements) if judge is not None else None,
-        judge_model=judge.model if judge is not None else None,
-    )
+    if inputs:
+        with LLMClient(spec.judge, cache_dir=llm_cache_dir) as client:
+            judgements = judge_answers(client, inputs, rubrics=rubrics, desc=f"judge {spec.id}")
+    return JudgeResult(spec=spec, judgements=judgements, summary=summarise_judgements(judgements))
+
+
+def keyword_report(answer_set: AnswerSet, cases: Sequence[EvalCase]) -> KeywordReport:
+    """Keyword tests of the answers that exist (once per answer set, however many judges grade it)."""
+    answered = {answer.case_id: answer.answer for answer in answer_set.answers if answer.answer is not None}
+    return run_keyword_tests(cases, answered)
 
 
 def _rounded_cost(costs: Iterable[float | None]) -> float | None:
@@ -128,7 +116,9 @@ def _rounded_cost(costs: Iterable[float | None]) -> float | None:
     return None if total is None else round(total, 6)
 
 
-def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> dict:
+def generation_columns(
+    answer_set: AnswerSet, keyword: KeywordReport | None, judged: JudgeResult | None
+) -> dict:
     """The end-to-end columns of a results row; each `*_cases` column says how many cases it used."""
     answers = answer_set.answers
     produced = [answer for answer in answers if answer.answer is not None]
@@ -136,17 +126,15 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
         answer.latency_s for answer in produced
     ]
     row: dict = {
-        "reranker": answer_set.reranker_label,
-        "reader": answer_set.reader_model,
         "e2e_cases": len(answers),
         "answers_produced": len(produced),
         "reader_failures": len(answers) - len(produced),
     }
-    if evaluation.keyword is not None:
-        for suite, result in evaluation.keyword.suites.items():
+    if keyword is not None:
+        for suite, result in keyword.suites.items():
             row[f"fail_{suite}"] = result.failure_rate
             row[f"fail_{suite}_cases"] = result.cases_tested
-    summary = evaluation.judge_summary
+    summary = judged.summary if judged is not None else None
     if summary is not None:
         row.update(
             {
@@ -160,7 +148,7 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
                 "judge_parse_failures": sum(summary["judge_parse_failures"].values()),
             }
         )
-    judgements = evaluation.judgements
+    judgements = judged.judgements if judged is not None else []
     row.update(
         {
             "latency_mean_s": round(statistics.fmean(latencies), 3) if latencies else None,
@@ -181,4 +169,5 @@ def generation_columns(answer_set: AnswerSet, evaluation: AnswerEvaluation) -> d
                 "judge_json_reasks": sum(j.json_reasks for j in judgements),
             }
         )
+    row["cost_usd"] = _rounded_cost([row["reader_cost_usd"], row.get("judge_cost_usd", 0.0)])
     return row

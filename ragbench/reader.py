@@ -1,10 +1,10 @@
 """The RAG reader: answer each question from its numbered context passages with one LLM.
 
-The prompt is short because the offline readers are small local models (Qwen2.5-Coder 1.5B/0.5B):
-a system message with the rules, then the passages as ``[1] (source: ...)`` blocks, then the question.
-The model must answer from the passages only, in 1-3 sentences, cite passage numbers like ``[2]``,
-and reply with the fixed phrase `NOT_IN_CONTEXT` when the passages do not hold the answer, so keyword
-tests can tell a refusal from a guess.
+The prompt is a `PromptTemplate` (a grid axis); the default is short because the offline readers are
+small local models (Qwen2.5-Coder 1.5B/0.5B): a system message with the rules, then the passages as
+``[1] (source: ...)`` blocks, then the question. The model must answer from the passages only, in 1-3
+sentences, cite passage numbers like ``[2]``, and reply with the fixed phrase `NOT_IN_CONTEXT` when the
+passages do not hold the answer, so keyword tests can tell a refusal from a guess.
 
 All questions go to the client in one `complete_many` call (concurrent for hosted models, cached,
 retried, counted). A failed call keeps its case: `answer` is None and `error` says why.
@@ -20,11 +20,11 @@ from pydantic import BaseModel, Field
 from ragbench.eval_cases import EvalCase
 from ragbench.llm import LLMClient, LLMRequest
 from ragbench.llm.types import Message
+from ragbench.prompts import DEFAULT_PROMPT, NOT_IN_CONTEXT, PromptTemplate
 from ragbench.retrieval import RetrievedChunk
 
 __all__ = [
     "NOT_IN_CONTEXT",
-    "READER_SYSTEM_PROMPT",
     "ReaderAnswer",
     "answer_questions",
     "build_reader_messages",
@@ -32,20 +32,6 @@ __all__ = [
     "format_passages",
     "says_not_in_context",
 ]
-
-NOT_IN_CONTEXT = "The context does not say."
-
-# Wording chosen by measurement on Qwen2.5-Coder-1.5B (14 eval cases, each once with its answer passage
-# and once without): "say nothing about the question" refuses less often on answerable paraphrased
-# questions than "do not contain the answer", and the rules in the system message beat rules after the
-# passages. Even so the 1.5B model answered 9/14 and declined 9/14 correctly; it rarely cites.
-READER_SYSTEM_PROMPT = f"""\
-You answer questions using only the numbered context passages given with the question.
-Rules:
-- Use only facts written in the passages, never your own knowledge.
-- Answer in 1 to 3 short sentences.
-- End each sentence with the number of the passage it comes from, like [2].
-- If the passages say nothing about the question, reply with exactly: {NOT_IN_CONTEXT}"""
 
 _NO_PASSAGES = "(no passages)"
 
@@ -60,23 +46,23 @@ def format_passages(chunks: Sequence[RetrievedChunk]) -> str:
     )
 
 
-def build_reader_messages(question: str, chunks: Sequence[RetrievedChunk]) -> list[Message]:
+def build_reader_messages(
+    question: str, chunks: Sequence[RetrievedChunk], prompt: PromptTemplate = DEFAULT_PROMPT
+) -> list[Message]:
     """The chat messages for one question; no model call, so a dry run can count their tokens."""
-    user = f"Context passages:\n\n{format_passages(chunks)}\n\nQuestion: {question.strip()}"
-    return [
-        {"role": "system", "content": READER_SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+    return prompt.messages(question, format_passages(chunks))
 
 
 def build_reader_requests(
-    cases: Sequence[EvalCase], contexts: Sequence[Sequence[RetrievedChunk]]
+    cases: Sequence[EvalCase],
+    contexts: Sequence[Sequence[RetrievedChunk]],
+    prompt: PromptTemplate = DEFAULT_PROMPT,
 ) -> list[LLMRequest]:
     """One request per case, in case order (also what `llm.estimate_cost` takes for a dry run)."""
     if len(cases) != len(contexts):
         raise ValueError(f"{len(cases)} cases but {len(contexts)} context lists")
     return [
-        LLMRequest(messages=build_reader_messages(case.question, chunks))
+        LLMRequest(messages=build_reader_messages(case.question, chunks, prompt))
         for case, chunks in zip(cases, contexts, strict=True)
     ]
 
@@ -109,10 +95,11 @@ def answer_questions(
     cases: Sequence[EvalCase],
     contexts: Sequence[Sequence[RetrievedChunk]],
     *,
+    prompt: PromptTemplate = DEFAULT_PROMPT,
     desc: str = "reader",
 ) -> list[ReaderAnswer]:
     """Answer every case from its passages; results in case order, failed calls included."""
-    requests = build_reader_requests(cases, contexts)
+    requests = build_reader_requests(cases, contexts, prompt)
     results = client.complete_many(requests, desc=desc)
     if len(results) != len(requests):
         raise RuntimeError(f"LLM client returned {len(results)} results for {len(requests)} requests")

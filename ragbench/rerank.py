@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, computed_field
 from tqdm.auto import tqdm
 
+from ragbench.config import DEFAULT_RERANKER
 from ragbench.models import (
     COLBERT_STANDIN_NAME,
     ModelResolutionError,
@@ -49,7 +50,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RERANKER_MODEL = "colbert-ir/colbertv2.0"
+DEFAULT_RERANKER_MODEL = DEFAULT_RERANKER
 STANDIN_LABEL = "colbert-standin (UNTRAINED)"
 
 

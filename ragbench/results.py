@@ -1,38 +1,37 @@
-"""One row per grid cell: what the table, the CSV and the run metadata all show."""
+"""The results of a run, cell by cell: the rows of the table, the per-case records, the headline metrics.
+
+Everything here is computed from the stage results the pipeline made (retrieval per retrieve key,
+answers per answer key, verdicts per judge key), looked up for each cell by its stage keys.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel
 
-from ragbench.generation import AnswerEvaluation, AnswerSet, generation_columns
-from ragbench.index import IndexManifest
-from ragbench.retrieval import RetrievalReport
+from ragbench.eval_cases import EvalCase
+from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report
+from ragbench.grid import CellSpec, cell_label, varying_axes
+from ragbench.index import IndexManifest, VectorIndex, load_embedder
+from ragbench.judge import Judgement, judge_warnings
+from ragbench.keyword_tests import KeywordFailure, KeywordReport
+from ragbench.reader import ReaderAnswer
+from ragbench.report import CasePassage, CaseView, MetricInfo, ReportInput, render_report, rows_to_csv
+from ragbench.retrieval import RetrievalReport, retrieval_metrics, retrieve
 
 
-def cell_id(chunk_size: int, embedding_model: str) -> str:
-    """Readable and usable as a ZenML step-id suffix."""
-    short_name = embedding_model.rstrip("/").split("/")[-1]
-    safe = "".join(character if character.isalnum() else "_" for character in short_name)
-    return f"cs{chunk_size}_{safe}"
+class RetrievalResult(BaseModel):
+    """Retrieval metrics of one retrieve key (chunking, embedding, top_k) over every case with sources."""
 
-
-def full_cell_id(chunk_size: int, embedding_model: str, rerank: bool, reader: str) -> str:
-    reader_name = "".join(character if character.isalnum() else "_" for character in reader.split("/")[-1])
-    return f"{cell_id(chunk_size, embedding_model)}_rerank{'On' if rerank else 'Off'}_{reader_name}"
-
-
-class CellResult(BaseModel):
-    cell_id: str
+    spec: CellSpec
     index: IndexManifest
     retrieval: RetrievalReport
 
-    def row(self) -> dict:
+    def columns(self) -> dict:
         metrics = self.retrieval.metrics
         k = metrics.metrics_k
         return {
-            "cell": self.cell_id,
-            "chunk_size": self.index.chunk_size,
-            "embedding": self.index.embedding_model,
             "chunks": self.index.chunk_count,
             "chunks_truncated": self.index.chunks_over_max_length,
             "retrieval_cases": metrics.cases_used,
@@ -46,50 +45,285 @@ class CellResult(BaseModel):
         }
 
 
-def results_rows(
-    retrieval: list[CellResult], answer_sets: list[AnswerSet], evaluations: list[AnswerEvaluation]
-) -> list[dict]:
-    """One row per grid cell: its (chunk size, embedding) retrieval metrics plus its end-to-end scores."""
-    if not answer_sets:
-        return [result.row() for result in retrieval]
-    by_pair = {(result.index.chunk_size, result.index.embedding_model): result for result in retrieval}
-    rows = []
-    for answers, evaluation in zip(answer_sets, evaluations, strict=True):
-        row = by_pair[(answers.chunk_size, answers.embedding_model)].row()
-        row["cell"] = answers.cell_id
-        rows.append(row | generation_columns(answers, evaluation))
-    return rows
+def evaluate_retrieval(
+    spec: CellSpec, index: VectorIndex, cases: Sequence[EvalCase], metrics_k: int
+) -> RetrievalResult:
+    with_sources = [case for case in cases if case.expected_sources]
+    embedder = load_embedder(index.manifest.embedding_model)
+    retrieved = retrieve(index, embedder, [case.question for case in with_sources], spec.top_k)
+    report = retrieval_metrics(with_sources, retrieved, metrics_k=metrics_k, top_k=spec.top_k)
+    return RetrievalResult(spec=spec, index=index.manifest, retrieval=report)
+
+
+class CaseRecord(BaseModel):
+    """One (cell, case): the question, the passages with sources and ranks, the answer, what judged it."""
+
+    cell: str
+    case_id: str
+    question: str
+    answer: ReaderAnswer
+    reranker: str
+    keyword_failures: list[KeywordFailure]
+    judgement: Judgement | None
+
+
+class CaseRecords(BaseModel):
+    """All per-case records of a run, one artifact (not one sub-artifact per record)."""
+
+    records: list[CaseRecord]
+
+    def jsonl(self) -> str:
+        lines = [record.model_dump_json() for record in self.records]
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+class CellResults(BaseModel):
+    """Every stage result of a run, indexed by stage key: what the results step assembles rows from."""
+
+    cells: list[CellSpec]
+    retrievals: dict[str, RetrievalResult]
+    answer_sets: dict[str, AnswerSet]
+    judged: dict[str, JudgeResult]
+    keyword: dict[str, KeywordReport]
+
+    @classmethod
+    def collect(
+        cls,
+        cells: Sequence[CellSpec],
+        retrievals: Sequence[RetrievalResult],
+        answer_sets: Sequence[AnswerSet],
+        judged: Sequence[JudgeResult],
+        cases: Sequence[EvalCase],
+        keyword_tests: bool,
+    ) -> CellResults:
+        return cls(
+            cells=list(cells),
+            retrievals={r.spec.id: r for r in retrievals},
+            answer_sets={a.spec.id: a for a in answer_sets},
+            judged={j.spec.id: j for j in judged},
+            keyword={a.spec.id: keyword_report(a, cases) for a in answer_sets} if keyword_tests else {},
+        )
+
+    def answers_of(self, cell: CellSpec) -> AnswerSet | None:
+        return self.answer_sets.get(cell.upto("answer").id) if cell.reader is not None else None
+
+    def judged_of(self, cell: CellSpec) -> JudgeResult | None:
+        return self.judged.get(cell.id) if cell.judge is not None else None
+
+    def rows(self, varying: list[str]) -> list[dict]:
+        """One row per cell: its axis values, retrieval metrics (all cases) and end-to-end scores."""
+        rows = []
+        for cell in self.cells:
+            axes = cell.axis_columns()
+            answers = self.answers_of(cell)
+            if answers is not None:
+                axes["reranker"] = answers.reranker_label  # says when the UNTRAINED stand-in was used
+            row = {"cell": cell.id, "label": cell_label(axes, varying), **axes}
+            row |= self.retrievals[cell.upto("retrieve").id].columns()
+            if answers is not None:
+                keyword = self.keyword.get(answers.spec.id)
+                row |= generation_columns(answers, keyword, self.judged_of(cell))
+            rows.append(row)
+        return rows
+
+    def case_records(self) -> CaseRecords:
+        records = []
+        for cell in self.cells:
+            answers = self.answers_of(cell)
+            if answers is None:
+                continue
+            judged = self.judged_of(cell)
+            verdicts = {j.case_id: j for j in judged.judgements} if judged else {}
+            keyword = self.keyword.get(answers.spec.id)
+            failures = keyword.failing if keyword else []
+            records += [
+                CaseRecord(
+                    cell=cell.id,
+                    case_id=answer.case_id,
+                    question=answer.question,
+                    answer=answer,
+                    reranker=answers.reranker_label,
+                    keyword_failures=[f for f in failures if f.case_id == answer.case_id],
+                    judgement=verdicts.get(answer.case_id),
+                )
+                for answer in answers.answers
+            ]
+        return CaseRecords(records=records)
+
+    def judgements(self) -> list[Judgement]:
+        return [j for result in self.judged.values() for j in result.judgements]
+
+
+def headline_metrics(metrics_k: int, rows: list[dict]) -> list[MetricInfo]:
+    """The scores a configuration is chosen by, in display order; only those the run computed."""
+    candidates = [
+        MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True),
+        MetricInfo(column="fail_good_answers", label="missing good words (rate)", higher_is_better=False),
+        MetricInfo(column="fail_bad_answers", label="bad words (rate)", higher_is_better=False),
+        MetricInfo(column="faithfulness_1to5", label="faithfulness (1-5)", higher_is_better=True),
+        MetricInfo(column="mrr", label="MRR", higher_is_better=True),
+        MetricInfo(column=f"hit_rate@{metrics_k}", label=f"hit rate@{metrics_k}", higher_is_better=True),
+    ]
+    present = {column for row in rows for column, value in row.items() if value is not None}
+    return [metric for metric in candidates if metric.column in present]
 
 
 # Answers the judge scored at or below this correctness (1-5) are listed in the report.
 WEAK_CORRECTNESS = 2
 
 
-def keyword_failure_rows(evaluations: list[AnswerEvaluation]) -> list[dict]:
+def keyword_failure_rows(records: CaseRecords) -> list[dict]:
     """Every failed keyword check with the word that decided it and the answer, for the report."""
     return [
-        {"cell": e.cell_id, "case": f.case_id, "suite": f.suite, "word": f.word, "answer": f.answer}
-        for e in evaluations
-        if e.keyword is not None
-        for f in e.keyword.failing
+        {"cell": r.cell, "case": f.case_id, "suite": f.suite, "word": f.word, "answer": f.answer}
+        for r in records.records
+        for f in r.keyword_failures
     ]
 
 
-def weak_answer_rows(answer_sets: list[AnswerSet], evaluations: list[AnswerEvaluation]) -> list[dict]:
+def weak_answer_rows(records: CaseRecords) -> list[dict]:
     """Answers the judge scored correctness <= WEAK_CORRECTNESS or could not score, with its reasoning."""
     rows = []
-    for answers, evaluation in zip(answer_sets, evaluations, strict=True):
-        text = {answer.case_id: answer.answer for answer in answers.answers}
-        for j in evaluation.judgements:
-            weak = j.correctness is not None and j.correctness <= WEAK_CORRECTNESS
-            if weak or j.correctness_error or j.context_error:
-                rows.append(
-                    {
-                        "cell": answers.cell_id,
-                        "case": j.case_id,
-                        "correctness_1to5": j.correctness,
-                        "judge_reasoning": j.correctness_reasoning or j.correctness_error or j.context_error,
-                        "answer": text.get(j.case_id),
-                    }
-                )
+    for record in records.records:
+        j = record.judgement
+        if j is None:
+            continue
+        weak = j.correctness is not None and j.correctness <= WEAK_CORRECTNESS
+        if weak or j.correctness_error or j.context_error:
+            rows.append(
+                {
+                    "cell": record.cell,
+                    "case": j.case_id,
+                    "correctness_1to5": j.correctness,
+                    "judge_reasoning": j.correctness_reasoning or j.correctness_error or j.context_error,
+                    "answer": record.answer.answer,
+                }
+            )
     return rows
+
+
+class ResultsTable(BaseModel):
+    """The run's table and its report page: one typed artifact, shown as CSV and HTML in the dashboard."""
+
+    title: str
+    rows: list[dict]
+    headline: list[MetricInfo]
+    notes: list[str]
+    warnings: list[str]
+    report_html: str
+
+    def csv(self) -> str:
+        return rows_to_csv(self.rows)
+
+
+def run_notes(results: CellResults, sample_size: int | None, seed: int) -> list[str]:
+    """What the numbers rest on, worded for this run (a retrieval-only run has no answers to describe)."""
+    retrieval_cases = {r.retrieval.metrics.cases_used for r in results.retrievals.values()}
+    notes = [
+        f"Retrieval metrics use every case with expected sources ({', '.join(map(str, retrieval_cases))})."
+    ]
+    if results.answer_sets:
+        answered = len(next(iter(results.answer_sets.values())).answers)
+        chosen = "every case" if sample_size is None else f"a seeded sample (seed {seed})"
+        notes.append(
+            f"Answers, keyword tests and the judge use {answered} cases, {chosen}, the same in every cell; "
+            "each *_cases column gives the number of cases behind its metric."
+        )
+    return notes
+
+
+def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str]:
+    """Everything that should change how the numbers are read, found in the results themselves."""
+    warnings = [f"knowledge base: skipped {reason}" for reason in skipped_documents]
+    for choice in {a.reranker.used: a.reranker for a in results.answer_sets.values() if a.reranker}.values():
+        if choice.is_standin:
+            warnings.append(
+                f"RERANKER IS AN UNTRAINED STAND-IN ({choice.label}) for {choice.requested}: "
+                f"{choice.reason}. Rows with this reranker show that the reranking path works; their numbers "
+                "are NOT ColBERT results."
+            )
+    for result in results.retrievals.values():
+        if result.index.chunks_over_max_length:
+            warnings.append(
+                f"{result.index.chunks_over_max_length} chunks of size {result.index.chunk_size} exceed "
+                f"{result.index.embedding_model}'s maximum sequence length and were truncated when embedded"
+            )
+    return list(dict.fromkeys(warnings)) + judge_warnings(results.judgements())
+
+
+def build_results(
+    results: CellResults,
+    *,
+    title: str,
+    metrics_k: int,
+    notes: list[str],
+    warnings: list[str],
+    reused_cells: set[str],
+) -> tuple[ResultsTable, CaseRecords]:
+    """The table, the per-case records and the report page of a run, from its stage results."""
+    varying = varying_axes(results.cells)
+    rows = [row | {"reused": row["cell"] in reused_cells} for row in results.rows(varying)]
+    headline = headline_metrics(metrics_k, rows)
+    records = results.case_records()
+    labels = {row["cell"]: row["label"] for row in rows}
+    page = render_report(
+        ReportInput(
+            title=title,
+            notes=notes,
+            warnings=warnings,
+            axes=CellSpec.axes(),
+            varying_axes=varying,
+            rows=rows,
+            headline=headline,
+            latency_column="latency_p95_s" if results.answer_sets else None,
+            cost_column="cost_usd" if results.answer_sets else None,
+            cases=[_case_view(record) for record in records.records],
+            keyword_failures=[row | {"cell": labels[row["cell"]]} for row in keyword_failure_rows(records)],
+            weak_answers=[row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records)],
+        )
+    )
+    table = ResultsTable(
+        title=title, rows=rows, headline=headline, notes=notes, warnings=warnings, report_html=page
+    )
+    return table, records
+
+
+def _case_view(record: CaseRecord) -> CaseView:
+    judgement = record.judgement
+    return CaseView(
+        cell=record.cell,
+        case_id=record.case_id,
+        question=record.question,
+        answer=record.answer.answer,
+        error=record.answer.error,
+        passages=[
+            CasePassage(source=c.source, text=c.text, retrieval_rank=c.retrieval_rank)
+            for c in record.answer.contexts
+        ],
+        keyword_failures=[f"{f.suite}: {f.word}" for f in record.keyword_failures],
+        correctness=judgement.correctness if judgement else None,
+        judge_reasoning=(judgement.correctness_reasoning or judgement.correctness_error)
+        if judgement
+        else None,
+    )
+
+
+def run_metadata(table: ResultsTable) -> dict[str, float | str]:
+    """Flat run-level metadata for ZenML's filters: `<metric>__<cell id>` and `best_<metric>`, numbers as
+    numbers, no ':' in keys (ZenML's filter syntax splits on it)."""
+    flat: dict[str, float | str] = {}
+    for metric in table.headline:
+        key = metric_key(metric.column)
+        scored = [
+            (row[metric.column], row["cell"]) for row in table.rows if row.get(metric.column) is not None
+        ]
+        for value, cell in scored:
+            flat[f"{key}__{cell}"] = value
+        if scored:
+            best = (max if metric.higher_is_better else min)(scored)
+            flat[f"best_{key}"], flat[f"best_{key}_cell"] = best
+    return flat
+
+
+def metric_key(column: str) -> str:
+    return column.replace("@", "_at_").replace(":", "_")

@@ -2,23 +2,18 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
-import ragbench.results
-import ragbench.retrieval
 from ragbench.eval_cases import EvalSuite
-from ragbench.index import VectorIndex, load_embedder
-from ragbench.results import CellResult
-from ragbench.retrieval import retrieval_metrics, retrieve
-from steps.caching import cache_on
+from ragbench.grid import CellSpec
+from ragbench.index import VectorIndex
+from ragbench.results import RetrievalResult, evaluate_retrieval
+from steps.caching import step_cache_policy
 
 
-@step(cache_policy=cache_on(ragbench.retrieval, ragbench.results))
+@step(cache_policy=step_cache_policy(__name__))
 def evaluate_retrieval_cell(
-    index: VectorIndex, eval_suite: EvalSuite, cell: str, top_k: int, metrics_k: int
-) -> Annotated[CellResult, "cell_result"]:
-    cases = [case for case in eval_suite.cases if case.expected_sources]
-    embedder = load_embedder(index.manifest.embedding_model)
-    retrieved = retrieve(index, embedder, [case.question for case in cases], top_k)
-    report = retrieval_metrics(cases, retrieved, metrics_k=metrics_k, top_k=top_k)
-    result = CellResult(cell_id=cell, index=index.manifest, retrieval=report)
-    log_metadata(result.row())
+    index: VectorIndex, eval_suite: EvalSuite, spec: dict, metrics_k: int
+) -> Annotated[RetrievalResult, "retrieval_result"]:
+    """Retrieval metrics over every case with expected sources (not only the end-to-end sample)."""
+    result = evaluate_retrieval(CellSpec.model_validate(spec), index, eval_suite.cases, metrics_k)
+    log_metadata(result.columns())
     return result

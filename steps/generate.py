@@ -2,43 +2,31 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
-import ragbench.generation
-import ragbench.judge
-import ragbench.keyword_tests
-import ragbench.reader
-import ragbench.rerank
 from ragbench.eval_cases import EvalSuite
-from ragbench.generation import AnswerEvaluation, AnswerSet, answer_cell, evaluate_answers, sample_cases
+from ragbench.generation import AnswerSet, JudgeResult, answer_cell, judge_cell, sample_cases
+from ragbench.grid import CellSpec
 from ragbench.index import VectorIndex, load_embedder
-from ragbench.llm import LLMSettings
 from ragbench.rerank import RerankerChoice
-from steps.caching import cache_on
+from steps.caching import step_cache_policy
 
 
-@step(cache_policy=cache_on(ragbench.generation, ragbench.reader, ragbench.rerank))
+@step(cache_policy=step_cache_policy(__name__))
 def answer_questions_cell(
     index: VectorIndex,
     eval_suite: EvalSuite,
-    cell: str,
-    reader: dict,
-    reranker: dict | None,
-    top_k: int,
-    top_n: int,
+    reranker: RerankerChoice | None,
+    spec: dict,
     sample_size: int | None,
     seed: int,
     llm_cache_dir: str | None,
 ) -> Annotated[AnswerSet, "answers"]:
     """Retrieve, optionally rerank, answer; the LLM cache makes a re-run after a crash cheap."""
-    cases = sample_cases(eval_suite.cases, sample_size, seed)
     answers = answer_cell(
-        cell,
+        CellSpec.model_validate(spec),
         index,
         load_embedder(index.manifest.embedding_model),
-        cases,
-        reader=LLMSettings.model_validate(reader),
-        reranker=RerankerChoice.model_validate(reranker) if reranker else None,
-        top_k=top_k,
-        top_n=top_n,
+        sample_cases(eval_suite.cases, sample_size, seed),
+        reranker=reranker,
         llm_cache_dir=llm_cache_dir,
     )
     failures = sum(answer.answer is None for answer in answers.answers)
@@ -48,23 +36,13 @@ def answer_questions_cell(
     return answers
 
 
-@step(cache_policy=cache_on(ragbench.generation, ragbench.judge, ragbench.keyword_tests))
-def evaluate_answers_cell(
-    answers: AnswerSet,
-    eval_suite: EvalSuite,
-    keyword_tests: bool,
-    judge: dict | None,
-    rubrics: list[str],
-    llm_cache_dir: str | None,
-) -> Annotated[AnswerEvaluation, "answer_evaluation"]:
-    evaluation = evaluate_answers(
-        answers,
-        eval_suite.cases,
-        keyword_tests=keyword_tests,
-        judge=LLMSettings.model_validate(judge) if judge else None,
-        rubrics=rubrics,
-        llm_cache_dir=llm_cache_dir,
+@step(cache_policy=step_cache_policy(__name__))
+def judge_answers_cell(
+    answers: AnswerSet, eval_suite: EvalSuite, spec: dict, rubrics: list[str], llm_cache_dir: str | None
+) -> Annotated[JudgeResult, "judgements"]:
+    """One judge over one answer set: a second judge re-judges the same answers, never re-answers."""
+    judged = judge_cell(
+        CellSpec.model_validate(spec), answers, eval_suite.cases, rubrics=rubrics, llm_cache_dir=llm_cache_dir
     )
-    if evaluation.judge_summary is not None:
-        log_metadata({"judge": evaluation.judge_summary})
-    return evaluation
+    log_metadata({"judge": judged.summary})
+    return judged

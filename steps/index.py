@@ -2,16 +2,16 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
-import ragbench.index
 from materializers import VectorIndexMaterializer
 from ragbench.chunking import ChunkSet
+from ragbench.grid import CellSpec
 from ragbench.index import VectorIndex, build_index, load_embedder
-from steps.caching import cache_on
+from steps.caching import step_cache_policy
 
 
-@step(cache_policy=cache_on(ragbench.index), output_materializers=VectorIndexMaterializer)
-def build_vector_index(chunks: ChunkSet, embedding_model: str) -> Annotated[VectorIndex, "vector_index"]:
-    """Built once per (chunk size, embedding model) and shared by every later setting."""
-    index = build_index(chunks, load_embedder(embedding_model))
+@step(cache_policy=step_cache_policy(__name__), output_materializers=VectorIndexMaterializer)
+def build_vector_index(chunks: ChunkSet, spec: dict) -> Annotated[VectorIndex, "vector_index"]:
+    """Built once per (chunk size, overlap, embedding model) and shared by every later setting."""
+    index = build_index(chunks, load_embedder(CellSpec.model_validate(spec).embedding_model))
     log_metadata(index.manifest.model_dump())
     return index

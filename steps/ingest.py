@@ -1,25 +1,35 @@
+"""The run's inputs, read anew by every run (never cached), so a scheduled run sees edited documents.
+
+Their outputs carry content hashes, so the steps after them are still served from the cache when
+nothing changed: ZenML keys a step on its inputs' content, not on which run made them.
+"""
+
 from typing import Annotated
 
 from zenml import log_metadata, step
 
-import ragbench.eval_cases
-import ragbench.knowledge_base
 from materializers import CorpusMaterializer
-from ragbench.config import KnowledgeBaseConfig
-from ragbench.eval_cases import EvalCase, EvalSuite
+from ragbench.config import EvalCasesConfig, KnowledgeBaseConfig
+from ragbench.eval_cases import EvalSuite, load_eval_suite_from
 from ragbench.knowledge_base import Corpus, load_corpus
-from steps.caching import cache_on
+from ragbench.rerank import RerankerChoice, resolve_reranker
 
 
-@step(cache_policy=cache_on(ragbench.knowledge_base), output_materializers=CorpusMaterializer)
-def ingest_knowledge_base(knowledge_base: dict, fingerprint: str) -> Annotated[Corpus, "corpus"]:
-    """`fingerprint` is a content hash computed by run.py: a changed knowledge base misses the cache."""
-    corpus = load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base), fingerprint=fingerprint)
+@step(enable_cache=False, output_materializers=CorpusMaterializer)
+def ingest_knowledge_base(knowledge_base: dict) -> Annotated[Corpus, "corpus"]:
+    corpus = load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base))
     log_metadata({"documents": len(corpus.documents), "skipped_files": corpus.skipped})
     return corpus
 
 
-@step(cache_policy=cache_on(ragbench.eval_cases))
-def load_eval_suite(cases: list[dict], fingerprint: str) -> Annotated[EvalSuite, "eval_cases"]:
-    """Cases travel as a parameter (validated by run.py first), so remote orchestrators need no local file."""
-    return EvalSuite(cases=[EvalCase.model_validate(case) for case in cases], fingerprint=fingerprint)
+@step(enable_cache=False)
+def load_eval_suite(eval_cases: dict) -> Annotated[EvalSuite, "eval_cases"]:
+    suite = load_eval_suite_from(EvalCasesConfig.model_validate(eval_cases))
+    log_metadata({"cases": len(suite.cases), "eval_fingerprint": suite.fingerprint})
+    return suite
+
+
+@step(enable_cache=False)
+def choose_reranker(checkpoint: str) -> Annotated[RerankerChoice, "reranker"]:
+    """The checkpoint reranking will really use: the configured one, or the labelled UNTRAINED stand-in."""
+    return resolve_reranker(checkpoint)

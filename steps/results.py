@@ -1,46 +1,70 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
-from zenml.types import CSVString, HTMLString
+from zenml import get_step_context, log_metadata, step
+from zenml.client import Client
 
-import ragbench.generation
-import ragbench.judge
-import ragbench.report
-import ragbench.results
-from ragbench.generation import AnswerEvaluation, AnswerSet
-from ragbench.judge import judge_warnings
-from ragbench.report import html_page, html_section, rows_to_csv, rows_to_html_table
+from materializers import ResultsTableMaterializer
+from ragbench.eval_cases import EvalSuite
+from ragbench.generation import AnswerSet, JudgeResult
+from ragbench.grid import STAGES, CellSpec
+from ragbench.knowledge_base import Corpus
 from ragbench.results import (
-    WEAK_CORRECTNESS,
-    CellResult,
-    keyword_failure_rows,
-    results_rows,
-    weak_answer_rows,
+    CaseRecords,
+    CellResults,
+    ResultsTable,
+    RetrievalResult,
+    build_results,
+    run_metadata,
+    run_notes,
+    run_warnings,
 )
-from steps.caching import cache_on
 
 
-@step(cache_policy=cache_on(ragbench.report, ragbench.results, ragbench.generation, ragbench.judge))
+def reused_cells(cells: list[CellSpec]) -> set[str]:
+    """Cells whose every step this run was served from ZenML's cache."""
+    pipeline_run = Client().get_pipeline_run(get_step_context().pipeline_run.id)
+    cached = {name for name, step_run in pipeline_run.steps.items() if step_run.status.value == "cached"}
+    return {
+        cell.id
+        for cell in cells
+        if all(cell.step_id(stage) in cached for stage in STAGES[1 : STAGES.index(cell.last_stage) + 1])
+    }
+
+
+@step(enable_cache=False, output_materializers={"results": ResultsTableMaterializer})
 def build_results_table(
-    retrieval_results: list[CellResult],
+    cells: list[dict],
+    corpus: Corpus,
+    eval_suite: EvalSuite,
+    retrievals: list[RetrievalResult],
     answer_sets: list[AnswerSet],
-    answer_evaluations: list[AnswerEvaluation],
+    judged: list[JudgeResult],
     title: str,
-    notes: list[str],
-    warnings: list[str],
-) -> tuple[Annotated[CSVString, "results_csv"], Annotated[HTMLString, "results_html"]]:
-    """One row per grid cell; also logged on the run so runs can be compared from metadata alone."""
-    rows = results_rows(retrieval_results, answer_sets, answer_evaluations)
-    judge_notes = judge_warnings(j for evaluation in answer_evaluations for j in evaluation.judgements)
-    log_metadata({"results": {row["cell"]: row for row in rows}, "judge_warnings": judge_notes})
-    sections = [rows_to_html_table(rows)]
-    if answer_sets:
-        sections += [
-            html_section("Keyword test failures", keyword_failure_rows(answer_evaluations)),
-            html_section(
-                f"Answers the judge scored 1-{WEAK_CORRECTNESS} for correctness, or could not score",
-                weak_answer_rows(answer_sets, answer_evaluations),
-            ),
-        ]
-    page = html_page(title, sections, notes=notes, warnings=[*warnings, *judge_notes])
-    return CSVString(rows_to_csv(rows)), HTMLString(page)
+    metrics_k: int,
+    keyword_tests: bool,
+    sample_size: int | None,
+    seed: int,
+) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
+    """Never cached: it marks which cells came from the cache and logs the run's metadata every time."""
+    specs = [CellSpec.model_validate(cell) for cell in cells]
+    results = CellResults.collect(specs, retrievals, answer_sets, judged, eval_suite.cases, keyword_tests)
+    table, records = build_results(
+        results,
+        title=title,
+        metrics_k=metrics_k,
+        notes=run_notes(results, sample_size, seed),
+        warnings=run_warnings(results, corpus.skipped),
+        reused_cells=reused_cells(specs),
+    )
+    run_id = get_step_context().pipeline_run.id
+    log_metadata(
+        {
+            **run_metadata(table),
+            "cells": len(specs),
+            "knowledge_base_fingerprint": corpus.fingerprint,
+            "eval_fingerprint": eval_suite.fingerprint,
+            "warnings": table.warnings,
+        },
+        run_id_name_or_prefix=run_id,
+    )
+    return table, records

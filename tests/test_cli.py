@@ -25,12 +25,12 @@ def run_cli(tmp_path, capsys, yaml_text, *extra):
     ("yaml_text", "extra", "message"),
     [
         ("grid:\n  chunk_sizez: [1]\n", [], "grid.chunk_sizez: unknown key"),
-        ("name: x\n", ["--set", "chunking.overlap=200"], "must be smaller than chunk size"),
-        ("grid:\n  chunk_sizes: []\n", [], "grid.chunk_sizes"),
-        ("retrieval:\n  top_k: lots\n", [], "retrieval.top_k"),
-        ("knowledge_base: {kind: folder, path: /nonexistent/kb}\n", [], "does not exist"),
+        ("name: x\n", ["--set", "grid.chunk_overlap=200"], "must be smaller than chunk size"),
+        ("grid:\n  chunk_size: []\n", [], "grid.chunk_size"),
+        ("grid:\n  top_k: lots\n", [], "grid.top_k"),
+        ("knowledge_base: {kind: folder, path: /nonexistent/kb}\n", [], "folder not found: /nonexistent/kb"),
         ("eval_cases: /nonexistent/cases.yaml\n", [], "eval case file not found"),
-        ("grid: {embedding_models: [no-such-model-anywhere]}\n", [], "no-such-model-anywhere"),
+        ("grid: {embedding_model: [no-such-model-anywhere]}\n", [], "no-such-model-anywhere"),
     ],
 )
 def test_invalid_input_exits_2_with_a_clear_message(

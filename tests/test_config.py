@@ -1,6 +1,6 @@
 import pytest
 
-from ragbench.config import BenchmarkConfig, ConfigError, load_config
+from ragbench.config import BenchmarkConfig, ConfigError, load_config, overlap_tokens
 
 
 def write(tmp_path, text):
@@ -11,29 +11,29 @@ def write(tmp_path, text):
 
 def test_default_config_is_valid_and_offline_grid_is_two_by_two():
     config = load_config()
-    assert config.grid.chunk_sizes == [128, 256]
-    assert len(config.grid.embedding_models) == 2
-    assert config.chunking.overlap_for(256) == 26
+    assert config.grid.chunk_size == [128, 256]
+    assert len(config.grid.embedding_model) == 2
+    assert overlap_tokens(256, config.grid.chunk_overlap[0]) == 26
 
 
 def test_set_overrides_parse_yaml_values(tmp_path):
-    config = load_config(write(tmp_path, "name: x\n"), ["grid.chunk_sizes=[64, 96]", "retrieval.top_k=10"])
-    assert config.grid.chunk_sizes == [64, 96]
-    assert config.retrieval.top_k == 10
+    config = load_config(write(tmp_path, "name: x\n"), ["grid.chunk_size=[64, 96]", "grid.top_k=10"])
+    assert config.grid.chunk_size == [64, 96]
+    assert config.grid.top_k == [10]
 
 
 @pytest.mark.parametrize(
     ("yaml_text", "overrides", "message"),
     [
-        ("grid:\n  chunk_size: [128]\n", [], "grid.chunk_size: unknown key"),
-        ("retrieval:\n  top_k: many\n", [], "retrieval.top_k"),
-        ("chunking:\n  overlap: 128\n", [], "must be smaller than chunk size"),
-        ("name: x\n", ["chunking.overlap_ratio=1.0"], "chunking.overlap_ratio"),
-        ("grid:\n  chunk_sizes: []\n", [], "grid.chunk_sizes"),
-        ("grid:\n  embedding_models: []\n", [], "grid.embedding_models"),
+        ("grid:\n  chunk_sizez: [128]\n", [], "grid.chunk_sizez: unknown key"),
+        ("grid:\n  top_k: many\n", [], "grid.top_k"),
+        ("grid:\n  chunk_overlap: 128\n", [], "must be smaller than chunk size"),
+        ("name: x\n", ["chunking.overlap_ratio=0.1"], "chunking.overlap_ratio: unknown key"),
+        ("grid:\n  chunk_size: []\n", [], "grid.chunk_size"),
+        ("grid:\n  embedding_model: []\n", [], "grid.embedding_model"),
         ("knowledge_base:\n  kind: folder\n", [], "knowledge_base.path is required"),
-        ("retrieval:\n  top_k: 3\n  metrics_k: 5\n", [], "metrics_k cannot exceed"),
-        ("name: x\n", ["grid.chunk_sizes"], "expects key=value"),
+        ("grid:\n  top_k: 3\nretrieval:\n  metrics_k: 5\n", [], "metrics_k cannot exceed"),
+        ("name: x\n", ["grid.chunk_size"], "expects key=value"),
         ("name: x\n", ["name.sub=1"], "not a section"),
     ],
 )
@@ -53,5 +53,5 @@ def test_missing_file_and_non_mapping_are_config_errors(tmp_path):
 
 
 def test_chunking_tokenizer_defaults_to_first_embedding_model():
-    config = BenchmarkConfig.model_validate({"grid": {"embedding_models": ["a/b", "c/d"]}})
+    config = BenchmarkConfig.model_validate({"grid": {"embedding_model": ["a/b", "c/d"]}})
     assert config.chunking_tokenizer == "a/b"

@@ -1,9 +1,12 @@
 from ragbench.eval_cases import EvalCase
-from ragbench.generation import AnswerEvaluation, AnswerSet, generation_columns, sample_cases
+from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report, sample_cases
+from ragbench.grid import CellSpec
 from ragbench.judge import Judgement, summarise_judgements
-from ragbench.keyword_tests import run_keyword_tests
+from ragbench.keyword_tests import KeywordReport, run_keyword_tests
+from ragbench.llm import LLMSettings
+from ragbench.prompts import DEFAULT_PROMPT
 from ragbench.reader import ReaderAnswer
-from ragbench.results import keyword_failure_rows, weak_answer_rows
+from ragbench.results import CellResults, keyword_failure_rows, weak_answer_rows
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
@@ -34,23 +37,26 @@ def answer(
     )
 
 
-def cell_outputs() -> tuple[AnswerSet, AnswerEvaluation]:
+SPEC = CellSpec(
+    chunk_size=128,
+    chunk_overlap=13,
+    embedding_model="m",
+    top_k=30,
+    top_n=3,
+    reader=LLMSettings(model="openai/x"),
+    prompt=DEFAULT_PROMPT,
+    judge=LLMSettings(model="openai/judge"),
+)
+
+
+def cell_outputs() -> tuple[AnswerSet, KeywordReport, JudgeResult]:
     """Three cases: c0 right, c1 wrong (keyword failure, unscorable verdict), c2 the reader failed."""
     answers = [
         answer("c0", "yes", 1.0),
         answer("c1", "no", 3.0, retries=2),
         answer("c2", None, 0.0, retries=3),
     ]
-    answer_set = AnswerSet(
-        cell_id="cell",
-        chunk_size=128,
-        embedding_model="m",
-        reranker=None,
-        reader_model="openai/x",
-        top_k=30,
-        top_n=3,
-        answers=answers,
-    )
+    answer_set = AnswerSet(spec=SPEC.upto("answer"), reranker=None, answers=answers)
     judgements = [
         Judgement(case_id="c0", correctness=5, correctness_reasoning="right", prompt_tokens=50, cost_usd=0.5),
         Judgement(
@@ -61,20 +67,18 @@ def cell_outputs() -> tuple[AnswerSet, AnswerEvaluation]:
             retries=1,
         ),
     ]
-    evaluation = AnswerEvaluation(
-        cell_id="cell",
-        keyword=run_keyword_tests(CASES[:3], {"c0": "yes", "c1": "no"}),
-        judgements=judgements,
-        judge_summary=summarise_judgements(judgements),
-        judge_model="openai/judge",
-    )
-    return answer_set, evaluation
+    judged = JudgeResult(spec=SPEC, judgements=judgements, summary=summarise_judgements(judgements))
+    return answer_set, keyword_report(answer_set, CASES), judged
+
+
+def test_keyword_tests_run_on_the_answers_that_exist():
+    answer_set, keyword, _ = cell_outputs()
+    assert keyword.suites["good_answers"].cases_tested == 2  # c2 failed: neither tested nor counted
+    assert keyword == run_keyword_tests(CASES, {"c0": "yes", "c1": "no"})
 
 
 def test_columns_count_failures_and_exclude_unscored_judgements():
-    answer_set, evaluation = cell_outputs()
-    row = generation_columns(answer_set, evaluation)
-    assert row["reranker"] == "off"
+    row = generation_columns(*cell_outputs())
     assert row["e2e_cases"] == 3 and row["answers_produced"] == 2 and row["reader_failures"] == 1
     assert row["fail_good_answers"] == 0.5 and row["fail_good_answers_cases"] == 2
     assert row["correctness_0to1"] == 1.0 and row["correctness_cases"] == 1
@@ -83,36 +87,50 @@ def test_columns_count_failures_and_exclude_unscored_judgements():
     assert row["reader_prompt_tokens"] == 300 and row["reader_retries"] == 5
     assert row["judge_prompt_tokens"] == 120 and row["judge_cost_usd"] == 0.5
     assert row["judge_retries"] == 1 and row["judge_json_reasks"] == 1
+    assert row["cost_usd"] == 0.5  # reader (local price 0) + judge
+
+
+def results_of(answer_set: AnswerSet, judged: JudgeResult) -> CellResults:
+    return CellResults(
+        cells=[SPEC],
+        retrievals={},
+        answer_sets={answer_set.spec.id: answer_set},
+        judged={judged.spec.id: judged},
+        keyword={answer_set.spec.id: keyword_report(answer_set, CASES)},
+    )
 
 
 def test_report_detail_rows_list_failures_with_their_evidence():
-    answer_set, evaluation = cell_outputs()
-    assert keyword_failure_rows([evaluation]) == [
-        {"cell": "cell", "case": "c1", "suite": "good_answers", "word": "yes", "answer": "no"}
+    answer_set, _, judged = cell_outputs()
+    records = results_of(answer_set, judged).case_records()
+    assert [r.case_id for r in records.records] == ["c0", "c1", "c2"]
+    assert keyword_failure_rows(records) == [
+        {"cell": SPEC.id, "case": "c1", "suite": "good_answers", "word": "yes", "answer": "no"}
     ]
-    weak = evaluation.model_copy(
+    weak = judged.model_copy(
         update={
             "judgements": [
-                *evaluation.judgements,
                 Judgement(case_id="c0", correctness=2, correctness_reasoning="meh"),
+                judged.judgements[1],
             ]
         }
     )
-    rows = weak_answer_rows([answer_set], [weak])
+    rows = weak_answer_rows(results_of(answer_set, weak).case_records())
     assert [(r["case"], r["correctness_1to5"], r["judge_reasoning"], r["answer"]) for r in rows] == [
-        ("c1", None, "json_invalid: score 9", "no"),  # could not be scored: listed with the reason
         ("c0", 2, "meh", "yes"),
+        ("c1", None, "json_invalid: score 9", "no"),  # could not be scored: listed with the reason
     ]
 
 
 def test_an_unpriced_model_has_no_cost_rather_than_zero():
-    answer_set, evaluation = cell_outputs()
-    priced = generation_columns(answer_set, evaluation)
+    answer_set, keyword, judged = cell_outputs()
+    priced = generation_columns(answer_set, keyword, judged)
     assert priced["reader_cost_usd"] == 0.0  # the fake answers are priced at 0 (a local model)
     unpriced = answer_set.model_copy(update={"answers": [*answer_set.answers[:2], answer("c2", "x", 1.0)]})
     unpriced.answers[2].cost_usd = None
-    assert generation_columns(unpriced, evaluation)["reader_cost_usd"] is None
-    judged = evaluation.model_copy(
+    assert generation_columns(unpriced, keyword, judged)["reader_cost_usd"] is None
+    assert generation_columns(unpriced, keyword, judged)["cost_usd"] is None
+    unpriced_judge = judged.model_copy(
         update={"judgements": [Judgement(case_id="c0", correctness=5, cost_usd=None)]}
     )
-    assert generation_columns(answer_set, judged)["judge_cost_usd"] is None
+    assert generation_columns(answer_set, keyword, unpriced_judge)["judge_cost_usd"] is None

@@ -1,0 +1,177 @@
+"""The grid model: one typed cell specification, expanded in one place and read by everything else.
+
+A cell is one value of every axis. Axes belong to the stage that first needs them (chunk, index,
+retrieve, answer, judge), so a stage's work is keyed by the axes up to it: every index is built once
+per (chunk size, overlap, embedding), every answer set once per reader setting however many judges
+grade it, and adding a value to any axis creates only the new keys. A new axis is one field here
+(with its stage) and one list field of the same name in `GridConfig`, plus the code that uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragbench.config import BenchmarkConfig, llm_settings, overlap_tokens
+from ragbench.llm.types import LLMSettings
+from ragbench.prompts import PromptTemplate
+
+Stage = Literal["chunk", "index", "retrieve", "answer", "judge"]
+STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "answer", "judge")
+
+
+def _axis(stage: Stage, tag: str, label: str, default: Any = ..., description: str = "") -> Any:
+    """A cell field: its stage, and the prefixes that introduce its value in ids and in labels."""
+    return Field(
+        default, description=description, json_schema_extra={"stage": stage, "tag": tag, "label": label}
+    )
+
+
+class CellSpec(BaseModel):
+    """Every axis value of one grid cell; fields of stages a cell does not reach are None."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chunk_size: int = _axis("chunk", "cs", "cs")
+    chunk_overlap: int = _axis("chunk", "o", "overlap ", description="tokens")
+    embedding_model: str | None = _axis("index", "", "", None)
+    top_k: int | None = _axis("retrieve", "k", "top_k ", None)
+    top_n: int | None = _axis("answer", "n", "top_n ", None)
+    reranker: str | None = _axis(
+        "answer", "rr-", "rerank ", None, "ColBERT checkpoint as configured; None = off"
+    )
+    reader: LLMSettings | None = _axis("answer", "", "", None)
+    prompt: PromptTemplate | None = _axis("answer", "p-", "prompt ", None)
+    judge: LLMSettings | None = _axis("judge", "j-", "judge ", None)
+
+    @classmethod
+    def axes(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @classmethod
+    def stage_of(cls, axis: str) -> Stage:
+        return cls.model_fields[axis].json_schema_extra["stage"]  # type: ignore[index]
+
+    @property
+    def last_stage(self) -> Stage:
+        """The deepest stage this cell reaches (retrieve for a retrieval-only grid)."""
+        if self.reader is None:
+            return "retrieve"
+        return "judge" if self.judge is not None else "answer"
+
+    def upto(self, stage: Stage) -> CellSpec:
+        """This cell seen from `stage`: the axes of later stages cleared, i.e. the key of its work there."""
+        keep = STAGES[: STAGES.index(stage) + 1]
+        return self.model_copy(update={axis: None for axis in self.axes() if self.stage_of(axis) not in keep})
+
+    def value_text(self, axis: str) -> str:
+        """The axis value as people read it: a model's name, a prompt's name, 'off' for no reranker."""
+        value = getattr(self, axis)
+        if isinstance(value, LLMSettings):
+            return value.model
+        if isinstance(value, PromptTemplate):
+            return value.name
+        if axis == "reranker" and value is None and self.reader is not None:
+            return "off"
+        return "" if value is None else str(value)
+
+    def _slug(self, axis: str) -> str:
+        text = self.value_text(axis)
+        if axis in ("embedding_model", "reranker"):
+            text = text.rstrip("/").split("/")[-1]  # Hub names: the org adds length, the hash uniqueness
+        tag = CellSpec.model_fields[axis].json_schema_extra["tag"]  # type: ignore[index]
+        return re.sub(r"[^A-Za-z0-9]+", "_", f"{tag}{text}").strip("_")
+
+    @property
+    def digest(self) -> str:
+        """A short hash of every field, so ids stay unique when readable names collide."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+    @property
+    def id(self) -> str:
+        """Readable and unique (`openai/x` and `azure/x` differ, so do two api_bases): a step-id suffix."""
+        parts = [
+            self._slug(axis)
+            for axis in self.axes()
+            if getattr(self, axis) is not None or (axis == "reranker" and self.reader is not None)
+        ]
+        return "_".join([*parts, self.digest])
+
+    def step_id(self, stage: Stage) -> str:
+        """The ZenML step id of this cell's work at `stage` (shared by every cell with the same key)."""
+        return f"{stage}_{self.upto(stage).id}"
+
+    def axis_columns(self) -> dict[str, Any]:
+        """Every axis as a results-table column: numbers as numbers, models and prompts by name."""
+        return {
+            axis: value if isinstance(value := getattr(self, axis), int) else self.value_text(axis)
+            for axis in self.axes()
+        }
+
+
+def cell_label(columns: dict[str, Any], varying: list[str]) -> str:
+    """A short name from the axes that vary in this grid (the full values are table columns)."""
+    parts = []
+    for axis in varying:
+        text = str(columns[axis])
+        if axis == "embedding_model":
+            text = text.rstrip("/").split("/")[-1]
+        parts.append(f"{CellSpec.model_fields[axis].json_schema_extra['label']}{text}")  # type: ignore[index]
+    return " · ".join(parts) or str(columns.get("reader") or columns["embedding_model"])
+
+
+def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> list[Any]:
+    """The values of one axis for a cell whose earlier axes are set: where config entries become cell
+    fields (overlap shares become tokens, model strings become settings, prompt names templates)."""
+    grid = config.grid
+    if CellSpec.stage_of(axis) in ("answer", "judge") and not grid.reader:
+        return [None]
+    if axis == "chunk_overlap":
+        return [overlap_tokens(cell["chunk_size"], overlap) for overlap in grid.chunk_overlap]
+    if axis == "reader":
+        return [llm_settings(entry, config.generation.reader) for entry in grid.reader]
+    if axis == "judge":
+        return [llm_settings(entry, config.evaluation.judge) for entry in grid.judge] or [None]
+    if axis == "prompt":
+        templates = config.prompt_templates()
+        return [templates[name] for name in grid.prompt]
+    return list(getattr(grid, axis))
+
+
+def expand_grid(config: BenchmarkConfig) -> list[CellSpec]:
+    """Every cell of the grid, in axis order; equal cells (e.g. two overlaps rounding alike) once."""
+    partial: list[dict[str, Any]] = [{}]
+    for axis in CellSpec.axes():
+        partial = [{**cell, axis: value} for cell in partial for value in axis_values(config, axis, cell)]
+    cells = {spec.id: spec for spec in (CellSpec(**cell) for cell in partial)}
+    return list(cells.values())
+
+
+def varying_axes(cells: list[CellSpec]) -> list[str]:
+    """The axes a user varied: more than one value among cells that agree on every earlier axis
+    (so an overlap given as a share of the chunk size does not count as varying with the size)."""
+    axes = CellSpec.axes()
+    varying = []
+    for position, axis in enumerate(axes):
+        seen: dict[tuple[str, ...], set[str]] = {}
+        for cell in cells:
+            earlier = tuple(cell.value_text(a) for a in axes[:position])
+            seen.setdefault(earlier, set()).add(cell.value_text(axis))
+        if any(len(values) > 1 for values in seen.values()):
+            varying.append(axis)
+    return varying
+
+
+def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
+    """The distinct keys of the cells' work at `stage`, in grid order (one pipeline step each)."""
+    keys = {
+        (key := cell.upto(stage)).id: key
+        for cell in cells
+        if STAGES.index(cell.last_stage) >= STAGES.index(stage)
+    }
+    return list(keys.values())

@@ -1,0 +1,114 @@
+"""The grid model: one expansion, stage keys that share work, ids that stay unique and readable."""
+
+import pytest
+
+from ragbench.config import ConfigError, load_config
+from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, varying_axes
+
+
+def config(tmp_path, *overrides):
+    """The default config (2 chunk sizes x 2 embeddings x rerank off/on) with overrides."""
+    return load_config(None, list(overrides))
+
+
+def test_default_grid_shares_indexes_and_answer_sets(tmp_path):
+    cells = expand_grid(config(tmp_path))
+    assert len(cells) == 2 * 2 * 2  # chunk size x embedding x reranker
+    assert len(distinct_at(cells, "chunk")) == 2
+    assert len(distinct_at(cells, "index")) == 4
+    assert len(distinct_at(cells, "answer")) == 8
+    assert varying_axes(cells) == ["chunk_size", "embedding_model", "reranker"]
+    assert {cell.chunk_overlap for cell in cells} == {13, 26}  # 10 % of each size, in tokens
+
+
+def test_every_axis_is_a_list_and_a_scalar_is_one_value(tmp_path):
+    grid = config(
+        tmp_path,
+        "grid.chunk_size=64",
+        "grid.chunk_overlap=[0, 8]",
+        "grid.top_k=[5, 10]",
+        "grid.top_n=[2, 3]",
+        "grid.reranker=off",
+        "grid.judge=[local/qwen2.5-coder-1.5b-instruct, local/qwen2.5-coder-0.5b-instruct]",
+    )
+    cells = expand_grid(grid)
+    assert len(cells) == 1 * 2 * 2 * 2 * 2 * 1 * 1 * 1 * 2
+    assert varying_axes(cells) == ["chunk_overlap", "embedding_model", "top_k", "top_n", "judge"]
+    # two judges grade the same answer sets: answers are keyed without the judge
+    assert len(distinct_at(cells, "answer")) == len(cells) // 2
+    assert len(distinct_at(cells, "index")) == 4  # top_k, top_n and judge never rebuild an index
+
+
+def test_ids_are_unique_across_providers_and_api_bases(tmp_path):
+    grid = config(
+        tmp_path,
+        "grid.reader=[openai/gpt-4o-mini, azure/gpt-4o-mini, "
+        "{model: openai/gpt-4o-mini, api_base: 'http://127.0.0.1:9/v1'}]",
+        "grid.chunk_size=[64]",
+        "grid.embedding_model=[sentence-transformers/all-MiniLM-L6-v2]",
+        "grid.reranker=off",
+    )
+    cells = expand_grid(grid)
+    assert len(cells) == 3
+    assert len({cell.id for cell in cells}) == 3
+    assert "openai_gpt_4o_mini" in cells[0].id and "azure_gpt_4o_mini" in cells[1].id
+    assert len({cell.step_id("answer") for cell in cells}) == 3
+    assert len({cell.step_id("index") for cell in cells}) == 1
+
+
+def test_ids_are_stable_and_change_with_any_setting(tmp_path):
+    first = expand_grid(config(tmp_path))
+    again = expand_grid(config(tmp_path))
+    assert [c.id for c in first] == [c.id for c in again]
+    longer = expand_grid(config(tmp_path, "generation.reader={max_tokens: 64}"))
+    assert first[0].step_id("index") == longer[0].step_id("index")
+    assert first[0].step_id("answer") != longer[0].step_id("answer")
+
+
+def test_named_prompts_are_an_axis(tmp_path):
+    grid = config(
+        tmp_path,
+        "prompts={terse: {system: 'Answer in five words or say {refusal}', "
+        "user: 'Passages: {passages} Question: {question}'}}",
+        "grid.prompt=[default, terse]",
+        "grid.chunk_size=[64]",
+    )
+    cells = expand_grid(grid)
+    assert {cell.prompt.name for cell in cells} == {"default", "terse"}
+    terse = next(cell for cell in cells if cell.prompt.name == "terse")
+    system, user = terse.prompt.messages("Why?", "[1] text")
+    assert system["content"] == "Answer in five words or say The context does not say."
+    assert user["content"] == "Passages: [1] text Question: Why?"
+
+
+def test_retrieval_only_grid_has_no_answer_stage(tmp_path):
+    cells = expand_grid(config(tmp_path, "grid.reader=[]"))
+    assert len(cells) == 4
+    assert all(cell.last_stage == "retrieve" and cell.judge is None and cell.top_n is None for cell in cells)
+    assert distinct_at(cells, "answer") == []
+
+
+def test_labels_name_only_the_varying_axes(tmp_path):
+    cells = expand_grid(config(tmp_path))
+    varying = varying_axes(cells)
+    assert cell_label(cells[0].axis_columns(), varying) == "cs128 · all-MiniLM-L6-v2 · rerank off"
+    assert set(CellSpec.axes()) <= set(cells[0].axis_columns())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["grid.chunk_sizes=[128]"], "grid.chunk_sizes is now grid.chunk_size"),
+        (["grid.chunk_overlap=[128]", "grid.chunk_size=[128]"], "must be smaller than chunk size"),
+        (["grid.chunk_overlap=[2.5]"], "grid.chunk_overlap"),
+        (["grid.top_n=[40]"], "every grid.top_n must be at most every grid.top_k"),
+        (["grid.prompt=[nope]"], "not defined in prompts"),
+        (["prompts={bad: {system: 'x', user: 'no placeholders'}}"], "must contain {passages}"),
+        (["grid.reader=[{model: x, temprature: 1}]"], "temprature"),
+        (["grid.embedding_model=[a, a]"], "duplicates"),
+    ],
+)
+def test_bad_axes_are_refused_with_a_message_naming_them(tmp_path, overrides, message):
+    with pytest.raises(ConfigError) as raised:
+        config(tmp_path, *overrides)
+    assert message in str(raised.value)

@@ -20,8 +20,8 @@ from ragbench.eval_cases import EvalCaseError
 from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
 from ragbench.models import ModelResolutionError, resolve_model
+from ragbench.pages import rows_to_text
 from ragbench.preflight import PreflightError, run_preflight
-from ragbench.report import rows_to_text
 
 if TYPE_CHECKING:
     from ragbench.results import ResultsTable
@@ -144,21 +144,6 @@ def print_plan(config: BenchmarkConfig) -> int:
     return 0
 
 
-def summary_rows(table: ResultsTable) -> list[dict]:
-    """The terminal's view: each cell's label, headline scores, latency, cost, and whether it was reused."""
-    columns = [metric.column for metric in table.headline] + ["latency_p95_s", "cost_usd", "reader_failures"]
-    rows = []
-    for row in table.rows:
-        kept = {"cell": row["label"]}
-        for column in columns:
-            if column in row:
-                value = row[column]
-                tested = row.get(f"{column}_cases")
-                kept[column] = f"{value:.2f} (n={tested})" if column.startswith("fail_") and tested else value
-        rows.append(kept | {"reused": "yes" if row["reused"] else ""})
-    return rows
-
-
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     run_preflight(config)
     check_output_dir(config)
@@ -175,7 +160,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     files = {"results.csv": table.csv(), "results.html": table.report_html, "cases.jsonl": records.jsonl()}
     folder = write_outputs(config, pipeline_run.name, files)
     print()
-    print(rows_to_text(summary_rows(table)))
+    print(rows_to_text(table.summary_rows()))
     print(f"(all columns: {folder}/results.csv)")
     for note in table.notes:
         print(note)

@@ -28,8 +28,8 @@ from ragbench.config import BenchmarkConfig, EvalCasesConfig, load_config  # noq
 from ragbench.eval_cases import load_eval_source  # noqa: E402
 from ragbench.index import ENCODE_BATCH_SIZE, load_embedder  # noqa: E402
 from ragbench.knowledge_base import load_corpus  # noqa: E402
+from ragbench.pages import rows_to_text  # noqa: E402
 from ragbench.preflight import run_preflight  # noqa: E402
-from ragbench.report import rows_to_text  # noqa: E402
 from ragbench.results import cell_id  # noqa: E402
 
 

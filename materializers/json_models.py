@@ -14,7 +14,7 @@ from zenml.materializers.base_materializer import BaseMaterializer
 
 from ragbench.chunking import ChunkSet
 from ragbench.knowledge_base import Corpus
-from ragbench.report import html_page, rows_to_html_table
+from ragbench.pages import html_page, rows_to_html_table
 
 DATA_FILE = "data.json"
 PREVIEW_ROWS = 20

@@ -12,7 +12,7 @@ from zenml.materializers.base_materializer import BaseMaterializer
 
 from ragbench.chunking import ChunkSet
 from ragbench.index import IndexManifest, VectorIndex
-from ragbench.report import html_page, rows_to_html_table
+from ragbench.pages import html_page, rows_to_html_table
 
 INDEX_FILE = "index.faiss"
 CHUNKS_FILE = "chunks.json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -92,7 +93,7 @@ class VectorIndex:
         return self.faiss_index.search(np.ascontiguousarray(query_vectors, dtype=np.float32), k)
 
 
-def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool = True) -> VectorIndex:
+def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool | None = None) -> VectorIndex:
     """Embed every chunk exactly once and load the vectors into an exact cosine index."""
     import faiss
 
@@ -111,7 +112,8 @@ def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool = True
             embedder.max_seq_length,
         )
     started = time.perf_counter()
-    vectors = embedder.encode_documents(chunks.texts, show_progress=show_progress)
+    on_terminal = sys.stderr.isatty() if show_progress is None else show_progress
+    vectors = embedder.encode_documents(chunks.texts, show_progress=on_terminal)
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
     seconds = time.perf_counter() - started

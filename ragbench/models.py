@@ -372,7 +372,13 @@ def download_wheels(packages: Sequence[tuple[str, str]], dest: Path) -> list[Pat
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
         tqdm(
-            total=None, unit="B", unit_scale=True, unit_divisor=1024, desc="download wheels", leave=False
+            total=None,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc="download wheels",
+            leave=False,
+            disable=None,  # a bar on a terminal only, not in logs
         ) as bar,
     ):
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
@@ -591,7 +597,7 @@ def _bar(total: int | None, desc: str) -> tqdm:
         unit_divisor=1024,
         desc=desc,
         leave=False,
-        disable=total is not None and total < _PROGRESS_MIN_BYTES,
+        disable=(total is not None and total < _PROGRESS_MIN_BYTES) or None,  # None: terminal only
     )
 
 

@@ -1,125 +1,591 @@
-"""Results tables as CSV, HTML and plain text; every value is escaped because it may come from documents."""
+"""The one-page HTML report of a run: best cells, charts, the full table and a per-question view.
+
+Every value is escaped because it may come from documents, questions, answers, judges or config.
+"""
 
 from __future__ import annotations
 
-import csv
-import io
+import json
+import math
+from collections.abc import Sequence
 from html import escape
+from statistics import fmean
 
-PAGE_STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #1d1d1f; }
-table { border-collapse: collapse; font-size: 0.9rem; }
-th, td { border: 1px solid #d0d0d7; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f7; }
-td.number { text-align: right; font-variant-numeric: tabular-nums; }
-.note { color: #555; max-width: 60rem; }
-.warning { color: #8a1c1c; font-weight: 600; }
-"""
+from pydantic import BaseModel
 
-
-def _format(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
-    return "" if value is None else str(value)
-
-
-def rows_to_csv(rows: list[dict]) -> str:
-    if not rows:
-        return ""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
-
-
-def rows_to_html_table(rows: list[dict]) -> str:
-    if not rows:
-        return "<p>(no rows)</p>"
-    header = "".join(f"<th>{escape(str(column))}</th>" for column in rows[0])
-    body = []
-    for row in rows:
-        cells = []
-        for value in row.values():
-            css = ' class="number"' if isinstance(value, int | float) and not isinstance(value, bool) else ""
-            cells.append(f"<td{css}>{escape(_format(value))}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def html_section(title: str, rows: list[dict], empty: str = "(none)") -> str:
-    """A titled table for `html_page`; an empty list shows `empty` instead of a table."""
-    body = rows_to_html_table(rows) if rows else f'<p class="note">{escape(empty)}</p>'
-    return f"<h2>{escape(title)}</h2>{body}"
-
-
-def html_page(title: str, sections: list[str], notes: list[str] = (), warnings: list[str] = ()) -> str:
-    """A standalone page; `sections` must already be escaped HTML, `notes`/`warnings` are plain text."""
-    parts = [f"<h1>{escape(title)}</h1>"]
-    parts += [f'<p class="warning">{escape(text)}</p>' for text in warnings]
-    parts += [f'<p class="note">{escape(text)}</p>' for text in notes]
-    parts += sections
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
-        f"<style>{PAGE_STYLE}</style></head><body>{''.join(parts)}</body></html>"
-    )
-
-
-def rows_to_text(rows: list[dict]) -> str:
-    """A fixed-width table for the terminal."""
-    if not rows:
-        return "(no rows)"
-    columns = list(rows[0])
-    cells = [[_format(row[column]) for column in columns] for row in rows]
-    widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
-    lines = ["  ".join(column.ljust(widths[i]) for i, column in enumerate(columns))]
-    lines.append("  ".join("-" * width for width in widths))
-    lines += ["  ".join(value.ljust(widths[i]) for i, value in enumerate(line)) for line in cells]
-    return "\n".join(lines)
-
-
-# The columns `summary_rows` keeps for the terminal; the CSV and HTML keep every column.
-SUMMARY_COLUMNS = (
-    "cell",
-    "reranker",
-    "failure_rate@",  # prefix: the column name carries retrieval.metrics_k
-    "mrr",
-    "e2e_cases",
-    "fail_bad_answers",
-    "fail_bad_first_words",
-    "fail_good_answers",
-    "correctness_0to1",
-    "faithfulness_1to5",
-    "judge_parse_failures",
-    "latency_mean_s",
-    "latency_p95_s",
+from ragbench import charts
+from ragbench.pages import (
+    document,
+    format_value,
+    html_section,
+    is_number,
+    page_header,
+    rows_to_html_table,
 )
 
 
-def _number_or_text(value: object) -> object:
-    if isinstance(value, str) and value:
+class MetricInfo(BaseModel):
+    column: str
+    label: str
+    higher_is_better: bool
+
+
+class CasePassage(BaseModel):
+    source: str
+    text: str
+    retrieval_rank: int | None = None
+
+
+class CaseView(BaseModel):
+    """One answer of one cell to one eval case, for the side-by-side view."""
+
+    cell: str
+    case_id: str
+    question: str
+    answer: str | None
+    error: str | None = None
+    passages: list[CasePassage] = []
+    keyword_failures: list[str] = []
+    correctness: int | None = None
+    judge_reasoning: str | None = None
+
+
+class ReportInput(BaseModel):
+    title: str
+    notes: list[str] = []
+    warnings: list[str] = []
+    axes: list[str]
+    varying_axes: list[str]
+    rows: list[dict]
+    headline: list[MetricInfo]
+    latency_column: str | None = None
+    cost_column: str | None = None
+    cases: list[CaseView] = []
+    keyword_failures: list[dict] = []
+    weak_answers: list[dict] = []
+
+
+# ---------------------------------------------------------------------------------------------------
+# The one-page report of a run
+
+
+def _numeric(value: object) -> float | None:
+    """A metric as a number; rows may hold CSV strings, and None, blanks and NaN all mean "no value"."""
+    if is_number(value):
+        number = float(value)
+    elif isinstance(value, str):
         try:
-            return float(value) if any(c in value for c in ".eE") else int(value)
+            number = float(value)
         except ValueError:
-            return value
-    return value
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
 
 
-def summary_rows(rows: list[dict]) -> list[dict]:
-    """The terminal's view of the results table (values may be CSV strings).
+def _label(row: dict) -> str:
+    return str(row.get("label") or row.get("cell"))
 
-    A keyword failure rate shows the number of cases behind it, e.g. ``0.33 (n=3)``, because with a
-    small sample a rate of 1.00 may rest on a single case.
+
+def _ranked(rows: list[dict], column: str, higher_is_better: bool) -> list[list[tuple[float, dict]]]:
+    """Cells with a value in `column`, grouped by equal value (ties), best group first."""
+    scored = [(value, row) for row in rows if (value := _numeric(row.get(column))) is not None]
+    scored.sort(key=lambda pair: -pair[0] if higher_is_better else pair[0])
+    groups: list[list[tuple[float, dict]]] = []
+    for value, row in scored:
+        if groups and math.isclose(groups[-1][0][0], value, rel_tol=1e-9, abs_tol=1e-12):
+            groups[-1].append((value, row))
+        else:
+            groups.append([(value, row)])
+    return groups
+
+
+def _first_metric_with_values(report: ReportInput) -> MetricInfo | None:
+    """The metric the axis and trade-off charts show: the first headline score anyone has a value for."""
+    return next((m for m in report.headline if _ranked(report.rows, m.column, m.higher_is_better)), None)
+
+
+NO_SCORES = '<p class="note">No headline score has values.</p>'
+
+
+def _direction(metric: MetricInfo) -> str:
+    return "higher is better" if metric.higher_is_better else "lower is better"
+
+
+def _cost_text(row: dict, column: str | None) -> str:
+    if column is None:
+        return ""
+    value = _numeric(row.get(column))
+    return "unknown" if value is None else format_value(value)
+
+
+def _tied_labels(group: list[tuple[float, dict]]) -> str:
+    tag = '<span class="tag">tied</span>' if len(group) > 1 else ""
+    return "<br>".join(f"{escape(_label(row))}{tag}" for _, row in group)
+
+
+def _best_section(report: ReportInput) -> str:
+    """Best cell per headline score with its margin over the runner-up and what it costs.
+
+    Tied leaders are all listed (one per line, with their own latency and cost) instead of picking
+    one arbitrarily; the runner-up is then the best cell that scored differently.
     """
-    out = []
-    for row in rows:
-        kept: dict = {}
-        for wanted in SUMMARY_COLUMNS:
-            for column in (c for c in row if c == wanted or (wanted.endswith("@") and c.startswith(wanted))):
-                value = _number_or_text(row[column])
-                tested = _number_or_text(row.get(f"{column}_cases"))
-                if column.startswith("fail_") and isinstance(value, int | float) and tested is not None:
-                    value = f"{value:.2f} (n={tested})"
-                kept[column] = value
-        out.append(kept)
-    return out
+    extra = [c for c in (report.latency_column, report.cost_column) if c is not None]
+    header = ["Headline score", "Best", "Best value", "Runner-up", "Runner-up value", "Margin"]
+    header += [f"{column} of best" for column in extra]
+    body = []
+    for metric in report.headline:
+        groups = _ranked(report.rows, metric.column, metric.higher_is_better)
+        if not groups:
+            continue
+        best = groups[0]
+        runner_up = groups[1] if len(groups) > 1 else None
+        cells = [
+            f"<td>{escape(metric.label)}<br><small>{_direction(metric)}</small></td>",
+            f"<td>{_tied_labels(best)}</td>",
+            f'<td class="number">{escape(format_value(best[0][0]))}</td>',
+        ]
+        if runner_up is None:
+            none_left = "all tied" if len(best) > 1 else "only one cell has a value"
+            cells += [f'<td colspan="3" class="note">none ({none_left})</td>']
+        else:
+            margin = abs(best[0][0] - runner_up[0][0])
+            cells += [
+                f"<td>{_tied_labels(runner_up)}</td>",
+                f'<td class="number">{escape(format_value(runner_up[0][0]))}</td>',
+                f'<td class="number">{escape(format_value(margin))}</td>',
+            ]
+        for column in extra:
+            values = "<br>".join(escape(_cost_text(row, column)) for _, row in best)
+            cells.append(f'<td class="number">{values}</td>')
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    title = '<h2 id="best">Best configuration per headline score</h2>'
+    if not body:
+        return title + NO_SCORES
+    head = "".join(f"<th>{escape(text)}</th>" for text in header)
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'{title}<div class="scroll">{table}</div>'
+
+
+def _short_value(value: object) -> str:
+    """An axis value fit for a narrow column: a model path keeps only its last part."""
+    if value is None:
+        return "none"
+    text = str(value)
+    return text.rstrip("/").rsplit("/", 1)[-1] if isinstance(value, str) and "/" in text else text
+
+
+def _display_names(values: Sequence[object]) -> dict[object, str]:
+    """Short names for axis values, falling back to the full text where two short names would clash."""
+    short = {value: _short_value(value) for value in values}
+    clashing = {name for name in short.values() if list(short.values()).count(name) > 1}
+    return {
+        value: ("none" if value is None else str(value)) if name in clashing else name
+        for value, name in short.items()
+    }
+
+
+def _headline_section(report: ReportInput) -> str:
+    """The compact table: one line per cell, the varying axes (short names) and the headline scores."""
+    best_rows = {
+        metric.column: {id(row) for _, row in groups[0]}
+        for metric in report.headline
+        if (groups := _ranked(report.rows, metric.column, metric.higher_is_better))
+    }
+    names = {
+        axis: _display_names(list(dict.fromkeys(r.get(axis) for r in report.rows)))
+        for axis in report.varying_axes
+    }
+    header = ["<th>Configuration</th>"] + [f"<th>{escape(axis)}</th>" for axis in report.varying_axes]
+    for metric in report.headline:
+        arrow = "\u2191" if metric.higher_is_better else "\u2193"
+        header.append(f'<th title="{_direction(metric)}">{escape(metric.label)} {arrow}</th>')
+    extra = [c for c in (report.latency_column, report.cost_column) if c is not None]
+    header += [f'<th title="lower is better">{escape(column)} \u2193</th>' for column in extra]
+    body = []
+    for row in report.rows:
+        cached = (
+            '<span class="tag" title="served from ZenML\'s cache">cached</span>'
+            if row.get("reused") is True
+            else ""
+        )
+        cells = [f'<td class="label">{escape(_label(row))}{cached}</td>']
+        for axis in report.varying_axes:
+            value = row.get(axis)
+            full = "none" if value is None else str(value)
+            shown = names[axis][value]
+            title = f' title="{escape(full)}"' if shown != full else ""
+            cells.append(f"<td{title}>{escape(shown)}</td>")
+        for metric in report.headline:
+            value = _numeric(row.get(metric.column))
+            css = "number best" if id(row) in best_rows.get(metric.column, ()) else "number"
+            cells.append(f'<td class="{css}">{escape(format_value(value))}</td>')
+        cells += [f'<td class="number">{escape(_cost_text(row, column))}</td>' for column in extra]
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    table = f"<table><thead><tr>{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    legend = (
+        'Best value of each score highlighted. <span class="tag">cached</span> = served from ZenML\'s '
+        "cache (computed by an earlier run with identical inputs). Click a column header to sort; full "
+        'model names are in the <a href="#full">full table</a>.'
+    )
+    return (
+        f'<h2 id="headline">Headline scores</h2><div class="scroll sortable">{table}</div>'
+        f'<p class="note">{legend}</p>'
+    )
+
+
+def _bar_chart_section(report: ReportInput) -> str:
+    labels = [_label(row) for row in report.rows]
+    panels = [
+        (metric.label, [_numeric(row.get(metric.column)) for row in report.rows], metric.higher_is_better)
+        for metric in report.headline
+        if any(_numeric(row.get(metric.column)) is not None for row in report.rows)
+    ]
+    title = '<h2 id="charts">Headline scores per configuration</h2>'
+    if not panels:
+        return title + NO_SCORES
+    return f'{title}<div class="charts">{charts.bar_panels(labels, panels, chart_id="bars")}</div>'
+
+
+def _ordered_values(rows: list[dict], axis: str) -> list[object]:
+    """The values of an axis: numbers ascending, anything else in grid order."""
+    values = list(dict.fromkeys(row.get(axis) for row in rows))
+    return sorted(values) if all(is_number(v) for v in values) else values
+
+
+def axis_means(
+    rows: list[dict], axis: str, column: str, group_axis: str | None
+) -> tuple[list[object], dict[object, list[float | None]]]:
+    """Mean of `column` per value of `axis`, one series per value of `group_axis` (None: one series).
+
+    Returns the axis values and, per group value, the mean at each axis value (None: no cell there).
+    """
+    x_values = _ordered_values(rows, axis)
+    groups = _ordered_values(rows, group_axis) if group_axis is not None else [None]
+    series: dict[object, list[float | None]] = {}
+    for group in groups:
+        means: list[float | None] = []
+        for x in x_values:
+            values = [
+                number
+                for row in rows
+                if row.get(axis) == x
+                and (group_axis is None or row.get(group_axis) == group)
+                and (number := _numeric(row.get(column))) is not None
+            ]
+            means.append(fmean(values) if values else None)
+        series[group] = means
+    return x_values, series
+
+
+def _axis_effect_section(report: ReportInput) -> str:
+    title = '<h2 id="axes">Effect of each setting</h2>'
+    metric = _first_metric_with_values(report)
+    if not report.varying_axes:
+        return f'{title}<p class="note">Only one configuration: no setting varies.</p>'
+    if metric is None:
+        return title + NO_SCORES
+    svgs = []
+    for number, axis in enumerate(report.varying_axes):
+        group_axis = next((other for other in report.varying_axes if other != axis), None)
+        x_values, series = axis_means(report.rows, axis, metric.column, group_axis)
+        x_names = _display_names(x_values)
+        shown_x = [x if is_number(x) else x_names[x] for x in x_values]
+        group_names = _display_names(list(series)) if group_axis is not None else {None: "all cells"}
+        named = {group_names[group]: means for group, means in series.items()}
+        svgs.append(
+            charts.axis_effect(axis, metric.label, shown_x, named, group_axis, chart_id=f"axis{number}")
+        )
+    note = f"Mean {escape(metric.label)} ({_direction(metric)}) over the cells with each value" + (
+        "; one line per value of the first other varying setting." if len(report.varying_axes) > 1 else "."
+    )
+    return f'{title}<p class="note">{note}</p><div class="charts">{"".join(svgs)}</div>'
+
+
+def _tradeoff_section(report: ReportInput) -> str:
+    """Quality against latency and against cost, with the Pareto front named in text as well."""
+    title = '<h2 id="tradeoffs">Quality against latency and cost</h2>'
+    metric = _first_metric_with_values(report)
+    if metric is None:
+        return title + NO_SCORES
+    parts = []
+    for kind, column in (("latency", report.latency_column), ("cost", report.cost_column)):
+        if column is None:
+            parts.append(f'<p class="note">No quality-against-{kind} chart: this run reports no {kind}.</p>')
+            continue
+        points = [
+            (row, cost, quality)
+            for row in report.rows
+            if (cost := _numeric(row.get(column))) is not None
+            and (quality := _numeric(row.get(metric.column))) is not None
+        ]
+        if not points:
+            parts.append(
+                f'<p class="note">No quality-against-{kind} chart: no cell has both a known '
+                f"{escape(column)} and a {escape(metric.label)}.</p>"
+            )
+            continue
+        front = charts.pareto_front([(cost, quality) for _, cost, quality in points], metric.higher_is_better)
+        svg = charts.tradeoff(
+            [_label(row) for row, _, _ in points],
+            [cost for _, cost, _ in points],
+            [quality for _, _, quality in points],
+            column,
+            metric.label,
+            metric.higher_is_better,
+            front,
+            chart_id=kind,
+        )
+        left_out = len(report.rows) - len(points)
+        front_names = ", ".join(escape(_label(points[i][0])) for i in front)
+        text = f"Pareto front (no other cell is as good or better for less {escape(column)}): {front_names}."
+        if left_out:
+            text += f" {left_out} cell(s) left out: unknown {escape(column)} or {escape(metric.label)}."
+        parts.append(f'<figure>{svg}<figcaption class="note">{text}</figcaption></figure>')
+    return f'{title}<div class="charts">{"".join(parts)}</div>'
+
+
+def _full_table_section(report: ReportInput) -> str:
+    return (
+        '<h2 id="full">All results</h2><p class="note">Every column; click a header to sort.</p>'
+        f'<div class="scroll sortable wide">{rows_to_html_table(report.rows)}</div>'
+    )
+
+
+def _json_for_script(data: object) -> str:
+    """JSON that cannot end its <script> element or start markup, whatever text it carries."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(raw, escaped)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _case_data(cases: list[CaseView]) -> list[dict]:
+    """Cases in first-seen order, each with every cell's answer; keyword failures sorted so that two
+    cells failing the same checks compare equal in the browser."""
+    by_case: dict[str, dict] = {}
+    for view in cases:
+        case = by_case.setdefault(
+            view.case_id, {"id": view.case_id, "question": view.question, "answers": []}
+        )
+        case["answers"].append(
+            {
+                "cell": view.cell,
+                "answer": view.answer,
+                "error": view.error,
+                "correctness": view.correctness,
+                "keyword_failures": sorted(view.keyword_failures),
+                "judge_reasoning": view.judge_reasoning,
+                "passages": [
+                    {"source": p.source, "text": p.text, "rank": p.retrieval_rank} for p in view.passages
+                ],
+            }
+        )
+    return list(by_case.values())
+
+
+def _default_pair(report: ReportInput, cells: list[str]) -> tuple[str, str]:
+    """Open the comparison on the best cell and its runner-up on the first headline score."""
+    metric = _first_metric_with_values(report)
+    ranked = []
+    if metric is not None:
+        ranked = [
+            str(row.get("cell"))
+            for group in _ranked(report.rows, metric.column, metric.higher_is_better)
+            for _, row in group
+        ]
+    order = [cell for cell in ranked if cell in cells] + [cell for cell in cells if cell not in ranked]
+    return order[0], order[1] if len(order) > 1 else order[0]
+
+
+def _case_section(report: ReportInput) -> str:
+    if not report.cases:
+        return ""
+    labels = {str(row.get("cell")): _label(row) for row in report.rows}
+    answered = dict.fromkeys(view.cell for view in report.cases)
+    cells = [cell for cell in labels if cell in answered] + [cell for cell in answered if cell not in labels]
+    left, right = _default_pair(report, cells)
+
+    def options(selected: str) -> str:
+        return "".join(
+            f'<option value="{escape(cell)}"{" selected" if cell == selected else ""}>'
+            f"{escape(labels.get(cell, cell))}</option>"
+            for cell in cells
+        )
+
+    return (
+        '<h2 id="cases">Answers side by side</h2>'
+        '<p class="note">Pick two configurations to compare their answer to every question.</p>'
+        '<div class="controls">'
+        f'<label>Left <select id="cell-a">{options(left)}</select></label>'
+        f'<label>Right <select id="cell-b">{options(right)}</select></label>'
+        '<label><input type="checkbox" id="only-differ"> only where they differ</label>'
+        '<span id="case-count" class="note"></span></div>'
+        '<noscript><p class="note">This view needs JavaScript; the tables and charts above do not.</p>'
+        '</noscript><div id="case-list"></div><script type="application/json" id="case-data">'
+        f"{_json_for_script(_case_data(report.cases))}</script>"
+    )
+
+
+def _failure_sections(report: ReportInput) -> str:
+    if not (report.cases or report.keyword_failures or report.weak_answers):
+        return ""
+    return '<div id="failures"></div>' + "".join(
+        [
+            html_section("Keyword test failures", report.keyword_failures),
+            html_section("Weak answers: low correctness, or the judge could not score", report.weak_answers),
+        ]
+    )
+
+
+def _navigation(report: ReportInput) -> str:
+    links = [
+        ("best", "Best"),
+        ("headline", "Headline table"),
+        ("charts", "Charts"),
+        ("axes", "Settings"),
+        ("tradeoffs", "Trade-offs"),
+        ("full", "All results"),
+    ]
+    if report.cases:
+        links.append(("cases", "Answers side by side"))
+    if report.cases or report.keyword_failures or report.weak_answers:
+        links.append(("failures", "Failures"))
+    return "<nav>" + "".join(f'<a href="#{anchor}">{text}</a>' for anchor, text in links) + "</nav>"
+
+
+# Sorts every table inside a ".sortable" container by the clicked column: numbers numerically, text
+# naturally, blanks last in both directions.
+SORT_SCRIPT = """
+(() => {
+  "use strict";
+  const key = (cell, numeric) => {
+    const text = cell ? cell.textContent.trim() : "";
+    if (!numeric) return text;
+    const value = parseFloat(text);
+    return Number.isNaN(value) ? "" : value;
+  };
+  for (const table of document.querySelectorAll(".sortable table")) {
+    const headers = Array.from(table.tHead.rows[0].cells);
+    headers.forEach((header, index) => {
+      const sort = () => {
+        const ascending = header.getAttribute("aria-sort") !== "ascending";
+        headers.forEach((other) => other.removeAttribute("aria-sort"));
+        header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+        const body = table.tBodies[0];
+        const rows = Array.from(body.rows);
+        const numeric = rows.some((row) => row.cells[index] && row.cells[index].classList.contains("number"));
+        const keyed = rows.map((row) => [key(row.cells[index], numeric), row]);
+        keyed.sort(([a], [b]) => {
+          if (a === "" || b === "") return (a === "") - (b === "");
+          const order = numeric ? a - b : a.localeCompare(b, undefined, { numeric: true });
+          return ascending ? order : -order;
+        });
+        body.append(...keyed.map(([, row]) => row));
+      };
+      header.tabIndex = 0;
+      header.addEventListener("click", sort);
+      header.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" || event.key === " ") {
+          event.preventDefault();
+          sort();
+        }
+      });
+    });
+  }
+})();
+"""
+
+# Renders the side-by-side answers from the JSON data block. Every piece of data goes in through
+# textContent (or new Option), never innerHTML, so no answer, passage or label can become markup.
+CASE_SCRIPT = """
+(() => {
+  "use strict";
+  const cases = JSON.parse(document.getElementById("case-data").textContent);
+  const pickA = document.getElementById("cell-a");
+  const pickB = document.getElementById("cell-b");
+  const onlyDiffer = document.getElementById("only-differ");
+  const list = document.getElementById("case-list");
+  const count = document.getElementById("case-count");
+  const element = (tag, className, text) => {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  };
+  const answersOf = new Map(cases.map((item) => [item, new Map(item.answers.map((a) => [a.cell, a]))]));
+  const differ = (a, b) =>
+    !a || !b || a.answer !== b.answer || a.correctness !== b.correctness ||
+    a.keyword_failures.join("\\n") !== b.keyword_failures.join("\\n");
+  const answerBlock = (pick, entry) => {
+    const box = element("div", "answer");
+    box.append(element("h4", null, pick.selectedOptions[0].textContent));
+    if (!entry) {
+      box.append(element("p", "note", "This configuration did not answer this question."));
+      return box;
+    }
+    if (entry.answer === null) {
+      box.append(element("p", "error", "No answer: " + (entry.error || "reader failed")));
+    } else {
+      box.append(element("p", "answer-text", entry.answer));
+    }
+    const score = entry.correctness === null ? "not judged" : entry.correctness + " / 5";
+    box.append(element("p", "meta", "Correctness: " + score));
+    const failures = entry.keyword_failures.length ? entry.keyword_failures.join("; ") : "none";
+    box.append(element("p", "meta", "Keyword failures: " + failures));
+    if (entry.judge_reasoning) box.append(element("p", "meta", "Judge: " + entry.judge_reasoning));
+    if (entry.passages.length) {
+      const passages = element("ol", "meta");
+      for (const passage of entry.passages) {
+        const details = element("details");
+        const rank = passage.rank === null ? "" : " (retrieval rank " + passage.rank + ")";
+        details.append(element("summary", null, passage.source + rank));
+        details.append(element("div", "passage-text", passage.text));
+        const item = element("li");
+        item.append(details);
+        passages.append(item);
+      }
+      box.append(passages);
+    }
+    return box;
+  };
+  const render = () => {
+    list.replaceChildren();
+    let shown = 0;
+    for (const item of cases) {
+      const a = answersOf.get(item).get(pickA.value);
+      const b = answersOf.get(item).get(pickB.value);
+      if ((!a && !b) || (onlyDiffer.checked && !differ(a, b))) continue;
+      const card = element("section", "case");
+      card.append(element("h3", null, item.id + ": " + item.question));
+      const pair = element("div", "pair");
+      pair.append(answerBlock(pickA, a), answerBlock(pickB, b));
+      card.append(pair);
+      list.append(card);
+      shown += 1;
+    }
+    count.textContent = shown + " of " + cases.length + " questions shown";
+  };
+  for (const control of [pickA, pickB, onlyDiffer]) control.addEventListener("change", render);
+  render();
+})();
+"""
+
+
+def render_report(report: ReportInput) -> str:
+    """One self-contained HTML page for a run: no network, charts as inline SVG, tables that read
+    without JavaScript, and a side-by-side answer view when the run has answers."""
+    body = [
+        page_header(report.title, report.notes, report.warnings),
+        _navigation(report),
+        _best_section(report),
+        _headline_section(report),
+        _bar_chart_section(report),
+        _axis_effect_section(report),
+        _tradeoff_section(report),
+        _full_table_section(report),
+        _case_section(report),
+        _failure_sections(report),
+    ]
+    scripts = [SORT_SCRIPT, CASE_SCRIPT] if report.cases else [SORT_SCRIPT]
+    return document(report.title, "".join(body), scripts)

@@ -6,6 +6,7 @@ answers per answer key, verdicts per judge key), looked up for each cell by its 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -13,46 +14,12 @@ from pydantic import BaseModel
 from ragbench.eval_cases import EvalCase
 from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report
 from ragbench.grid import CellSpec, cell_label, varying_axes
-from ragbench.index import IndexManifest, VectorIndex, load_embedder
 from ragbench.judge import Judgement, judge_warnings
 from ragbench.keyword_tests import KeywordFailure, KeywordReport
+from ragbench.pages import rows_to_csv
 from ragbench.reader import ReaderAnswer
-from ragbench.report import CasePassage, CaseView, MetricInfo, ReportInput, render_report, rows_to_csv
-from ragbench.retrieval import RetrievalReport, retrieval_metrics, retrieve
-
-
-class RetrievalResult(BaseModel):
-    """Retrieval metrics of one retrieve key (chunking, embedding, top_k) over every case with sources."""
-
-    spec: CellSpec
-    index: IndexManifest
-    retrieval: RetrievalReport
-
-    def columns(self) -> dict:
-        metrics = self.retrieval.metrics
-        k = metrics.metrics_k
-        return {
-            "chunks": self.index.chunk_count,
-            "chunks_truncated": self.index.chunks_over_max_length,
-            "retrieval_cases": metrics.cases_used,
-            f"failure_rate@{k}": metrics.failure_rate,
-            f"hit_rate@{k}": metrics.hit_rate,
-            f"recall@{k}": metrics.recall,
-            "mrr": metrics.mrr,
-            "ndcg@10": metrics.ndcg_at_10,
-            "index_build_s": self.index.build_seconds,
-            "chunks_per_s": self.index.chunks_per_second,
-        }
-
-
-def evaluate_retrieval(
-    spec: CellSpec, index: VectorIndex, cases: Sequence[EvalCase], metrics_k: int
-) -> RetrievalResult:
-    with_sources = [case for case in cases if case.expected_sources]
-    embedder = load_embedder(index.manifest.embedding_model)
-    retrieved = retrieve(index, embedder, [case.question for case in with_sources], spec.top_k)
-    report = retrieval_metrics(with_sources, retrieved, metrics_k=metrics_k, top_k=spec.top_k)
-    return RetrievalResult(spec=spec, index=index.manifest, retrieval=report)
+from ragbench.report import CasePassage, CaseView, MetricInfo, ReportInput, render_report
+from ragbench.retrieval import RetrievalResult
 
 
 class CaseRecord(BaseModel):
@@ -73,7 +40,16 @@ class CaseRecords(BaseModel):
     records: list[CaseRecord]
 
     def jsonl(self) -> str:
-        lines = [record.model_dump_json() for record in self.records]
+        """One flat line per (cell, case): the answer's fields beside what tested and judged it."""
+        lines = [
+            json.dumps(
+                {"cell": r.cell, "reranker": r.reranker, **r.answer.model_dump(mode="json")}
+                | {"keyword_failures": [f.model_dump() for f in r.keyword_failures]}
+                | {"judgement": r.judgement.model_dump() if r.judgement else None},
+                ensure_ascii=False,
+            )
+            for r in self.records
+        ]
         return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -214,6 +190,23 @@ class ResultsTable(BaseModel):
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
+
+    def summary_rows(self) -> list[dict]:
+        """The terminal's view: each cell's label, headline scores, latency, cost, failures, reuse.
+
+        A keyword failure rate shows the number of cases behind it, e.g. ``0.33 (n=3)``, because with a
+        small sample a rate of 1.00 may rest on a single case.
+        """
+        columns = [m.column for m in self.headline] + ["latency_p95_s", "cost_usd", "reader_failures"]
+        rows = []
+        for row in self.rows:
+            kept = {"cell": row["label"]}
+            for column in (c for c in columns if c in row):
+                value, tested = row[column], row.get(f"{column}_cases")
+                rate = column.startswith("fail_") and value is not None
+                kept[column] = f"{value:.2f} (n={tested})" if rate else value
+            rows.append(kept | {"reused": "yes" if row["reused"] else ""})
+        return rows
 
 
 def run_notes(results: CellResults, sample_size: int | None, seed: int) -> list[str]:

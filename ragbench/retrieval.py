@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel
 
 from ragbench.eval_cases import EvalCase
-from ragbench.index import Embedder, VectorIndex
+from ragbench.grid import CellSpec
+from ragbench.index import Embedder, IndexManifest, VectorIndex, load_embedder
 
 
 class RetrievedChunk(BaseModel):
@@ -126,3 +129,37 @@ def retrieval_metrics(
         ndcg_at_10=round(values[ndcg], 4),
     )
     return RetrievalReport(metrics=metrics, cases=traces)
+
+
+class RetrievalResult(BaseModel):
+    """Retrieval metrics of one retrieve key (chunking, embedding, top_k) over every case with sources."""
+
+    spec: CellSpec
+    index: IndexManifest
+    retrieval: RetrievalReport
+
+    def columns(self) -> dict:
+        metrics = self.retrieval.metrics
+        k = metrics.metrics_k
+        return {
+            "chunks": self.index.chunk_count,
+            "chunks_truncated": self.index.chunks_over_max_length,
+            "retrieval_cases": metrics.cases_used,
+            f"failure_rate@{k}": metrics.failure_rate,
+            f"hit_rate@{k}": metrics.hit_rate,
+            f"recall@{k}": metrics.recall,
+            "mrr": metrics.mrr,
+            "ndcg@10": metrics.ndcg_at_10,
+            "index_build_s": self.index.build_seconds,
+            "chunks_per_s": self.index.chunks_per_second,
+        }
+
+
+def evaluate_retrieval(
+    spec: CellSpec, index: VectorIndex, cases: Sequence[EvalCase], metrics_k: int
+) -> RetrievalResult:
+    with_sources = [case for case in cases if case.expected_sources]
+    embedder = load_embedder(index.manifest.embedding_model)
+    retrieved = retrieve(index, embedder, [case.question for case in with_sources], spec.top_k)
+    report = retrieval_metrics(with_sources, retrieved, metrics_k=metrics_k, top_k=spec.top_k)
+    return RetrievalResult(spec=spec, index=index.manifest, retrieval=report)

@@ -1,10 +1,114 @@
-"""ZenML's cache key covers a step's own source only; these policies add the core code it runs."""
+"""ZenML's cache key covers a step's own source only; these policies add the project code it imports.
 
-from types import ModuleType
+The dependencies are derived from the import statements, so a step's cache cannot outlive an edit to a
+module it uses just because nobody remembered to list that module.
+"""
+
+import ast
+import functools
+import importlib
+import importlib.util
+from collections.abc import Iterator
+from importlib.machinery import ModuleSpec, PathFinder
 
 from zenml.config.cache_policy import CachePolicy
+from zenml.config.source import Source
+
+PROJECT_PACKAGES: frozenset[str] = frozenset({"ragbench", "materializers"})
 
 
-def cache_on(*modules: ModuleType) -> CachePolicy:
-    """Invalidate a step's cache whenever the core modules doing its work change."""
-    return CachePolicy(source_dependencies=list(modules))
+def core_dependencies(module_name: str, packages: frozenset[str] = PROJECT_PACKAGES) -> list[str]:
+    """Every module of `packages` that importing `module_name` may load, found without importing anything.
+
+    Every import statement counts, including lazy ones inside functions and `if TYPE_CHECKING:` ones, since
+    the code they load can change what a step computes. Imports made by modules outside `packages` are not
+    followed: in particular the step's own package `__init__` (which imports every step) is not counted.
+    """
+    return list(_dependency_closure(module_name, packages))
+
+
+def step_cache_policy(step_module: str) -> CachePolicy:
+    """The cache policy of every step in `step_module`: `@step(cache_policy=step_cache_policy(__name__))`.
+
+    Sources are given by name, not as module objects: ZenML resolves a module object against its source root,
+    which fails where there is none (`python -c`) and names a package `pkg.__init__`, a second copy of it.
+    """
+    dependencies = core_dependencies(step_module)
+    # A name that does not import fails here, when the step is defined, not when a run computes its key.
+    for name in dependencies:
+        importlib.import_module(name)
+    return CachePolicy(
+        source_dependencies=[Source.from_import_path(name, is_module_path=True) for name in dependencies]
+    )
+
+
+@functools.cache
+def _dependency_closure(module_name: str, packages: frozenset[str]) -> tuple[str, ...]:
+    """A tuple, so the cached result cannot be changed by a caller."""
+    if _find_spec(module_name) is None:
+        raise ModuleNotFoundError(f"No module named {module_name!r}", name=module_name)
+    found = set(_with_parent_packages(module_name, packages))
+    pending = [module_name, *found]
+    while pending:
+        for imported in _imported_modules(pending.pop(), packages):
+            if imported not in found:
+                found.add(imported)
+                pending.append(imported)
+    found.discard(module_name)
+    return tuple(sorted(found))
+
+
+def _imported_modules(module_name: str, packages: frozenset[str]) -> Iterator[str]:
+    """The modules of `packages`, with their parent packages, that the import statements of a module load."""
+    spec = _find_spec(module_name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        return
+    with open(spec.origin, encoding="utf-8") as source:
+        tree = ast.parse(source.read(), filename=spec.origin)
+    own_package = (
+        module_name if spec.submodule_search_locations is not None else module_name.rpartition(".")[0]
+    )
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute_name(node, own_package)
+            if base is None:
+                continue
+            # `from a import b` loads the submodule a.b when b is one rather than an attribute of a.
+            candidates = [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
+        else:
+            continue
+        for name in candidates:
+            if name.partition(".")[0] in packages and _find_spec(name) is not None:
+                yield from _with_parent_packages(name, packages)
+
+
+def _absolute_name(node: ast.ImportFrom, own_package: str) -> str | None:
+    """The module a `from ... import` statement names; None for a relative import that leaves the package."""
+    if node.level == 0:
+        return node.module
+    parts = own_package.split(".") if own_package else []
+    if node.level - 1 >= len(parts):
+        return None
+    base = ".".join(parts[: len(parts) - node.level + 1])
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _with_parent_packages(module_name: str, packages: frozenset[str]) -> Iterator[str]:
+    """Importing a.b.c runs a/__init__.py and a/b/__init__.py first, so those count too."""
+    parts = module_name.split(".")
+    if parts[0] in packages:
+        for end in range(1, len(parts) + 1):
+            yield ".".join(parts[:end])
+
+
+def _find_spec(module_name: str) -> ModuleSpec | None:
+    """Like `importlib.util.find_spec`, which imports the parent packages of a dotted name; this does not."""
+    parent, _, _ = module_name.rpartition(".")
+    if not parent:
+        return importlib.util.find_spec(module_name)
+    parent_spec = _find_spec(parent)
+    if parent_spec is None or parent_spec.submodule_search_locations is None:
+        return None
+    return PathFinder.find_spec(module_name, parent_spec.submodule_search_locations)

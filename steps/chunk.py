@@ -2,7 +2,7 @@ from typing import Annotated
 
 from zenml import step
 
-from materializers import ChunkSetMaterializer
+from materializers.json_models import ChunkSetMaterializer
 from ragbench.chunking import ChunkSet, chunk_corpus
 from ragbench.grid import CellSpec
 from ragbench.knowledge_base import Corpus

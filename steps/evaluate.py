@@ -5,7 +5,7 @@ from zenml import log_metadata, step
 from ragbench.eval_cases import EvalSuite
 from ragbench.grid import CellSpec
 from ragbench.index import VectorIndex
-from ragbench.results import RetrievalResult, evaluate_retrieval
+from ragbench.retrieval import RetrievalResult, evaluate_retrieval
 from steps.caching import step_cache_policy
 
 

@@ -2,7 +2,7 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
-from materializers import VectorIndexMaterializer
+from materializers.vector_index import VectorIndexMaterializer
 from ragbench.chunking import ChunkSet
 from ragbench.grid import CellSpec
 from ragbench.index import VectorIndex, build_index, load_embedder

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
-from materializers import CorpusMaterializer
+from materializers.json_models import CorpusMaterializer
 from ragbench.config import EvalCasesConfig, KnowledgeBaseConfig
 from ragbench.eval_cases import EvalSuite, load_eval_suite_from
 from ragbench.knowledge_base import Corpus, load_corpus

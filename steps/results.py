@@ -3,7 +3,7 @@ from typing import Annotated
 from zenml import get_step_context, log_metadata, step
 from zenml.client import Client
 
-from materializers import ResultsTableMaterializer
+from materializers.results_table import ResultsTableMaterializer
 from ragbench.eval_cases import EvalSuite
 from ragbench.generation import AnswerSet, JudgeResult
 from ragbench.grid import STAGES, CellSpec
@@ -12,12 +12,12 @@ from ragbench.results import (
     CaseRecords,
     CellResults,
     ResultsTable,
-    RetrievalResult,
     build_results,
     run_metadata,
     run_notes,
     run_warnings,
 )
+from ragbench.retrieval import RetrievalResult
 
 
 def reused_cells(cells: list[CellSpec]) -> set[str]:

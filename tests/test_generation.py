@@ -6,7 +6,13 @@ from ragbench.keyword_tests import KeywordReport, run_keyword_tests
 from ragbench.llm import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT
 from ragbench.reader import ReaderAnswer
-from ragbench.results import CellResults, keyword_failure_rows, weak_answer_rows
+from ragbench.results import (
+    CellResults,
+    ResultsTable,
+    headline_metrics,
+    keyword_failure_rows,
+    weak_answer_rows,
+)
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
@@ -72,7 +78,7 @@ def cell_outputs() -> tuple[AnswerSet, KeywordReport, JudgeResult]:
 
 
 def test_keyword_tests_run_on_the_answers_that_exist():
-    answer_set, keyword, _ = cell_outputs()
+    _, keyword, _ = cell_outputs()
     assert keyword.suites["good_answers"].cases_tested == 2  # c2 failed: neither tested nor counted
     assert keyword == run_keyword_tests(CASES, {"c0": "yes", "c1": "no"})
 
@@ -134,3 +140,23 @@ def test_an_unpriced_model_has_no_cost_rather_than_zero():
         update={"judgements": [Judgement(case_id="c0", correctness=5, cost_usd=None)]}
     )
     assert generation_columns(answer_set, keyword, unpriced_judge)["judge_cost_usd"] is None
+
+
+def test_terminal_summary_shows_how_many_cases_a_keyword_rate_rests_on():
+    row = {"cell": "c", "label": "cs128", "mrr": 0.7996, "fail_good_answers": 1 / 3, "reused": True}
+    table = ResultsTable(
+        title="t",
+        rows=[row | {"fail_good_answers_cases": 3, "fail_bad_answers": None, "latency_p95_s": 4.9}],
+        headline=headline_metrics(5, [row]),
+        notes=[],
+        warnings=[],
+        report_html="",
+    )
+    (summary,) = table.summary_rows()
+    assert summary == {
+        "cell": "cs128",
+        "fail_good_answers": "0.33 (n=3)",
+        "mrr": 0.7996,
+        "latency_p95_s": 4.9,
+        "reused": "yes",
+    }

@@ -150,3 +150,20 @@ def test_adding_an_axis_value_recomputes_only_the_new_cells(project, override, n
     assert len(table.rows) == 2
     assert len({row["cell"] for row in table.rows}) == 2
     assert sum(row["reused"] for row in table.rows) == 1  # the old cell came from the cache, and says so
+
+
+def test_dry_run_plans_new_and_reused_cells_without_calling_anything(project, capsys, monkeypatch):
+    import run
+
+    _, server = project
+    run_grid(server)
+    calls = server.request_count
+    monkeypatch.delenv("OPENAI_API_KEY")  # planning needs no key
+    judges = "grid.judge=[openai/fake-judge, openai/judge-2]"
+    assert run.main(["--config", "config.yaml", "--dry-run", "--set", judges]) == 0
+    out = capsys.readouterr().out
+    assert server.request_count == calls
+    rows = [line for line in out.splitlines() if line.startswith("judge ")]
+    assert [row.split()[2] for row in rows] == ["reused", "new"]  # labels: "judge <model>", then status
+    assert "2 cells: 1 new, 1 reused" in out
+    assert "New LLM calls: 6" in out  # the new judge's 3 correctness + 3 context verdicts

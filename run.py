@@ -6,6 +6,8 @@ import argparse
 import logging
 import os
 import shutil
+import signal
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +28,13 @@ from ragbench.preflight import PreflightError, run_preflight
 if TYPE_CHECKING:
     from ragbench.results import ResultsTable
 
+
+class RunStopped(RuntimeError):
+    """The pipeline ran but could not finish (a provider down), or a whole cell has no answers."""
+
+
 USER_ERRORS = (
+    RunStopped,
     ConfigError,
     EvalCaseError,
     KnowledgeBaseError,
@@ -62,10 +70,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record arrives (tests and ZenML swap it)."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
 def configure_logging() -> None:
     """Our messages once, on stderr; ZenML prints its own lines through its own handler."""
     if not logger.handlers:
-        handler = logging.StreamHandler()
+        handler = _CurrentStderr()
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
@@ -131,7 +151,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     preflight = run_preflight(config, plan_only=True)
     done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
     rows = plan_rows(config, preflight.eval_suite.cases, done)
-    print(rows_to_text(rows))
+    print(rows_to_text(rows))  # preflight has logged its warnings (size estimate included) above
     new = sum(row["status"] == "new" for row in rows)
     total_calls = sum(row["llm_calls"] for row in rows)
     costs = [row["cost_usd"] for row in rows]
@@ -153,7 +173,15 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
 
     from pipelines import rag_benchmark
 
-    pipeline_run = rag_benchmark.with_options(enable_cache=use_cache)(config=config.model_dump(mode="json"))
+    mark_runs_failed(abandoned=True)
+    pipeline = rag_benchmark.with_options(enable_cache=use_cache)
+    try:
+        pipeline_run = pipeline(config=config.model_dump(mode="json"))
+    except KeyboardInterrupt:
+        mark_runs_failed(abandoned=False)
+        raise
+    except Exception:  # a step failed; ZenML has marked the run failed and kept every finished step
+        raise RunStopped(describe_failed_run()) from None
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
@@ -167,11 +195,79 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     for warning in table.warnings:
         print(f"WARNING: {warning}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html")
+    failed = [row["label"] for row in table.rows if row.get("e2e_cases") and not row["answers_produced"]]
+    if failed:
+        errors = [r.answer.error for r in records.records if r.answer.error]
+        raise RunStopped(
+            f"every reader call failed in {len(failed)} cell(s): {', '.join(failed)}; last error: "
+            f"{errors[-1] if errors else 'unknown'}. Their steps are not cached: run again to retry only "
+            "the failed calls."
+        )
     return 0
+
+
+def mark_runs_failed(abandoned: bool) -> None:
+    """Runs left "running" are marked failed: this process's own when it is interrupted, or
+    (`abandoned`) those whose process on this machine no longer exists (killed, or the machine slept)."""
+    from zenml.client import Client
+    from zenml.enums import ExecutionStatus
+    from zenml.models import PipelineRunUpdate
+
+    client = Client()
+    try:
+        pipeline = client.get_pipeline(PIPELINE_NAME)
+    except KeyError:
+        return
+    host = socket.gethostname()
+    for status in (ExecutionStatus.INITIALIZING, ExecutionStatus.RUNNING):
+        for pipeline_run in client.list_pipeline_runs(pipeline_id=pipeline.id, status=status, size=100).items:
+            metadata = pipeline_run.run_metadata
+            pid = metadata.get("orchestrator_pid")
+            if metadata.get("orchestrator_host") != host or not isinstance(pid, int):
+                continue
+            if (pid == os.getpid()) if not abandoned else not process_alive(pid):
+                reason = "interrupted" if not abandoned else f"its process {pid} ended without finishing it"
+                client.zen_store.update_run(
+                    pipeline_run.id, PipelineRunUpdate(status=ExecutionStatus.FAILED, status_reason=reason)
+                )
+                logger.warning("marked run %s failed: %s", pipeline_run.name, reason)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def describe_failed_run() -> str:
+    """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
+    from zenml.client import Client
+
+    pipeline_run = Client().get_pipeline(PIPELINE_NAME).last_run
+    failed = [(name, step) for name, step in pipeline_run.steps.items() if step.status.value == "failed"]
+    finished = sum(step.status.value in ("completed", "cached") for step in pipeline_run.steps.values())
+    reasons = [
+        f"step {name} failed: {(step.exception_info and step.exception_info.message) or 'unknown error'}"
+        for name, step in failed
+    ]
+    return (
+        f"run {pipeline_run.name} stopped; {'; '.join(reasons) or 'a step failed'}. Kept: {finished} "
+        "finished steps (cached) and every successful LLM call (LLM cache); run the same command again "
+        "to resume from them."
+    )
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
+    signal.signal(signal.SIGTERM, _interrupt)  # a stopped run ends like Ctrl-C: marked failed, not "running"
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         config = load_config(args.config, args.overrides)

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragbench.eval_cases import EvalCase
+from ragbench.tables import not_utf8
 from ragbench.llm.types import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 
@@ -39,6 +40,9 @@ class KnowledgeBaseConfig(_Strict):
     text_column: str = "text"
     source_column: str = "source"
     limit: int | None = Field(default=None, gt=0, description="keep only the first N documents")
+    warn_chunks: int = Field(
+        default=50_000, ge=1, description="warn, with the estimated index time, above this many chunks"
+    )
 
     @model_validator(mode="after")
     def _check_kind_fields(self) -> KnowledgeBaseConfig:
@@ -305,6 +309,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"config file not found: {config_path}")
     try:
         data = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{config_path}: {not_utf8(error)}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{config_path}: not valid YAML: {error}") from error
     if not isinstance(data, dict):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragbench.tables import TableError, read_dataset, read_table_file
+from ragbench.tables import TableError, not_utf8, read_dataset, read_table_file
 
 if TYPE_CHECKING:
     from ragbench.config import EvalCasesConfig
@@ -63,7 +63,10 @@ def load_eval_cases(path: str | Path) -> list[EvalCase]:
     path = Path(path)
     if not path.is_file():
         raise EvalCaseError(f"eval case file not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise EvalCaseError(f"{path}: {not_utf8(error)}") from None
     if path.suffix == ".jsonl":
         raw = []
         for line_number, line in enumerate(text.splitlines(), start=1):

@@ -74,6 +74,11 @@ class JudgeResult(BaseModel):
     judgements: list[Judgement]
     summary: dict
 
+    @property
+    def failures(self) -> int:
+        """Verdicts the judge could not give (call failed or reply never valid): counted, never scored."""
+        return sum(j.correctness_error is not None or j.context_error is not None for j in self.judgements)
+
 
 def judge_cell(
     spec: CellSpec,

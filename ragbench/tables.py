@@ -16,6 +16,11 @@ class TableError(ValueError):
     """The table cannot be read; the message names it and says why."""
 
 
+def not_utf8(error: UnicodeDecodeError) -> str:
+    """The message for a file that is not UTF-8 text."""
+    return f"not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start}); save it as UTF-8"
+
+
 def read_table_file(file: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     import datasets
 
@@ -25,6 +30,11 @@ def read_table_file(file: str | Path, limit: int | None = None) -> list[dict[str
         raise TableError(f"{file}: unsupported table format (use {', '.join(TABLE_SUFFIXES)})")
     if not file.is_file():
         raise TableError(f"{file}: file not found")
+    if builder != "parquet":
+        try:
+            file.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise TableError(f"{file}: {not_utf8(error)}") from None
     try:
         table = datasets.load_dataset(builder, data_files=str(file), split="train")
     except Exception as error:

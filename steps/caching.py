@@ -112,3 +112,14 @@ def _find_spec(module_name: str) -> ModuleSpec | None:
     if parent_spec is None or parent_spec.submodule_search_locations is None:
         return None
     return PathFinder.find_spec(module_name, parent_spec.submodule_search_locations)
+
+
+def never_reuse_this_step_run() -> None:
+    """Keep this step run out of the cache: its output is kept and shown, but it is incomplete (some LLM
+    calls failed), so the next run computes the step again; the LLM cache answers the finished calls,
+    and only the failed ones reach the provider. ZenML's own `cache_expires_at` does the work."""
+    from zenml import get_step_context
+    from zenml.client import Client
+    from zenml.utils.time_utils import utc_now
+
+    Client().update_step_run(get_step_context().step_run.id, cache_expires_at=utc_now())

@@ -7,7 +7,7 @@ from ragbench.generation import AnswerSet, JudgeResult, answer_cell, judge_cell,
 from ragbench.grid import CellSpec
 from ragbench.index import VectorIndex, load_embedder
 from ragbench.rerank import RerankerChoice
-from steps.caching import step_cache_policy
+from steps.caching import never_reuse_this_step_run, step_cache_policy
 
 
 @step(cache_policy=step_cache_policy(__name__))
@@ -33,6 +33,8 @@ def answer_questions_cell(
     log_metadata(
         {"answers": len(answers.answers), "reader_failures": failures, "reranker": answers.reranker_label}
     )
+    if failures:
+        never_reuse_this_step_run()
     return answers
 
 
@@ -45,4 +47,6 @@ def judge_answers_cell(
         CellSpec.model_validate(spec), answers, eval_suite.cases, rubrics=rubrics, llm_cache_dir=llm_cache_dir
     )
     log_metadata({"judge": judged.summary})
+    if judged.failures:
+        never_reuse_this_step_run()
     return judged

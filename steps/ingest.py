@@ -4,9 +4,11 @@ Their outputs carry content hashes, so the steps after them are still served fro
 nothing changed: ZenML keys a step on its inputs' content, not on which run made them.
 """
 
+import os
+import socket
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import get_step_context, log_metadata, step
 
 from materializers.json_models import CorpusMaterializer
 from ragbench.config import EvalCasesConfig, KnowledgeBaseConfig
@@ -17,6 +19,12 @@ from ragbench.rerank import RerankerChoice, resolve_reranker
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)
 def ingest_knowledge_base(knowledge_base: dict) -> Annotated[Corpus, "corpus"]:
+    """Also records which process runs the pipeline, so a run whose process was killed can be marked
+    failed by the next run instead of staying "running" forever."""
+    log_metadata(
+        {"orchestrator_pid": os.getpid(), "orchestrator_host": socket.gethostname()},
+        run_id_name_or_prefix=get_step_context().pipeline_run.id,
+    )
     corpus = load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base))
     log_metadata({"documents": len(corpus.documents), "skipped_files": corpus.skipped})
     return corpus

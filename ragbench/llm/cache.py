@@ -59,6 +59,12 @@ class ResultCache:
                 "CREATE TABLE IF NOT EXISTS results ("
                 " key TEXT PRIMARY KEY, model TEXT NOT NULL, value TEXT NOT NULL, created REAL NOT NULL)"
             )
+            # Calls that failed: never served as results, only remembered, so that making one again
+            # in a later run is counted as a retry of an earlier failure.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS failures ("
+                " key TEXT PRIMARY KEY, model TEXT NOT NULL, error TEXT NOT NULL, created REAL NOT NULL)"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         # Autocommit mode: every statement is its own short transaction, so locks are held briefly.
@@ -98,6 +104,18 @@ class ResultCache:
             "INSERT OR REPLACE INTO results (key, model, value, created) VALUES (?, ?, ?, ?)",
             (key, model, value, time.time()),
         )
+
+    def record_failure(self, key: str, model: str, error: str) -> None:
+        self._conn().execute(
+            "INSERT OR REPLACE INTO failures (key, model, error, created) VALUES (?, ?, ?, ?)",
+            (key, model, error, time.time()),
+        )
+
+    def failed_before(self, key: str) -> bool:
+        return self._conn().execute("SELECT 1 FROM failures WHERE key = ?", (key,)).fetchone() is not None
+
+    def forget_failure(self, key: str) -> None:
+        self._conn().execute("DELETE FROM failures WHERE key = ?", (key,))
 
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM results").fetchone()[0])

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ragbench.llm import local
 from ragbench.llm.cache import ResultCache, cache_key, default_cache_dir
+from ragbench.llm.redaction import is_secret_name, redact
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
 from ragbench.llm.types import (
@@ -41,7 +42,7 @@ from ragbench.llm.types import (
 _OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "hosted_vllm", "lm_studio", "llamafile"})
 # Providers with a usable default address, for which litellm still lists "<X>_API_BASE" as missing.
 _DEFAULT_BASE_PROVIDERS = frozenset({"ollama", "ollama_chat", "lm_studio", "llamafile"})
-# Sent only to an explicit api_base of an OpenAI-compatible server, and only when no key is set.
+# Sent to an explicit api_base of an OpenAI-compatible server unless the config names the key's variable.
 _PLACEHOLDER_KEY = "sk-no-key-required"
 _MAX_RETRY_AFTER_S = 120.0
 
@@ -109,6 +110,21 @@ def check_llm_ready(settings: LLMSettings) -> LLMReadiness:
         return LLMReadiness(settings.model, local.PROVIDER, cost_known=True, json_mode=_json_mode(settings))
     litellm = get_litellm()
     provider = _provider(settings.model, settings.api_base)
+    if settings.api_key_env is not None and not os.environ.get(settings.api_key_env, "").strip():
+        raise LLMConfigError(
+            f"model {settings.model!r}: api_key_env names {settings.api_key_env}, which is not set or empty"
+        )
+    prefix = provider.upper().replace("-", "_") + "_"
+    empty = sorted(
+        name
+        for name, value in os.environ.items()
+        if name.startswith(prefix) and is_secret_name(name) and not value.strip()
+    )
+    if empty and not _sends_placeholder_key(settings, provider):
+        raise LLMConfigError(
+            f"model {settings.model!r} (provider {provider}): environment variable(s) {', '.join(empty)} "
+            "are set but empty"
+        )
     if not (settings.api_base and provider in _OPENAI_COMPATIBLE):
         env = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
         missing = [
@@ -125,6 +141,12 @@ def check_llm_ready(settings: LLMSettings) -> LLMReadiness:
     return LLMReadiness(
         settings.model, provider, cost_known=_price_known(settings.model), json_mode=_json_mode(settings)
     )
+
+
+def _sends_placeholder_key(settings: LLMSettings, provider: str) -> bool:
+    """A self-hosted OpenAI-compatible server gets a dummy key unless the config names the variable
+    holding its key: the user's real OpenAI key must never travel to a server that is not OpenAI."""
+    return bool(settings.api_base) and provider in _OPENAI_COMPATIBLE and settings.api_key_env is None
 
 
 def _as_messages(messages: Sequence[Mapping[str, Any]] | str) -> list[Message]:
@@ -190,20 +212,9 @@ def estimate_cost(
 # --------------------------------------------------------------------------------------------------
 
 
-_SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-
-
-def _redact(text: str) -> str:
-    """Blank out any credential-like environment value a provider error might echo back."""
-    for name, value in os.environ.items():
-        if len(value) >= 8 and any(part in name.upper() for part in _SECRET_NAME_PARTS) and value in text:
-            text = text.replace(value, f"<{name}>")
-    return text
-
-
 def _short(error: BaseException, limit: int = 300) -> str:
     """One-line, length-capped, credential-free description of an error (results may be saved)."""
-    text = _redact(" ".join(str(error).split()))
+    text = redact(" ".join(str(error).split()))
     return f"{type(error).__name__}: {text[:limit]}"
 
 
@@ -316,7 +327,7 @@ class LLMClient:
         self._slots = threading.BoundedSemaphore(1 if settings.is_local else settings.concurrency)
         self._ready_lock = threading.Lock()
         self._ready = False
-        self._needs_placeholder_key = False
+        self._api_key: str | None = None  # set only for a server at api_base (see _sends_placeholder_key)
         self._json_mode: str | None = None
         self._guards: dict[str, list[Any]] = {}
         self._guards_lock = threading.Lock()
@@ -374,8 +385,8 @@ class LLMClient:
                     self.stats.record_hit()
                     return cached
             result = self._generate(msgs, response_schema)
-            if self.cache is not None and result.error is None:
-                self.cache.put(key, self.settings.model, result.model_dump_json())
+            if self.cache is not None:
+                result = self._remember(key, result)
         self.stats.record_fresh(result)
         return result
 
@@ -424,9 +435,24 @@ class LLMClient:
         if raw is None:
             return None
         try:
-            return LLMResult.model_validate_json(raw).model_copy(update={"cached": True})
+            return LLMResult.model_validate_json(raw).model_copy(
+                update={"cached": True, "retried_earlier_failure": False}
+            )
         except ValidationError:
             return None
+
+    def _remember(self, key: str, result: LLMResult) -> LLMResult:
+        """Store a success; remember a failure without storing it as a result (a later run makes the
+        call again, and that call is marked as the retry of an earlier failure)."""
+        assert self.cache is not None
+        retried = self.cache.failed_before(key)
+        if result.error is None:
+            self.cache.put(key, self.settings.model, result.model_dump_json())
+            if retried:
+                self.cache.forget_failure(key)
+        else:
+            self.cache.record_failure(key, self.settings.model, result.error)
+        return result.model_copy(update={"retried_earlier_failure": retried})
 
     def _resolved_json_mode(self) -> str:
         if self._json_mode is None:
@@ -457,11 +483,10 @@ class LLMClient:
             if self._ready:
                 return
             readiness = check_llm_ready(self.settings)
-            if self.settings.api_base and readiness.provider in _OPENAI_COMPATIBLE:
-                env = get_litellm().validate_environment(
-                    model=self.settings.model, api_base=self.settings.api_base
-                )
-                self._needs_placeholder_key = bool(env.get("missing_keys"))
+            if self.settings.api_key_env is not None:
+                self._api_key = os.environ[self.settings.api_key_env]
+            elif _sends_placeholder_key(self.settings, readiness.provider):
+                self._api_key = _PLACEHOLDER_KEY  # the SDK insists on some key; a local server ignores it
             if self.settings.is_local:
                 local.register_local_provider()
                 local.get_local_model(local.local_model_name(self.settings.model))
@@ -483,8 +508,8 @@ class LLMClient:
             params["seed"] = s.seed
         if s.api_base:
             params["api_base"] = s.api_base
-        if self._needs_placeholder_key:
-            params["api_key"] = _PLACEHOLDER_KEY  # the SDK insists on some key; a local server ignores it
+        if self._api_key is not None:
+            params["api_key"] = self._api_key
         if response_schema is not None:
             mode = self._resolved_json_mode()
             schema = schema_json(response_schema)
@@ -526,8 +551,8 @@ class LLMClient:
                     self._account(response, out)
                     return response
             kind = _classify(failure)
-            if kind == "config":
-                raise LLMConfigError(f"{self.settings.model}: {_short(failure)}") from failure
+            if kind == "config":  # not chained: the provider's error text may echo credentials
+                raise LLMConfigError(f"{self.settings.model}: {_short(failure)}") from None
             if kind == "item":
                 out.error = f"request_failed: {_short(failure)}"
                 return None
@@ -547,12 +572,12 @@ class LLMClient:
                 self.max_consecutive_failures is not None
                 and self._consecutive_failures >= self.max_consecutive_failures
             )
-        if tripped:
+        if tripped:  # not chained: the provider's error text may echo credentials
             raise LLMConfigError(
-                f"{self.settings.model}: {self._consecutive_failures} calls in a row failed after "
-                f"{self.settings.max_retries} retries each (last: {_short(failure)}); is the provider "
+                f"provider of {self.settings.model} is failing: {self._consecutive_failures} calls in a row "
+                f"failed after {self.settings.max_retries} retries each (last: {_short(failure)}); is it "
                 f"reachable{' at ' + self.settings.api_base if self.settings.api_base else ''}?"
-            ) from failure
+            ) from None
 
     def _account(self, response: Any, out: _Outcome) -> None:
         usage = getattr(response, "usage", None)

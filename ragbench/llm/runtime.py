@@ -7,6 +7,8 @@ import os
 import threading
 from types import ModuleType
 
+from ragbench.llm.redaction import redact_logs_of
+
 _lock = threading.Lock()
 _module: ModuleType | None = None
 
@@ -22,5 +24,6 @@ def get_litellm() -> ModuleType:
 
             litellm.suppress_debug_info = True  # no "Give Feedback / Provider List" prints on errors
             logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+            redact_logs_of("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "openai")
             _module = litellm
         return _module

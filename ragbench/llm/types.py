@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ragbench.llm.redaction import is_credential_key
+
 Message = dict[str, Any]
 
 LOCAL_PREFIX = "local/"
@@ -36,6 +38,19 @@ RESERVED_EXTRA_KEYS = frozenset(
 )
 
 
+def credential_paths(value: Any, path: str = "extra") -> list[str]:
+    """Where a nested mapping holds something credential-like (by key name, e.g. headers or AWS keys)."""
+    if not isinstance(value, dict):
+        return []
+    found = []
+    for key, item in value.items():
+        where = f"{path}.{key}"
+        if is_credential_key(str(key)) and not isinstance(item, dict):
+            found.append(where)
+        found += credential_paths(item, where)
+    return found
+
+
 class LLMConfigError(RuntimeError):
     """A setup problem (unknown model, missing key, bad request, auth): retrying would not help."""
 
@@ -51,6 +66,12 @@ class LLMSettings(BaseModel):
         "or local/<packaged GGUF name or .gguf path> for the in-process llama.cpp model",
     )
     api_base: str | None = Field(default=None, description="base URL of an OpenAI-compatible or other server")
+    api_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="environment variable holding the key for api_base; without it no real key is sent "
+        "to a self-hosted OpenAI-compatible server",
+    )
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(default=512, ge=1)
     concurrency: int = Field(default=4, ge=1, le=256, description="requests in flight at once (local: 1)")
@@ -75,6 +96,13 @@ class LLMSettings(BaseModel):
             raise ValueError(
                 f"extra must not set {', '.join(clash)}: they are LLMSettings fields or set by the client "
                 "(API keys come from the environment only)"
+            )
+        credentials = sorted(credential_paths(value))
+        if credentials:
+            raise ValueError(
+                f"extra holds credentials ({', '.join(credentials)}): a config is stored in the ZenML "
+                "database, so credentials must come from the environment (the provider's variables, or "
+                "api_key_env for a server at api_base)"
             )
         return value
 
@@ -113,6 +141,7 @@ class LLMResult(BaseModel):
     cached: bool = False
     attempts: int = 0
     json_reasks: int = 0
+    retried_earlier_failure: bool = False  # this call failed in an earlier run and was made again
 
     @property
     def ok(self) -> bool:

@@ -125,6 +125,7 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
     """Step ids that recent runs on the same documents and eval cases finished (for the dry run)."""
     from zenml.client import Client
 
+    open_store()
     client = Client()
     try:
         pipeline = client.get_pipeline(PIPELINE_NAME)
@@ -165,6 +166,7 @@ def print_plan(config: BenchmarkConfig) -> int:
 
 
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
+    open_store()
     run_preflight(config)
     check_output_dir(config)
     models = [config.chunking_tokenizer, *config.grid.embedding_model]
@@ -204,6 +206,18 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
             "the failed calls."
         )
     return 0
+
+
+def open_store() -> None:
+    """Create or migrate the ZenML store under a lock: two runs starting at once on a new store would
+    otherwise both try to create its tables, and one would fail."""
+    from filelock import FileLock
+    from zenml.client import Client
+    from zenml.utils.io_utils import get_global_config_directory
+
+    Path(get_global_config_directory()).mkdir(parents=True, exist_ok=True)
+    with FileLock(Path(get_global_config_directory()) / ".ragbench-store.lock"):
+        Client().zen_store  # noqa: B018 - touching the store is what initialises it
 
 
 def mark_runs_failed(abandoned: bool) -> None:

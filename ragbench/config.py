@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,9 +11,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragbench.eval_cases import EvalCase
-from ragbench.tables import not_utf8
 from ragbench.llm.types import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
+from ragbench.tables import YAML_ERRORS, not_utf8
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
 
@@ -158,10 +159,13 @@ class GridConfig(_Strict):
     def _check_values(self) -> GridConfig:
         if any(size < 16 for size in self.chunk_size):
             raise ValueError("grid.chunk_size values must all be at least 16 tokens")
-        if any(overlap < 0 or (overlap >= 1 and not overlap.is_integer()) for overlap in self.chunk_overlap):
+        if any(
+            not math.isfinite(overlap) or overlap < 0 or (overlap >= 1 and not overlap.is_integer())
+            for overlap in self.chunk_overlap
+        ):
             raise ValueError("grid.chunk_overlap values are shares in [0, 1) or whole numbers of tokens")
         for name in type(self).model_fields:
-            values = [json.dumps(v, sort_keys=True) for v in getattr(self, name)]
+            values = [json.dumps(v, sort_keys=True, default=str) for v in getattr(self, name)]
             if len(set(values)) != len(values):
                 raise ValueError(f"grid.{name} has duplicates: {getattr(self, name)}")
         return self
@@ -287,7 +291,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"--set expects key=value, got {text!r}")
     try:
         return key.strip(), yaml.safe_load(raw_value)
-    except yaml.YAMLError as error:
+    except YAML_ERRORS as error:
         raise ConfigError(f"--set {key}: value is not valid YAML: {error}") from error
 
 
@@ -311,7 +315,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         data = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
     except UnicodeDecodeError as error:
         raise ConfigError(f"{config_path}: {not_utf8(error)}") from None
-    except yaml.YAMLError as error:
+    except YAML_ERRORS as error:
         raise ConfigError(f"{config_path}: not valid YAML: {error}") from error
     if not isinstance(data, dict):
         raise ConfigError(f"{config_path}: top level must be a mapping")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragbench.tables import TableError, not_utf8, read_dataset, read_table_file
+from ragbench.tables import YAML_ERRORS, TableError, not_utf8, read_dataset, read_table_file
 
 if TYPE_CHECKING:
     from ragbench.config import EvalCasesConfig
@@ -79,7 +79,7 @@ def load_eval_cases(path: str | Path) -> list[EvalCase]:
     elif path.suffix in {".yaml", ".yml", ".json"}:
         try:
             loaded = yaml.safe_load(text)
-        except yaml.YAMLError as error:
+        except YAML_ERRORS as error:
             raise EvalCaseError(f"{path}: not valid YAML/JSON: {error}") from error
         raw = loaded.get("cases") if isinstance(loaded, dict) else loaded
     else:

@@ -162,6 +162,7 @@ def generation_columns(
             "reader_completion_tokens": sum(answer.completion_tokens for answer in answers),
             "reader_cost_usd": _rounded_cost(answer.cost_usd for answer in answers),
             "reader_retries": sum(answer.retries for answer in answers),
+            "reader_calls_retried": sum(answer.retried_earlier_failure for answer in answers),
         }
     )
     if summary is not None:
@@ -172,6 +173,7 @@ def generation_columns(
                 "judge_cost_usd": _rounded_cost(j.cost_usd for j in judgements),
                 "judge_retries": sum(j.retries for j in judgements),
                 "judge_json_reasks": sum(j.json_reasks for j in judgements),
+                "judge_calls_retried": sum(j.calls_retried for j in judgements),
             }
         )
     row["cost_usd"] = _rounded_cost([row["reader_cost_usd"], row.get("judge_cost_usd", 0.0)])

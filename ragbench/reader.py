@@ -2,9 +2,10 @@
 
 The prompt is a `PromptTemplate` (a grid axis); the default is short because the offline readers are
 small local models (Qwen2.5-Coder 1.5B/0.5B): a system message with the rules, then the passages as
-``[1] (source: ...)`` blocks, then the question. The model must answer from the passages only, in 1-3
-sentences, cite passage numbers like ``[2]``, and reply with the fixed phrase `NOT_IN_CONTEXT` when the
-passages do not hold the answer, so keyword tests can tell a refusal from a guess.
+``<passage id="1" source="...">`` data sections (`ragbench.prompts.data_section`), then the question.
+The model must answer from the passages only, in 1-3 sentences, cite passage numbers like ``[2]``, and
+reply with the fixed phrase `NOT_IN_CONTEXT` when the passages do not hold the answer, so keyword tests
+can tell a refusal from a guess.
 
 All questions go to the client in one `complete_many` call (concurrent for hosted models, cached,
 retried, counted). A failed call keeps its case: `answer` is None and `error` says why.
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field
 from ragbench.eval_cases import EvalCase
 from ragbench.llm import LLMClient, LLMRequest
 from ragbench.llm.types import Message
-from ragbench.prompts import DEFAULT_PROMPT, NOT_IN_CONTEXT, PromptTemplate
+from ragbench.prompts import DEFAULT_PROMPT, NOT_IN_CONTEXT, PromptTemplate, data_section
 from ragbench.retrieval import RetrievedChunk
 
 __all__ = [
@@ -37,11 +38,12 @@ _NO_PASSAGES = "(no passages)"
 
 
 def format_passages(chunks: Sequence[RetrievedChunk]) -> str:
-    """Passages numbered from 1 in the given order, each headed by its source."""
+    """Passages numbered from 1 in the given order, each a data section naming its source, so text
+    in a document is quoted to the model, never read as part of the prompt."""
     if not chunks:
         return _NO_PASSAGES
     return "\n\n".join(
-        f"[{number}] (source: {chunk.source})\n{chunk.text.strip()}"
+        data_section("passage", chunk.text, id=str(number), source=chunk.source)
         for number, chunk in enumerate(chunks, start=1)
     )
 
@@ -84,6 +86,7 @@ class ReaderAnswer(BaseModel):
     cost_usd: float | None = 0.0  # None: litellm has no price for the model
     retries: int = 0
     cached: bool = False
+    retried_earlier_failure: bool = False  # the call failed in an earlier run and was made again
 
     @property
     def ok(self) -> bool:
@@ -118,6 +121,7 @@ def answer_questions(
                 cost_usd=result.known_cost_usd,
                 retries=result.retries,
                 cached=result.cached,
+                retried_earlier_failure=result.retried_earlier_failure,
             )
         )
     return answers

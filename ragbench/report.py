@@ -196,7 +196,9 @@ def _headline_section(report: ReportInput) -> str:
         axis: _display_names(list(dict.fromkeys(r.get(axis) for r in report.rows)))
         for axis in report.varying_axes
     }
-    header = ["<th>Configuration</th>"] + [f"<th>{escape(axis)}</th>" for axis in report.varying_axes]
+    # The varying axes name each cell (the label would repeat them and push the scores off-screen).
+    axes = report.varying_axes or ["label"]
+    header = [f"<th>{escape(axis)}</th>" for axis in axes]
     for metric in report.headline:
         arrow = "\u2191" if metric.higher_is_better else "\u2193"
         header.append(f'<th title="{_direction(metric)}">{escape(metric.label)} {arrow}</th>')
@@ -209,13 +211,14 @@ def _headline_section(report: ReportInput) -> str:
             if row.get("reused") is True
             else ""
         )
-        cells = [f'<td class="label">{escape(_label(row))}{cached}</td>']
-        for axis in report.varying_axes:
-            value = row.get(axis)
+        cells = []
+        for axis in axes:
+            value = row.get(axis) if axis != "label" else _label(row)
             full = "none" if value is None else str(value)
-            shown = names[axis][value]
+            shown = names[axis][value] if axis in names else full
             title = f' title="{escape(full)}"' if shown != full else ""
             cells.append(f"<td{title}>{escape(shown)}</td>")
+        cells[0] = cells[0].replace("</td>", f"{cached}</td>", 1)
         for metric in report.headline:
             value = _numeric(row.get(metric.column))
             css = "number best" if id(row) in best_rows.get(metric.column, ()) else "number"

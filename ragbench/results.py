@@ -222,6 +222,14 @@ def run_notes(results: CellResults, sample_size: int | None, seed: int) -> list[
             f"Answers, keyword tests and the judge use {answered} cases, {chosen}, the same in every cell; "
             "each *_cases column gives the number of cases behind its metric."
         )
+    reader_retried = sum(a.retried_earlier_failure for s in results.answer_sets.values() for a in s.answers)
+    judge_retried = sum(j.calls_retried for j in results.judgements())
+    if reader_retried or judge_retried:
+        notes.append(
+            f"This run made again {reader_retried} reader call(s) and {judge_retried} judge call(s) that had "
+            "failed in an earlier run (steps with failed calls are never reused from the cache; their "
+            "finished calls came from the LLM cache)."
+        )
     return notes
 
 

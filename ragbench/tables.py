@@ -9,11 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 TABLE_SUFFIXES = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
 class TableError(ValueError):
     """The table cannot be read; the message names it and says why."""
+
+
+# What PyYAML raises for text it cannot load: besides YAMLError, its constructors let ValueError and
+# friends escape for values such as `2001-02-30` or `!!int x`.
+YAML_ERRORS = (yaml.YAMLError, ValueError, TypeError, AttributeError, IndexError, OverflowError)
 
 
 def not_utf8(error: UnicodeDecodeError) -> str:

@@ -288,8 +288,11 @@ def test_prompts_carry_the_reader_contexts_and_the_reference(
     context_prompt = next(p for p in prompts if "Context passages" in p)
 
     assert "The local orchestrator." in correctness_prompt and "It is local." in correctness_prompt
-    assert f"[1] {contexts[0]}" in context_prompt and f"[2] {contexts[1]}" in context_prompt
-    assert "It is local." in context_prompt
+    assert f'<passage id="1">\n{contexts[0]}\n</passage>' in context_prompt
+    assert f'<passage id="2">\n{contexts[1]}\n</passage>' in context_prompt
+    assert "<answer>\nIt is local.\n</answer>" in context_prompt
+    assert "<answer>\nIt is local.\n</answer>" in correctness_prompt
+    assert "<reference_answer>\nThe local orchestrator.\n</reference_answer>" in correctness_prompt
     assert "The local orchestrator." not in context_prompt  # judged against what the reader saw
     # instructions first, the JSON shape last
     for request in server.requests:
@@ -330,7 +333,7 @@ def test_passages_are_cut_only_when_over_budget() -> None:
     assert cut[1] == "b" * 600 + TRUNCATION_MARK and cut[2] == "c" * 600 + TRUNCATION_MARK
     assert format_passages([]) == "(no passages were retrieved)"
     numbered = format_passages([" one ", "two"])
-    assert numbered == "[1] one\n\n[2] two"
+    assert numbered == '<passage id="1">\none\n</passage>\n\n<passage id="2">\ntwo\n</passage>'
 
 
 def test_context_budget_reaches_the_prompt() -> None:

@@ -190,3 +190,55 @@ def test_two_runs_at_once_on_one_store_both_complete(tmp_path, server):
     assert len(reports) == 2 and all((p / "results.csv").is_file() for p in reports)
     assert (tmp_path / "out" / "latest").resolve() in [p.resolve() for p in reports]
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # nothing half-written
+
+
+METRICS = ["correctness_0to1", "faithfulness_1to5", "fail_good_answers", "mrr", "answers_produced"]
+
+
+def test_under_injected_faults_the_pipeline_gives_the_clean_metrics_and_counts_every_retry(
+    tmp_path, monkeypatch
+):
+    """30 % rate limits (with Retry-After), 10 % server errors, 5 % timeouts, and 10 % malformed
+    replies (broken bodies for the reader, invalid JSON for the judge): same metrics as a clean run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    common = {"rate_limit": 0.3, "server_error": 0.1, "timeout": 0.05}
+    rows = {}
+    for mode in ("clean", "faulty"):
+        folder = tmp_path / mode
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        reader_rates = common | {"bad_body": 0.1} if mode == "faulty" else {}
+        judge_rates = common | {"malformed_json": 0.1} if mode == "faulty" else {}
+        with (
+            FakeOpenAIServer(
+                responder=responder, rates=reader_rates, retry_after=0.05, timeout_delay_s=2, seed=1
+            ) as reader,
+            FakeOpenAIServer(
+                responder=responder, rates=judge_rates, retry_after=0.05, timeout_delay_s=2, seed=2
+            ) as judge,
+        ):
+            write_project(folder, reader.base_url, cases=6)
+            settings = "max_retries: 10, json_retries: 5, timeout_s: 1"
+            config = (folder / "config.yaml").read_text().replace("max_retries: 0", settings)
+            config = config.replace(
+                f"evaluation: {{judge: {{api_base: {reader.base_url}",
+                f"evaluation: {{judge: {{api_base: {judge.base_url}",
+            )
+            (folder / "config.yaml").write_text(config)
+            assert run.main(["--config", "config.yaml"]) == 0
+            rows[mode] = table(folder)
+            faults = {
+                "reader": [f for f in reader.fault_log if f],
+                "judge": [f for f in judge.fault_log if f],
+            }
+    clean, faulty = rows["clean"], rows["faulty"]
+    assert {m: faulty[m] for m in METRICS} == {m: clean[m] for m in METRICS}
+    assert faulty["reader_failures"] == faulty["judge_parse_failures"] == "0"
+    kinds = {"rate_limit", "server_error", "timeout", "bad_body", "malformed_json"}
+    assert set(faults["reader"]) | set(faults["judge"]) == kinds  # every kind met at least once
+    # every fault cost exactly one more request, and each one is counted where it belongs
+    assert int(faulty["reader_retries"]) == len(faults["reader"])
+    malformed = faults["judge"].count("malformed_json")
+    assert int(faulty["judge_json_reasks"]) == malformed
+    assert int(faulty["judge_retries"]) == len(faults["judge"]) - malformed

@@ -39,11 +39,12 @@ _NO_PASSAGES = "(no passages)"
 
 def format_passages(chunks: Sequence[RetrievedChunk]) -> str:
     """Passages numbered from 1 in the given order, each a data section naming its source, so text
-    in a document is quoted to the model, never read as part of the prompt."""
+    in a document is quoted to the model, never read as part of the prompt. The visible ``[n]`` is what
+    the small local readers copy when they cite (with the number only in the tag they stop citing)."""
     if not chunks:
         return _NO_PASSAGES
     return "\n\n".join(
-        data_section("passage", chunk.text, id=str(number), source=chunk.source)
+        f"[{number}] " + data_section("passage", chunk.text, id=str(number), source=chunk.source)
         for number, chunk in enumerate(chunks, start=1)
     )
 

@@ -7,13 +7,12 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragbench.eval_cases import EvalCase
 from ragbench.llm.types import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
-from ragbench.tables import YAML_ERRORS, not_utf8
+from ragbench.tables import TableError, load_yaml, read_utf8
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
 
@@ -290,9 +289,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not separator or not key.strip():
         raise ConfigError(f"--set expects key=value, got {text!r}")
     try:
-        return key.strip(), yaml.safe_load(raw_value)
-    except YAML_ERRORS as error:
-        raise ConfigError(f"--set {key}: value is not valid YAML: {error}") from error
+        return key.strip(), load_yaml(raw_value, f"--set {key}: value")
+    except TableError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _format_validation_error(error: ValidationError) -> str:
@@ -312,11 +311,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if not config_path.is_file():
         raise ConfigError(f"config file not found: {config_path}")
     try:
-        data = yaml.safe_load(config_path.read_text(encoding="utf-8")) or {}
-    except UnicodeDecodeError as error:
-        raise ConfigError(f"{config_path}: {not_utf8(error)}") from None
-    except YAML_ERRORS as error:
-        raise ConfigError(f"{config_path}: not valid YAML: {error}") from error
+        data = load_yaml(read_utf8(config_path), config_path) or {}
+    except TableError as error:
+        raise ConfigError(str(error)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{config_path}: top level must be a mapping")
     for override in overrides or []:

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragbench.tables import YAML_ERRORS, TableError, not_utf8, read_dataset, read_table_file
+from ragbench.tables import TableError, load_yaml, read_dataset, read_table_file, read_utf8
 
 if TYPE_CHECKING:
     from ragbench.config import EvalCasesConfig
@@ -64,9 +63,10 @@ def load_eval_cases(path: str | Path) -> list[EvalCase]:
     if not path.is_file():
         raise EvalCaseError(f"eval case file not found: {path}")
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise EvalCaseError(f"{path}: {not_utf8(error)}") from None
+        text = read_utf8(path)
+        loaded = load_yaml(text, path) if path.suffix in {".yaml", ".yml", ".json"} else None
+    except TableError as error:
+        raise EvalCaseError(str(error)) from None
     if path.suffix == ".jsonl":
         raw = []
         for line_number, line in enumerate(text.splitlines(), start=1):
@@ -77,10 +77,6 @@ def load_eval_cases(path: str | Path) -> list[EvalCase]:
             except json.JSONDecodeError as error:
                 raise EvalCaseError(f"{path}:{line_number}: invalid JSON: {error}") from error
     elif path.suffix in {".yaml", ".yml", ".json"}:
-        try:
-            loaded = yaml.safe_load(text)
-        except YAML_ERRORS as error:
-            raise EvalCaseError(f"{path}: not valid YAML/JSON: {error}") from error
         raw = loaded.get("cases") if isinstance(loaded, dict) else loaded
     else:
         raise EvalCaseError(f"{path}: unsupported eval case format (use .jsonl, .json, .yaml)")

@@ -17,10 +17,9 @@ import html
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragbench.tables import YAML_ERRORS, not_utf8
+from ragbench.tables import TableError, load_yaml, read_utf8
 
 NOT_IN_CONTEXT = "The context does not say."
 DEFAULT_PROMPT_NAME = "default"
@@ -101,11 +100,9 @@ def load_prompt(name: str, value: str | dict) -> PromptTemplate:
         if not path.is_file():
             raise ValueError(f"prompts.{name}: file not found: {path}")
         try:
-            value = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as error:
-            raise ValueError(f"prompts.{name}: {path}: {not_utf8(error)}") from None
-        except YAML_ERRORS as error:
-            raise ValueError(f"prompts.{name}: {path} is not a readable YAML file: {error}") from None
+            value = load_yaml(read_utf8(path), path)
+        except TableError as error:
+            raise ValueError(f"prompts.{name}: {error}") from None
         if not isinstance(value, dict):
             raise ValueError(f"prompts.{name}: {path} must hold a mapping with 'system' and 'user'")
     if "name" in value:

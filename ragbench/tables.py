@@ -28,6 +28,22 @@ def not_utf8(error: UnicodeDecodeError) -> str:
     return f"not UTF-8 text (byte {error.object[error.start]:#04x} at offset {error.start}); save it as UTF-8"
 
 
+def read_utf8(path: Path) -> str:
+    """A text file's content; TableError naming the file and the first bad byte if it is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise TableError(f"{path}: {not_utf8(error)}") from None
+
+
+def load_yaml(text: str, origin: object) -> Any:
+    """Parsed YAML (or JSON); every error PyYAML can raise becomes a TableError naming `origin`."""
+    try:
+        return yaml.safe_load(text)
+    except YAML_ERRORS as error:
+        raise TableError(f"{origin}: not valid YAML: {error}") from None
+
+
 def read_table_file(file: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     import datasets
 
@@ -38,10 +54,7 @@ def read_table_file(file: str | Path, limit: int | None = None) -> list[dict[str
     if not file.is_file():
         raise TableError(f"{file}: file not found")
     if builder != "parquet":
-        try:
-            file.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise TableError(f"{file}: {not_utf8(error)}") from None
+        read_utf8(file)  # a clear message before `datasets` gives a long traceback
     try:
         table = datasets.load_dataset(builder, data_files=str(file), split="train")
     except Exception as error:

@@ -302,7 +302,7 @@ def test_a_date_in_a_reader_mapping_gives_a_config_or_a_config_error(workdir: Pa
 def test_a_prompt_file_pyyaml_cannot_build_is_a_config_error(workdir: Path, scalar: str) -> None:
     prompt_file = workdir / "terse.yaml"
     prompt_file.write_text(f"system: {scalar}\nuser: '{{passages}} {{question}}'\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=re.escape(f"prompts.terse: {prompt_file} is not a readable YAML")):
+    with pytest.raises(ConfigError, match=re.escape(f"prompts.terse: {prompt_file}: not valid YAML")):
         load_config(None, [f"prompts.terse={prompt_file}"])
 
 

@@ -192,12 +192,14 @@ class ResultsTable(BaseModel):
         return rows_to_csv(self.rows)
 
     def summary_rows(self) -> list[dict]:
-        """The terminal's view: each cell's label, headline scores, latency, cost, failures, reuse.
+        """The terminal's view: each cell's label, headline scores, latency, cost, reader and judge
+        failures, reuse.
 
         A keyword failure rate shows the number of cases behind it, e.g. ``0.33 (n=3)``, because with a
         small sample a rate of 1.00 may rest on a single case.
         """
-        columns = [m.column for m in self.headline] + ["latency_p95_s", "cost_usd", "reader_failures"]
+        failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
+        columns = [m.column for m in self.headline] + ["latency_p95_s", "cost_usd", *failures]
         rows = []
         for row in self.rows:
             kept = {"cell": row["label"]}

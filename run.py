@@ -50,8 +50,21 @@ logger = logging.getLogger("ragbench")
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="End-to-end RAG benchmark on a ZenML pipeline.")
     parser.add_argument(
-        "command", nargs="?", default="run", choices=["run"], help="what to do (default: run)"
+        "command",
+        nargs="?",
+        default="run",
+        choices=["run", "compare", "promote"],
+        help="run the benchmark (default); compare the newest run with a baseline (exit 1 on a "
+        "regression); promote RUN to champion",
     )
+    parser.add_argument("run_name", nargs="?", help="promote: the run to mark as champion")
+    parser.add_argument(
+        "--against",
+        default="previous",
+        help="compare: 'previous' (default), 'champion', or a run name",
+    )
+    parser.add_argument("--last", type=int, default=50, help="compare: consider only the newest N runs")
+    parser.add_argument("--tag", help="compare: consider only runs with this tag")
     parser.add_argument("--config", help="YAML config (default: configs/default.yaml)")
     parser.add_argument(
         "--set",
@@ -257,6 +270,83 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def config_runs(config: BenchmarkConfig, tag: str | None, last: int) -> list:
+    """Completed runs of this config (newest first), optionally with another tag."""
+    from zenml.client import Client
+
+    from ragbench.compare import config_tag
+
+    open_store()
+    tags = [f"equals:{config_tag(config.name)}", *([f"equals:{tag}"] if tag else [])]
+    client = Client()
+    try:
+        pipeline = client.get_pipeline(PIPELINE_NAME)
+    except KeyError:
+        return []
+    return client.list_pipeline_runs(
+        pipeline_id=pipeline.id, tags=tags, status="completed", sort_by="desc:created", size=last
+    ).items
+
+
+def compare_command(config: BenchmarkConfig, against: str, last: int, tag: str | None) -> int:
+    """Exit 1 when a tracked metric regressed, 0 when none did, 2 (via RunStopped) on bad input."""
+    from zenml.client import Client
+
+    from ragbench.compare import CHAMPION_TAG, RunRecord, compare_runs, comparison_text
+
+    runs = config_runs(config, tag, last)
+    if not runs:
+        raise RunStopped(f"no completed run of config {config.name!r} to compare")
+    current = runs[0]
+    if against == "previous":
+        if len(runs) < 2:
+            raise RunStopped(f"only one completed run of config {config.name!r}: nothing to compare it with")
+        baseline = runs[1]
+    elif against == "champion":
+        champions = Client().list_pipeline_runs(tags=[f"equals:{CHAMPION_TAG}"], size=1).items
+        if not champions:
+            raise RunStopped("no champion yet: promote one with `run.py promote RUN`")
+        baseline = champions[0]
+    else:
+        try:
+            baseline = Client().get_pipeline_run(against)
+        except KeyError:
+            raise RunStopped(f"no run named {against!r}") from None
+    records = [RunRecord.from_metadata(r.name, str(r.created), r.run_metadata) for r in (current, baseline)]
+    comparison = compare_runs(*records, config.regression.thresholds, config.regression.default_threshold)
+    print(comparison_text(comparison))
+    folder = Path(config.output_dir) / "compare"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{current.name}__vs__{baseline.name}"
+    for suffix, content in (
+        ("html", comparison.html()),
+        ("csv", comparison.csv()),
+        ("json", comparison.json()),
+    ):
+        (folder / f"{stem}.{suffix}").write_text(content, encoding="utf-8")
+    print(f"(written: {folder / stem}.html, .csv, .json)")
+    return 1 if comparison.regressions else 0
+
+
+def promote_command(run_name: str | None) -> int:
+    """Mark a run as the champion: an exclusive tag, so at most one run of the pipeline holds it."""
+    from zenml import Tag, add_tags
+    from zenml.client import Client
+
+    from ragbench.compare import CHAMPION_TAG
+
+    if not run_name:
+        raise RunStopped("promote needs a run name: run.py promote RUN")
+    open_store()
+    try:
+        pipeline_run = Client().get_pipeline_run(run_name)
+    except KeyError:
+        raise RunStopped(f"no run named {run_name!r}") from None
+    add_tags(tags=[Tag(name=CHAMPION_TAG, exclusive=True)], run=pipeline_run.id)
+    print(f"{pipeline_run.name} is the champion")
+    return 0
+
+
 def describe_failed_run() -> str:
     """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
     from zenml.client import Client
@@ -284,7 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a stopped run ends like Ctrl-C: marked failed, not "running"
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command == "promote":
+            return promote_command(args.run_name)
         config = load_config(args.config, args.overrides)
+        if args.command == "compare":
+            return compare_command(config, args.against, args.last, args.tag)
         if args.dry_run:
             return print_plan(config)
         return run_benchmark(config, use_cache=not args.no_cache)

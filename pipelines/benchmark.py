@@ -82,6 +82,7 @@ def rag_benchmark(config: dict):
         answer_sets=[outputs[key.step_id("answer")] for key in distinct_at(cells, "answer")],
         judged=judged,
         title=f"RAG benchmark: {settings.name}",
+        config_name=settings.name,
         metrics_k=settings.retrieval.metrics_k,
         keyword_tests=settings.evaluation.keyword_tests,
         sample_size=settings.generation.sample_size,

@@ -202,6 +202,16 @@ def llm_settings(entry: LLMEntry, defaults: dict[str, Any]) -> LLMSettings:
     return LLMSettings(**{**defaults, **fields})
 
 
+class RegressionConfig(_Strict):
+    """`run.py compare`: how far a tracked metric may move in its bad direction before it is a regression."""
+
+    default_threshold: float = Field(default=0.0, ge=0.0, description="for metrics not named below")
+    thresholds: dict[str, float] = Field(
+        default_factory=lambda: {"latency_p95_s": 1.0},
+        description="metric key (as in run metadata, e.g. hit_rate_at_5) -> allowed change",
+    )
+
+
 class BenchmarkConfig(_Strict):
     name: str = "default"
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
@@ -215,6 +225,7 @@ class BenchmarkConfig(_Strict):
     retrieval: RetrievalConfig = RetrievalConfig()
     generation: GenerationConfig = GenerationConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    regression: RegressionConfig = RegressionConfig()
     llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
     output_dir: str = "output"
 

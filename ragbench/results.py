@@ -311,11 +311,20 @@ def _case_view(record: CaseRecord) -> CaseView:
     )
 
 
-def run_metadata(table: ResultsTable) -> dict[str, float | str]:
+# Tracked across runs beside the headline scores (compare's regression gate reads them).
+LATENCY = MetricInfo(column="latency_p95_s", label="p95 latency (s)", higher_is_better=False)
+
+
+def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
     """Flat run-level metadata for ZenML's filters: `<metric>__<cell id>` and `best_<metric>`, numbers as
-    numbers, no ':' in keys (ZenML's filter syntax splits on it)."""
-    flat: dict[str, float | str] = {}
-    for metric in table.headline:
+    numbers, no ':' in keys (ZenML's filter syntax splits on it); `metric_directions` tells `compare`
+    which way each tracked metric gets worse."""
+    flat: dict[str, float | str | dict] = {}
+    tracked = [*table.headline, *([LATENCY] if any(row.get(LATENCY.column) for row in table.rows) else [])]
+    flat["metric_directions"] = {
+        metric_key(m.column): "higher" if m.higher_is_better else "lower" for m in tracked
+    }
+    for metric in tracked:
         key = metric_key(metric.column)
         scored = [
             (row[metric.column], row["cell"]) for row in table.rows if row.get(metric.column) is not None

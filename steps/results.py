@@ -1,9 +1,10 @@
 from typing import Annotated
 
-from zenml import get_step_context, log_metadata, step
+from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
 
 from materializers.results_table import ResultsTableMaterializer
+from ragbench.compare import config_tag
 from ragbench.eval_cases import EvalSuite
 from ragbench.generation import AnswerSet, JudgeResult
 from ragbench.grid import STAGES, CellSpec
@@ -40,6 +41,7 @@ def build_results_table(
     answer_sets: list[AnswerSet],
     judged: list[JudgeResult],
     title: str,
+    config_name: str,
     metrics_k: int,
     keyword_tests: bool,
     sample_size: int | None,
@@ -67,4 +69,5 @@ def build_results_table(
         },
         run_id_name_or_prefix=run_id,
     )
+    add_tags(tags=[config_tag(config_name)], run=run_id)  # `run.py compare` finds a config's runs by it
     return table, records

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -53,7 +54,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "compare", "promote"],
+        choices=["run", "compare", "promote", "schedule"],
         help="run the benchmark (default); compare the newest run with a baseline (exit 1 on a "
         "regression); promote RUN to champion",
     )
@@ -65,6 +66,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--last", type=int, default=50, help="compare: consider only the newest N runs")
     parser.add_argument("--tag", help="compare: consider only runs with this tag")
+    parser.add_argument("--cron", help='schedule: when, as a cron expression, e.g. "0 3 * * *"')
+    parser.add_argument("--list", action="store_true", help="schedule: list installed schedules")
+    parser.add_argument("--remove", action="store_true", help="schedule: remove this config's schedule")
     parser.add_argument("--config", help="YAML config (default: configs/default.yaml)")
     parser.add_argument(
         "--set",
@@ -347,6 +351,68 @@ def promote_command(run_name: str | None) -> int:
     return 0
 
 
+def _crontab(*args: str, text: str | None = None) -> str:
+    """Run the user's crontab command (RAGBENCH_CRONTAB overrides which one, for tests)."""
+    command = os.environ.get("RAGBENCH_CRONTAB", "crontab")
+    if shutil.which(command) is None:
+        raise RunStopped(
+            f"{command!r} not found: install cron (Debian: apt-get install cron) to schedule runs"
+        )
+    done = subprocess.run([command, *args], input=text, capture_output=True, text=True, check=False)
+    if args == ("-l",) and done.returncode != 0 and "no crontab" in done.stderr.lower():
+        return ""
+    if done.returncode != 0:
+        raise RunStopped(f"{command} {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout
+
+
+def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
+    """On an orchestrator that schedules, register a ZenML Schedule; on the local one, a crontab entry."""
+    from ragbench import schedule
+
+    current = _crontab("-l")
+    if args.list:
+        print("\n".join(schedule.entries(current)) or "no ragbench schedule installed")
+        return 0
+    if args.remove:
+        text, removed = schedule.without_entry(current, config.name)
+        if removed:
+            _crontab("-", text=text)
+        print(f"removed the schedule of {config.name!r}" if removed else f"no schedule of {config.name!r}")
+        return 0
+    if not args.cron:
+        raise RunStopped("schedule needs --cron EXPRESSION (or --list / --remove)")
+    if args.overrides:
+        raise RunStopped("a schedule runs the config file as it is: put the --set values into the file")
+    try:
+        cron = schedule.check_cron(args.cron)
+    except schedule.ScheduleError as error:
+        raise RunStopped(str(error)) from None
+    run_preflight(config, plan_only=True)  # a schedule of a config that cannot run is refused now
+    from zenml.client import Client
+
+    open_store()
+    orchestrator = Client().active_stack.orchestrator.flavor
+    if orchestrator in schedule.SCHEDULING_ORCHESTRATORS:
+        from zenml.config.schedule import Schedule
+
+        from pipelines import rag_benchmark
+
+        rag_benchmark.with_options(schedule=Schedule(cron_expression=cron))(
+            config=config.model_dump(mode="json")
+        )
+        print(f"registered a ZenML schedule ({cron}) of {config.name!r} on the {orchestrator} orchestrator")
+        return 0
+    repo = Path(__file__).resolve().parent
+    config_file = Path(args.config or repo / "configs" / "default.yaml").resolve()
+    log = Path(config.output_dir).resolve() / "schedule.log"
+    command = schedule.benchmark_command(repo, sys.executable, config_file, log)
+    line = schedule.entry_line(cron, command, config.name)
+    _crontab("-", text=schedule.with_entry(current, line, config.name))
+    print(f"installed in your crontab (the {orchestrator} orchestrator cannot schedule):\n{line}")
+    return 0
+
+
 def describe_failed_run() -> str:
     """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
     from zenml.client import Client
@@ -379,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config, args.overrides)
         if args.command == "compare":
             return compare_command(config, args.against, args.last, args.tag)
+        if args.command == "schedule":
+            return schedule_command(args, config)
         if args.dry_run:
             return print_plan(config)
         return run_benchmark(config, use_cache=not args.no_cache)

@@ -1,11 +1,10 @@
 """Runs over time: `run.py compare` flags metrics that moved the wrong way, `promote` names a champion."""
 
-import json
-
 import pytest
 
 import run
 from ragbench.compare import RunRecord, compare_runs
+from tests.projects import write_project
 
 DOCUMENTS = {
     "bread.md": "# Bread\nBread dough rises because yeast ferments sugar into carbon dioxide gas.",
@@ -53,18 +52,14 @@ def test_the_leaderboard_page_escapes_what_it_shows():
 @pytest.mark.integration
 def test_an_edited_document_is_a_regression_and_an_unchanged_rerun_is_not(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "kb").mkdir()
-    for name, text in DOCUMENTS.items():
-        (tmp_path / "kb" / name).write_text(text)
-    (tmp_path / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in CASES))
-    (tmp_path / "config.yaml").write_text(
+    write_project(
+        tmp_path,
+        DOCUMENTS,
+        CASES,
         "name: compare-test\n"
-        "knowledge_base: {kind: folder, path: kb}\n"
-        "eval_cases: cases.jsonl\n"
         "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 4,"
         " reader: []}\n"
-        "retrieval: {metrics_k: 1}\n"
-        "output_dir: out\n"
+        "retrieval: {metrics_k: 1}\n",
     )
     compare = ["compare", "--config", "config.yaml"]
     assert run.main(compare) == 2  # no runs yet: bad input

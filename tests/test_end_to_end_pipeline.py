@@ -11,6 +11,7 @@ import pytest
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.projects import write_project
 
 pytestmark = pytest.mark.integration
 
@@ -53,17 +54,12 @@ READER_REPLIES = {
 }
 
 
-def write_project(tmp_path, extra_yaml: str) -> None:
-    for name, text in DOCUMENTS.items():
-        (tmp_path / "kb" / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "kb" / name).write_text(text)
-    (tmp_path / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in CASES))
-    (tmp_path / "config.yaml").write_text(
-        "knowledge_base: {kind: folder, path: kb}\n"
-        "eval_cases: cases.jsonl\n"
-        "retrieval: {metrics_k: 1}\n"
-        f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"
-        "output_dir: out\n" + extra_yaml
+def write_e2e_project(tmp_path, extra_yaml: str) -> None:
+    write_project(
+        tmp_path,
+        DOCUMENTS,
+        CASES,
+        f"retrieval: {{metrics_k: 1}}\nllm_cache_dir: {tmp_path / 'llm-cache'}\n" + extra_yaml,
     )
 
 
@@ -89,7 +85,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     with FakeOpenAIServer(responder=fake_responder) as server:
         llm = f"api_base: {server.base_url}, max_retries: 0, json_retries: 1"
-        write_project(
+        write_e2e_project(
             tmp_path,
             "grid: {chunk_size: [64], embedding_model: [sentence-transformers/all-MiniLM-L6-v2], top_k: 3, "
             "top_n: 2, reranker: [off, true], reader: [openai/fake-reader], judge: [openai/fake-judge]}\n"
@@ -145,7 +141,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
 
 def test_grid_with_the_real_local_reader_and_judge(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    write_project(
+    write_e2e_project(
         tmp_path,
         "grid: {chunk_size: [64], embedding_model: [sentence-transformers/all-MiniLM-L6-v2], top_k: 3, "
         "top_n: 2, reader: [local/qwen2.5-coder-0.5b-instruct], judge: [local/qwen2.5-coder-1.5b-instruct]}\n"

@@ -1,12 +1,12 @@
 """A real ZenML pipeline run on a small knowledge base with a real embedding model."""
 
 import csv
-import json
 
 import pytest
 
 import run
 from ragbench.config import load_config
+from tests.projects import write_project
 
 pytestmark = pytest.mark.integration
 
@@ -42,19 +42,14 @@ CASES = [
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for relative, text in DOCUMENTS.items():
-        path = tmp_path / "kb" / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    (tmp_path / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in CASES))
-    (tmp_path / "config.yaml").write_text(
+    write_project(
+        tmp_path,
+        DOCUMENTS,
+        CASES,
         "name: small\n"
-        "knowledge_base: {kind: folder, path: kb}\n"
-        "eval_cases: cases.jsonl\n"
         "grid: {chunk_size: [32, 64], embedding_model: [sentence-transformers/all-MiniLM-L6-v2], "
         "top_k: 5, reader: []}\n"  # retrieval only
-        "retrieval: {metrics_k: 1}\n"
-        "output_dir: out\n"
+        "retrieval: {metrics_k: 1}\n",
     )
     return tmp_path
 

@@ -143,7 +143,7 @@ def _load_table(config: KnowledgeBaseConfig) -> list[Document]:
     return _rows_to_documents(rows, config, origin)
 
 
-def load_corpus(config: KnowledgeBaseConfig, fingerprint: str | None = None) -> Corpus:
+def load_corpus(config: KnowledgeBaseConfig) -> Corpus:
     """Load, clean and check a knowledge base; raise if nothing usable remains."""
     skipped: list[str] = []
     if config.kind == "pydoc_topics":
@@ -168,7 +168,7 @@ def load_corpus(config: KnowledgeBaseConfig, fingerprint: str | None = None) -> 
         raise KnowledgeBaseError(f"knowledge base ({description}) holds no usable text")
     return Corpus(
         documents=documents,
-        fingerprint=fingerprint or knowledge_base_fingerprint(config),
+        fingerprint=knowledge_base_fingerprint(config),
         description=description,
         skipped=skipped,
     )

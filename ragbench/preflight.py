@@ -11,7 +11,7 @@ from ragbench.config import BenchmarkConfig, overlap_tokens
 from ragbench.eval_cases import EvalSuite, load_eval_suite_from
 from ragbench.grid import expand_grid
 from ragbench.knowledge_base import load_corpus
-from ragbench.llm import LLMSettings, check_llm_ready
+from ragbench.llm import check_llm_ready
 from ragbench.models import check_model_available, resolve_model
 from ragbench.rerank import resolve_reranker
 
@@ -28,7 +28,6 @@ class Preflight:
 
     knowledge_base_fingerprint: str
     eval_suite: EvalSuite
-    llms: list[LLMSettings]
     warnings: list[str] = field(default_factory=list)
 
 
@@ -110,6 +109,4 @@ def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Prefli
             )
     for warning in warnings:
         logger.warning(warning)
-    return Preflight(
-        knowledge_base_fingerprint=corpus.fingerprint, eval_suite=suite, llms=llms, warnings=warnings
-    )
+    return Preflight(knowledge_base_fingerprint=corpus.fingerprint, eval_suite=suite, warnings=warnings)

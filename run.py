@@ -431,13 +431,19 @@ def describe_failed_run() -> str:
     )
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler or a user stopping the run): mark this process's run failed, then exit at
+    once. Raising instead would let whichever code happens to be running swallow the interrupt."""
+    try:
+        logger.warning("stopped by signal %d: marking the run failed", signum)
+        mark_runs_failed(abandoned=False)
+    finally:
+        os._exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
     configure_logging()
-    signal.signal(signal.SIGTERM, _interrupt)  # a stopped run ends like Ctrl-C: marked failed, not "running"
+    signal.signal(signal.SIGTERM, _terminate)  # a stopped run is marked failed, not left "running"
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "promote":

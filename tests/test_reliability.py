@@ -25,7 +25,7 @@ def responder(request: dict) -> str:
     return json.dumps({"reasoning": "matches", "score": 5})
 
 
-def write_project(tmp_path, base_url: str, cases: int) -> None:
+def write_project(tmp_path, base_url: str, cases: int, reader_concurrency: int = 4) -> None:
     (tmp_path / "kb").mkdir()
     for topic in TOPICS[:cases]:
         (tmp_path / "kb" / f"{topic}.md").write_text(f"# {topic}\nThe {topic} statement is a Python keyword.")
@@ -49,7 +49,7 @@ def write_project(tmp_path, base_url: str, cases: int) -> None:
         "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, top_n: 1,"
         " reader: openai/fake-reader, judge: openai/fake-judge}\n"
         "retrieval: {metrics_k: 1}\n"
-        f"generation: {{reader: {{{llm}}}}}\n"
+        f"generation: {{reader: {{{llm}, concurrency: {reader_concurrency}}}}}\n"
         f"evaluation: {{judge: {{{llm}}}}}\n"
         f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"
         "output_dir: out\n"
@@ -108,17 +108,19 @@ def test_provider_down_exits_2_and_the_next_run_resumes_without_repeating_finish
 
 
 def test_a_provider_failing_persistently_stops_the_run_with_one_clear_message(tmp_path, server, capsys):
-    write_project(tmp_path, server.base_url, cases=9)
+    # One call at a time: with several in flight, a success may land between two failures, and
+    # then they are no longer "in a row" (the breaker counts in completion order).
+    write_project(tmp_path, server.base_url, cases=9, reader_concurrency=1)
     server.inject(*["server_error"] * 8)  # 8 exhausted calls in a row trip the breaker
     assert run.main(["--config", "config.yaml"]) == 2
     (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert "provider of openai/fake-reader is failing" in err and "8 calls in a row" in err
     assert "Kept:" in err and "run the same command again" in err
     assert "sk-test-DUMMY" not in err
-    seen = server.request_count  # 8 failed reader calls, and any that were in flight and succeeded
-    succeeded = seen - 8
-    assert run.main(["--config", "config.yaml"]) == 0  # resumes
-    assert calls_of(server, seen).count("fake-reader") == 9 - succeeded  # finished calls not repeated
+    assert server.fault_log == ["server_error"] * 8  # the breaker stopped the run at the 8th call
+    seen = server.request_count
+    assert run.main(["--config", "config.yaml"]) == 0  # resumes: the 8 failed calls and the 9th unmade
+    assert calls_of(server, seen).count("fake-reader") == 9
 
 
 def test_interrupted_and_killed_runs_are_marked_failed_not_left_running(tmp_path, server):

@@ -19,6 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ragbench.config import BenchmarkConfig, ConfigError, load_config
+from ragbench.dashboard import DashboardError
 from ragbench.eval_cases import EvalCaseError
 from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
@@ -42,6 +43,7 @@ USER_ERRORS = (
     LLMConfigError,
     ModelResolutionError,
     PreflightError,
+    DashboardError,
 )
 PIPELINE_NAME = "rag_benchmark"
 RESULTS_STEP = "build_results_table"
@@ -54,9 +56,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "compare", "promote", "schedule"],
+        choices=["run", "compare", "promote", "schedule", "dashboard"],
         help="run the benchmark (default); compare the newest run with a baseline (exit 1 on a "
-        "regression); promote RUN to champion",
+        "regression); promote RUN to champion; schedule runs; dashboard: ZenML's on 127.0.0.1",
     )
     parser.add_argument("run_name", nargs="?", help="promote: the run to mark as champion")
     parser.add_argument(
@@ -69,6 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cron", help='schedule: when, as a cron expression, e.g. "0 3 * * *"')
     parser.add_argument("--list", action="store_true", help="schedule: list installed schedules")
     parser.add_argument("--remove", action="store_true", help="schedule: remove this config's schedule")
+    parser.add_argument("--port", type=int, default=8237, help="dashboard: the port on 127.0.0.1")
+    parser.add_argument("--stop", action="store_true", help="dashboard: stop it")
     parser.add_argument("--config", help="YAML config (default: configs/default.yaml)")
     parser.add_argument(
         "--set",
@@ -413,6 +417,32 @@ def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
     return 0
 
 
+def dashboard_command(port: int, stop: bool) -> int:
+    """Start ZenML's dashboard on 127.0.0.1, past its onboarding survey, and say where a run's
+    report is; or stop it."""
+    from zenml.client import Client
+
+    from ragbench import dashboard
+
+    if stop:
+        dashboard.stop()
+        print("stopped the ZenML dashboard; this machine's runs use the local store directly again")
+        return 0
+    open_store()
+    url = dashboard.start(port)
+    print(f"ZenML dashboard: {url}  (bound to {dashboard.HOST}; stop it with `run.py dashboard --stop`)")
+    try:
+        newest = Client().get_pipeline(PIPELINE_NAME).last_run
+    except (KeyError, RuntimeError):
+        print("no benchmark run yet: runs appear there as they happen")
+        return 0
+    print(
+        f"newest benchmark run: {dashboard.run_url(url, str(newest.id))}\n"
+        "its report: click the `results` artifact in the graph, then Visualization > report.html"
+    )
+    return 0
+
+
 def describe_failed_run() -> str:
     """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
     from zenml.client import Client
@@ -448,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "promote":
             return promote_command(args.run_name)
+        if args.command == "dashboard":
+            return dashboard_command(args.port, args.stop)
         config = load_config(args.config, args.overrides)
         if args.command == "compare":
             return compare_command(config, args.against, args.last, args.tag)

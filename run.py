@@ -208,11 +208,26 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
-    files = {"results.csv": table.csv(), "results.html": table.report_html, "cases.jsonl": records.jsonl()}
+    files = {
+        "results.csv": table.csv(),
+        "results.html": table.report_html,
+        "cases.jsonl": records.jsonl(),
+        "case_values.csv": table.case_values_csv(),
+    }
     folder = write_outputs(config, pipeline_run.name, files)
     print()
     print(rows_to_text(table.summary_rows()))
     print(f"(all columns: {folder}/results.csv)")
+    if table.verdicts:
+        print(
+            "\nIs the best really better? (paired tests on the same cases, Holm-corrected; "
+            f"{table.confidence:.0%} intervals in brackets)"
+        )
+        for verdict in table.verdicts:
+            print(f"  {verdict.sentence()}")
+    if table.judge_reliability is not None:
+        for line in table.judge_reliability.lines():
+            print(line)
     for note in table.notes:
         print(note)
     for warning in table.warnings:
@@ -320,8 +335,13 @@ def compare_command(config: BenchmarkConfig, against: str, last: int, tag: str |
             baseline = Client().get_pipeline_run(against)
         except KeyError:
             raise RunStopped(f"no run named {against!r}") from None
-    records = [RunRecord.from_metadata(r.name, str(r.created), r.run_metadata) for r in (current, baseline)]
-    comparison = compare_runs(*records, config.regression.thresholds, config.regression.default_threshold)
+    records = [
+        RunRecord.from_metadata(r.name, str(r.created), r.run_metadata, run_case_values(r))
+        for r in (current, baseline)
+    ]
+    comparison = compare_runs(
+        *records, config.regression.thresholds, config.regression.default_threshold, config.statistics
+    )
     print(comparison_text(comparison))
     folder = Path(config.output_dir) / "compare"
     folder.mkdir(parents=True, exist_ok=True)
@@ -334,6 +354,15 @@ def compare_command(config: BenchmarkConfig, against: str, last: int, tag: str |
         (folder / f"{stem}.{suffix}").write_text(content, encoding="utf-8")
     print(f"(written: {folder / stem}.html, .csv, .json)")
     return 1 if comparison.regressions else 0
+
+
+def run_case_values(pipeline_run) -> dict:
+    """The per-case values a run's results table kept (empty for runs made before it kept them)."""
+    try:
+        table: ResultsTable = pipeline_run.steps[RESULTS_STEP].outputs["results"][0].load()
+    except (KeyError, IndexError):
+        return {}
+    return table.case_values
 
 
 def promote_command(run_name: str | None) -> int:

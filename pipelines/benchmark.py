@@ -70,6 +70,7 @@ def rag_benchmark(config: dict):
             spec=key.model_dump(mode="json"),
             rubrics=list(settings.evaluation.rubrics),
             llm_cache_dir=settings.llm_cache_dir,
+            samples=settings.evaluation.judge_samples,
             id=key.step_id("judge"),
         )
         for key in distinct_at(cells, "judge")
@@ -87,4 +88,5 @@ def rag_benchmark(config: dict):
         keyword_tests=settings.evaluation.keyword_tests,
         sample_size=settings.generation.sample_size,
         seed=settings.generation.seed,
+        statistics=settings.statistics.model_dump(mode="json"),
     )

@@ -71,10 +71,17 @@ def _to_svg(figure: Figure, chart_id: str, title: str) -> str:
     return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(title)}" ', 1).strip()
 
 
+Interval = tuple[float, float] | None
+
+
 def bar_panels(
-    labels: Sequence[str], panels: Sequence[tuple[str, Sequence[Number | None], bool]], chart_id: str
+    labels: Sequence[str],
+    panels: Sequence[tuple[str, Sequence[Number | None], bool]],
+    chart_id: str,
+    intervals: Sequence[Sequence[Interval]] | None = None,
 ) -> str:
-    """Horizontal bars, one small panel per metric (title, value per label, higher_is_better).
+    """Horizontal bars, one small panel per metric (title, value per label, higher_is_better), with
+    each bar's interval (low, high) as an error bar when `intervals` gives one per panel and label.
 
     The best bar of each panel is drawn darker so the winner stands out without reading numbers;
     a missing value shows "n/a" instead of a zero-length bar that would read as a score of 0.
@@ -95,6 +102,17 @@ def bar_panels(
             best = (max if higher_is_better else min)(known) if known else None
             colors = [BEST_COLOR if v is not None and v == best else BAR_COLOR for v in values]
             bars = axes.barh(positions, [0 if v is None else v for v in values], color=colors, height=0.7)
+            spans = intervals[slot] if intervals is not None else []
+            whiskers = [
+                (position, value, span)
+                for position, value, span in zip(positions, values, spans, strict=False)
+                if value is not None and span is not None
+            ]
+            if whiskers:
+                ys, xs, bounds = zip(*whiskers, strict=True)
+                below = [max(0.0, x - low) for x, (low, _) in zip(xs, bounds, strict=True)]
+                above = [max(0.0, high - x) for x, (_, high) in zip(xs, bounds, strict=True)]
+                axes.errorbar(xs, ys, xerr=[below, above], fmt="none", ecolor="#333333", capsize=3, lw=1)
             axes.bar_label(bars, labels=["n/a" if v is None else f"{v:.3g}" for v in values], padding=2)
             direction = "higher is better" if higher_is_better else "lower is better"
             axes.set_title(f"{shorten(title, 40)}\n({direction})", fontsize=9)

@@ -14,10 +14,18 @@ from html import escape
 
 from pydantic import BaseModel
 
+from ragbench.config import StatisticsConfig
 from ragbench.pages import document, format_value, page_header, rows_to_html_table
+from ragbench.stats import Test, paired_difference_test
+from ragbench.uncertainty import TEST_NAMES
 
 CELL_SEPARATOR = "__"
 CHAMPION_TAG = "champion"
+
+
+def metric_key(column: str) -> str:
+    """A results-table column as a run-metadata key (ZenML's filter syntax splits on ':')."""
+    return column.replace("@", "_at_").replace(":", "_")
 
 
 def config_tag(config_name: str) -> str:
@@ -32,22 +40,44 @@ class RunRecord(BaseModel):
     created: str
     eval_fingerprint: str | None
     directions: dict[str, str]  # metric key -> "higher" or "lower" (which way is better)
+    tests: dict[str, Test] = {}  # metric key -> the paired test that suits it
     values: dict[str, dict[str, float]]  # metric key -> cell id -> value
+    intervals: dict[str, dict[str, tuple[float, float]]] = {}  # metric key -> cell id -> (low, high)
+    case_values: dict[str, dict[str, dict[str, float]]] = {}  # metric key -> cell id -> case id -> value
 
     @classmethod
-    def from_metadata(cls, name: str, created: str, metadata: dict) -> RunRecord:
+    def from_metadata(
+        cls, name: str, created: str, metadata: dict, case_values: dict[str, dict[str, dict[str, float]]]
+    ) -> RunRecord:
+        """`case_values` as the run's results table holds them (cell id -> column -> case id -> value)."""
         directions = metadata.get("metric_directions") or {}
         values: dict[str, dict[str, float]] = {}
+        bounds: dict[str, dict[str, dict[str, float]]] = {}
         for key, value in metadata.items():
             metric, separator, cell = key.partition(CELL_SEPARATOR)
-            if separator and metric in directions and isinstance(value, int | float):
+            if not separator or not isinstance(value, int | float):
+                continue
+            if metric in directions:
                 values.setdefault(metric, {})[cell] = float(value)
+            elif (bound := metric.rpartition("_"))[0] in directions and bound[2] in ("low", "high"):
+                bounds.setdefault(bound[0], {}).setdefault(cell, {})[bound[2]] = float(value)
+        per_case: dict[str, dict[str, dict[str, float]]] = {}
+        for cell, columns in case_values.items():
+            for column, by_case in columns.items():
+                if (metric := metric_key(column)) in directions:
+                    per_case.setdefault(metric, {})[cell] = by_case
         return cls(
             name=name,
             created=created,
             eval_fingerprint=metadata.get("eval_fingerprint"),
             directions=directions,
+            tests=metadata.get("metric_tests") or {},
             values=values,
+            intervals={
+                metric: {cell: (b["low"], b["high"]) for cell, b in by_cell.items() if len(b) == 2}
+                for metric, by_cell in bounds.items()
+            },
+            case_values=per_case,
         )
 
     @property
@@ -96,9 +126,16 @@ class Comparison(BaseModel):
 
 
 def compare_runs(
-    current: RunRecord, baseline: RunRecord, thresholds: dict[str, float], default_threshold: float
+    current: RunRecord,
+    baseline: RunRecord,
+    thresholds: dict[str, float],
+    default_threshold: float,
+    statistics: StatisticsConfig | None = None,
 ) -> Comparison:
-    """A metric regresses when it moved in its bad direction by more than its threshold."""
+    """A metric regresses when it moved in its bad direction by more than its threshold AND by more
+    than the noise; `rule` says what decided the noise (see `_beyond_noise`)."""
+    statistics = statistics or StatisticsConfig()
+    same_eval_set = current.eval_fingerprint == baseline.eval_fingerprint
     rows = []
     for metric, by_cell in sorted(current.values.items()):
         higher_is_better = current.directions.get(metric, "higher") == "higher"
@@ -108,6 +145,10 @@ def compare_runs(
             if before is None:
                 continue
             worse_by = (before - now) if higher_is_better else (now - before)
+            past_threshold = worse_by > threshold
+            beyond, rule, p_value = _beyond_noise(
+                current, baseline, metric, cell, same_eval_set, higher_is_better, statistics
+            )
             rows.append(
                 {
                     "cell": cell,
@@ -117,17 +158,55 @@ def compare_runs(
                     "change": round(now - before, 6),
                     "worse_by": round(worse_by, 6),
                     "threshold": threshold,
-                    "regression": worse_by > threshold,
+                    "rule": rule,
+                    "p_value": p_value,
+                    "regression": past_threshold and beyond,
                 }
             )
     return Comparison(
         current=current.name,
         baseline=baseline.name,
-        same_eval_set=current.eval_fingerprint == baseline.eval_fingerprint,
+        same_eval_set=same_eval_set,
         rows=rows,
         added_cells=sorted(current.cells - baseline.cells),
         removed_cells=sorted(baseline.cells - current.cells),
     )
+
+
+def _beyond_noise(
+    current: RunRecord,
+    baseline: RunRecord,
+    metric: str,
+    cell: str,
+    same_eval_set: bool,
+    higher_is_better: bool,
+    statistics: StatisticsConfig,
+) -> tuple[bool, str, float | None]:
+    """Is the change larger than the noise? (beyond, rule, p-value)
+
+    Same eval set and per-case values in both runs: a paired test on the cases both scored (the same
+    test the run uses between cells), at `alpha`, uncorrected: each (cell, metric) is its own alarm.
+    Otherwise, the two runs' intervals must not overlap. Runs from before per-case values existed
+    have neither, and the threshold alone decides."""
+    now_cases = current.case_values.get(metric, {}).get(cell)
+    before_cases = baseline.case_values.get(metric, {}).get(cell)
+    if same_eval_set and now_cases and before_cases:
+        shared = sorted(set(now_cases) & set(before_cases))
+        test = current.tests.get(metric, "paired_permutation")
+        _, _, _, p_value = paired_difference_test(
+            [before_cases[c] for c in shared],
+            [now_cases[c] for c in shared],
+            test=test,
+            seed=statistics.seed,
+            resamples=statistics.resamples,
+        )
+        return p_value < statistics.alpha, f"{TEST_NAMES[test]} on {len(shared)} cases", p_value
+    now_span = current.intervals.get(metric, {}).get(cell)
+    before_span = baseline.intervals.get(metric, {}).get(cell)
+    if now_span and before_span:
+        apart = now_span[1] < before_span[0] if higher_is_better else now_span[0] > before_span[1]
+        return apart, "intervals do not overlap" if apart else "intervals overlap", None
+    return True, "threshold only (no per-case values or intervals)", None
 
 
 def comparison_text(comparison: Comparison) -> str:
@@ -139,7 +218,14 @@ def comparison_text(comparison: Comparison) -> str:
         lines.append(
             f"REGRESSION {row['metric']} in {row['cell']}: {format_value(row['baseline'])} -> "
             f"{format_value(row['current'])} (worse by {format_value(row['worse_by'])}, "
-            f"threshold {row['threshold']})"
+            f"threshold {row['threshold']}; {row['rule']}"
+            + (f", p={row['p_value']:.3g})" if row["p_value"] is not None else ")")
+        )
+    within = [r for r in comparison.rows if r["worse_by"] > r["threshold"] and not r["regression"]]
+    if within:
+        lines.append(
+            f"{len(within)} cell metric(s) moved past their threshold but within the noise "
+            "(not regressions): " + ", ".join(f"{r['metric']} in {r['cell']} ({r['rule']})" for r in within)
         )
     if not comparison.regressions:
         lines.append(f"no regression over {len(comparison.rows)} cell metrics")

@@ -194,12 +194,28 @@ class EvaluationConfig(_Strict):
         description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
     )
     rubrics: list[Literal["correctness", "context"]] = Field(default=["correctness", "context"])
+    judge_samples: int = Field(
+        default=1,
+        ge=1,
+        le=20,
+        description="verdicts per answer and rubric: more than 1 measures the judge's self-consistency "
+        "and needs judge temperature > 0",
+    )
 
 
 def llm_settings(entry: LLMEntry, defaults: dict[str, Any]) -> LLMSettings:
     """A grid entry (model string or mapping) over the shared defaults of its role."""
     fields = {"model": entry} if isinstance(entry, str) else entry
     return LLMSettings(**{**defaults, **fields})
+
+
+class StatisticsConfig(_Strict):
+    """How the uncertainty of every number is estimated (see README "Reading the uncertainty")."""
+
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description="level of every interval")
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5, description="significance level of paired tests")
+    resamples: int = Field(default=2000, ge=100, le=100_000, description="bootstrap and permutation draws")
+    seed: int = 0
 
 
 class RegressionConfig(_Strict):
@@ -225,6 +241,7 @@ class BenchmarkConfig(_Strict):
     retrieval: RetrievalConfig = RetrievalConfig()
     generation: GenerationConfig = GenerationConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    statistics: StatisticsConfig = StatisticsConfig()
     regression: RegressionConfig = RegressionConfig()
     llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
     output_dir: str = "output"
@@ -265,6 +282,17 @@ class BenchmarkConfig(_Strict):
         unknown = sorted(set(self.grid.prompt) - set(self.prompt_templates()))
         if unknown:
             raise ValueError(f"grid.prompt names {unknown} not defined in prompts")
+        if self.evaluation.judge_samples > 1:
+            greedy = [
+                s.model
+                for e in self.grid.judge
+                if (s := llm_settings(e, self.evaluation.judge)).temperature == 0
+            ]
+            if greedy:
+                raise ValueError(
+                    "evaluation.judge_samples > 1 measures how much a judge's verdicts vary when sampled, "
+                    f"but judge(s) {greedy} have temperature 0; set evaluation.judge.temperature (e.g. 0.7)"
+                )
         return self
 
     def prompt_templates(self) -> dict[str, PromptTemplate]:

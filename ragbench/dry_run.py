@@ -19,7 +19,7 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
     return [RetrievedChunk(position=i, source=f"doc-{i}", score=0.0, text=text) for i in range(top_n)]
 
 
-def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str]) -> dict:
+def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str], samples: int = 1) -> dict:
     """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
     assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
     context = _placeholder_context(cell.chunk_size, cell.top_n)
@@ -38,7 +38,7 @@ def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str])
         )
         for case in cases
     ]
-    return estimate_cost(cell.judge, [call.request for call in build_judge_calls(inputs, rubrics)])
+    return estimate_cost(cell.judge, [c.request for c in build_judge_calls(inputs, rubrics, samples=samples)])
 
 
 def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> list[dict]:
@@ -64,7 +64,9 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
             if stage not in stages or step_id in priced or step_id in finished_steps:
                 continue
             priced.add(step_id)
-            usage = _usage(role, cell, sampled, list(config.evaluation.rubrics))
+            usage = _usage(
+                role, cell, sampled, list(config.evaluation.rubrics), config.evaluation.judge_samples
+            )
             calls += usage["calls"]
             prompt_tokens += usage["prompt_tokens"]
             completion_tokens += usage["completion_tokens"]

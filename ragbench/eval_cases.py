@@ -31,6 +31,9 @@ class EvalCase(BaseModel):
     # "substring": plain case-insensitive containment.
     match: Literal["word", "substring"] = "word"
     tags: list[str] = Field(default_factory=list)
+    # A person's correctness score for the reference answer's question (1-5, as the judge's rubric):
+    # when present, the report measures the judge against it.
+    human_correctness: int | None = Field(default=None, ge=1, le=5)
 
     @field_validator("question")
     @classmethod

@@ -76,8 +76,12 @@ class JudgeResult(BaseModel):
 
     @property
     def failures(self) -> int:
-        """Verdicts the judge could not give (call failed or reply never valid): counted, never scored."""
-        return sum(j.correctness_error is not None or j.context_error is not None for j in self.judgements)
+        """Verdicts the judge could not give (call failed or reply never valid), first samples and
+        repeats alike: counted, never scored, and the step is not reused from the cache."""
+        return sum(
+            (j.correctness_error is not None or j.context_error is not None) + j.resample_failures
+            for j in self.judgements
+        )
 
 
 def judge_cell(
@@ -87,6 +91,7 @@ def judge_cell(
     *,
     rubrics: Sequence[str],
     llm_cache_dir: str | None = None,
+    samples: int = 1,
 ) -> JudgeResult:
     """Judge the answers that exist; failed reader calls are counted by the table, not judged."""
     if spec.judge is None:
@@ -106,7 +111,9 @@ def judge_cell(
     judgements: list[Judgement] = []
     if inputs:
         with LLMClient(spec.judge, cache_dir=llm_cache_dir) as client:
-            judgements = judge_answers(client, inputs, rubrics=rubrics, desc=f"judge {spec.id}")
+            judgements = judge_answers(
+                client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
+            )
     return JudgeResult(spec=spec, judgements=judgements, summary=summarise_judgements(judgements))
 
 
@@ -119,6 +126,34 @@ def keyword_report(answer_set: AnswerSet, cases: Sequence[EvalCase]) -> KeywordR
 def _rounded_cost(costs: Iterable[float | None]) -> float | None:
     total = total_cost(costs)
     return None if total is None else round(total, 6)
+
+
+# Judge columns that are means over cases, and the Judgement field each case contributes.
+_CONTEXT_COLUMNS = {
+    "faithfulness_1to5": "faithfulness",
+    "relevance_1to5": "relevance",
+    "helpfulness_1to5": "helpfulness",
+    "toxicity_1to5_low_good": "toxicity",
+}
+
+
+def generation_case_values(keyword: KeywordReport | None, judged: JudgeResult | None) -> dict:
+    """Per case, the value behind each end-to-end column that is a mean over cases (column -> case id ->
+    value), with the same cases the means use: tested keyword suites, scored verdicts only."""
+    values: dict[str, dict[str, float]] = {}
+    if keyword is not None:
+        values |= {f"fail_{suite}": dict(outcomes) for suite, outcomes in keyword.outcomes.items()}
+    if judged is not None:
+        judgements = judged.judgements
+        values["correctness_0to1"] = {
+            j.case_id: j.correctness_normalised for j in judgements if j.correctness_normalised is not None
+        }
+        context = [j for j in judgements if j.context_error is None and j.faithfulness is not None]
+        for column, field in _CONTEXT_COLUMNS.items():
+            values[column] = {
+                j.case_id: float(getattr(j, field)) for j in context if getattr(j, field) is not None
+            }
+    return {column: by_case for column, by_case in values.items() if by_case}
 
 
 def generation_columns(

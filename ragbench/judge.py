@@ -110,6 +110,11 @@ class Judgement(BaseModel):
     retries: int = 0
     json_reasks: int = 0
     calls_retried: int = 0  # calls that failed in an earlier run and were made again
+    # Self-consistency (evaluation.judge_samples > 1): the scores of each further sample of the same
+    # verdict (criterion -> one score per sample that succeeded), and how many further samples failed.
+    # The scores above are the first sample's.
+    resampled: dict[str, list[int]] = {}
+    resample_failures: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -227,6 +232,7 @@ class JudgeCall:
     index: int
     rubric: Rubric
     request: LLMRequest
+    sample: int = 0
 
 
 def _check_rubrics(rubrics: Iterable[str]) -> tuple[Rubric, ...]:
@@ -246,9 +252,11 @@ def build_judge_calls(
     rubrics: Iterable[str] = RUBRICS,
     *,
     context_char_budget: int | None = DEFAULT_CONTEXT_CHAR_BUDGET,
+    samples: int = 1,
 ) -> list[JudgeCall]:
     """Every call `judge_answers` would make, without making any (for a dry run's token estimate:
-    ``estimate_cost(settings, [c.request for c in build_judge_calls(...)])``)."""
+    ``estimate_cost(settings, [c.request for c in build_judge_calls(...)])``); `samples` verdicts of
+    each (answer, rubric)."""
     chosen = _check_rubrics(rubrics)
     return [
         JudgeCall(
@@ -257,8 +265,11 @@ def build_judge_calls(
             LLMRequest(
                 judge_messages(item, rubric, context_char_budget=context_char_budget),
                 response_schema=_SCHEMAS[rubric],
+                sample=sample,
             ),
+            sample,
         )
+        for sample in range(samples)
         for index, item in enumerate(inputs)
         for rubric in chosen
         if _applies(item, rubric)
@@ -278,12 +289,15 @@ def judge_answers(
     rubrics: Iterable[str] = RUBRICS,
     context_char_budget: int | None = DEFAULT_CONTEXT_CHAR_BUDGET,
     desc: str = "judge",
+    samples: int = 1,
 ) -> list[Judgement]:
     """One `Judgement` per input, in input order; all calls go to the client in a single batch.
+    With `samples` > 1 each verdict is asked for that many times (cached apart); the first gives the
+    scores, the others only `resampled`.
 
     Raises only what the client raises for a setup problem (`LLMConfigError`).
     """
-    calls = build_judge_calls(inputs, rubrics, context_char_budget=context_char_budget)
+    calls = build_judge_calls(inputs, rubrics, context_char_budget=context_char_budget, samples=samples)
     results = client.complete_many([call.request for call in calls], desc=desc) if calls else []
     fields: list[dict[str, Any]] = [{"case_id": item.case_id} for item in inputs]
     costs: list[list[float | None]] = [[] for _ in inputs]
@@ -293,6 +307,15 @@ def judge_answers(
             out[name] = out.get(name, 0) + getattr(result, name)
         out["calls_retried"] = out.get("calls_retried", 0) + result.retried_earlier_failure
         costs[call.index].append(result.known_cost_usd)
+        if call.sample > 0:
+            resampled = out.setdefault("resampled", {})
+            if result.parsed is None:
+                out["resample_failures"] = out.get("resample_failures", 0) + 1
+            for name in ("score",) if call.rubric == "correctness" else CONTEXT_CRITERIA:
+                if result.parsed is not None:
+                    criterion = "correctness" if name == "score" else name
+                    resampled.setdefault(criterion, []).append(result.parsed[name])
+            continue
         if result.parsed is None:
             out[f"{call.rubric}_error"] = result.error or "no parsed reply"
         elif call.rubric == "correctness":

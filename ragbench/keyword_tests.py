@@ -53,6 +53,9 @@ class SuiteResult(BaseModel):
 class KeywordReport(BaseModel):
     suites: dict[Suite, SuiteResult]
     failing: list[KeywordFailure]
+    # suite -> case id -> 1.0 failed / 0.0 passed, for every case the suite tested: the rates are
+    # their means, and intervals and paired tests are computed from them.
+    outcomes: dict[Suite, dict[str, float]] = {}
 
 
 @lru_cache(maxsize=4096)
@@ -110,6 +113,7 @@ def run_keyword_tests(cases: Iterable[EvalCase], answers: Mapping[str, str]) -> 
     Cases without an answer (e.g. the reader failed) are neither tested nor counted.
     """
     results = {suite: SuiteResult() for suite in SUITES}
+    outcomes: dict[Suite, dict[str, float]] = {suite: {} for suite in SUITES}
     failing: list[KeywordFailure] = []
     for case in cases:
         answer = answers.get(case.id)
@@ -120,10 +124,11 @@ def run_keyword_tests(cases: Iterable[EvalCase], answers: Mapping[str, str]) -> 
                 continue
             results[suite].cases_tested += 1
             word = check_answer(case, suite, answer)
+            outcomes[suite][case.id] = float(word is not None)
             if word is not None:
                 results[suite].failures += 1
                 failing.append(KeywordFailure(case_id=case.id, suite=suite, word=word, answer=answer))
     for result in results.values():
         if result.cases_tested:
             result.failure_rate = result.failures / result.cases_tested
-    return KeywordReport(suites=results, failing=failing)
+    return KeywordReport(suites=results, failing=failing, outcomes=outcomes)

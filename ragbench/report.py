@@ -14,6 +14,7 @@ from statistics import fmean
 from pydantic import BaseModel
 
 from ragbench import charts
+from ragbench.judge_reliability import JudgeReliability
 from ragbench.pages import (
     document,
     format_value,
@@ -22,12 +23,7 @@ from ragbench.pages import (
     page_header,
     rows_to_html_table,
 )
-
-
-class MetricInfo(BaseModel):
-    column: str
-    label: str
-    higher_is_better: bool
+from ragbench.uncertainty import TEST_NAMES, MetricInfo, MetricVerdict
 
 
 class CasePassage(BaseModel):
@@ -63,6 +59,9 @@ class ReportInput(BaseModel):
     cases: list[CaseView] = []
     keyword_failures: list[dict] = []
     weak_answers: list[dict] = []
+    verdicts: list[MetricVerdict] = []
+    confidence: float = 0.95
+    judge_reliability: JudgeReliability | None = None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -220,9 +219,8 @@ def _headline_section(report: ReportInput) -> str:
             cells.append(f"<td{title}>{escape(shown)}</td>")
         cells[0] = cells[0].replace("</td>", f"{cached}</td>", 1)
         for metric in report.headline:
-            value = _numeric(row.get(metric.column))
             css = "number best" if id(row) in best_rows.get(metric.column, ()) else "number"
-            cells.append(f'<td class="{css}">{escape(format_value(value))}</td>')
+            cells.append(f'<td class="{css}">{_value_with_interval(row, metric.column)}</td>')
         cells += [f'<td class="number">{escape(_cost_text(row, column))}</td>' for column in extra]
         body.append(f"<tr>{''.join(cells)}</tr>")
     table = f"<table><thead><tr>{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -244,10 +242,93 @@ def _bar_chart_section(report: ReportInput) -> str:
         for metric in report.headline
         if any(_numeric(row.get(metric.column)) is not None for row in report.rows)
     ]
+    intervals = [
+        [_interval(row, metric.column) for row in report.rows]
+        for metric in report.headline
+        if any(_numeric(row.get(metric.column)) is not None for row in report.rows)
+    ]
     title = '<h2 id="charts">Headline scores per configuration</h2>'
     if not panels:
         return title + NO_SCORES
-    return f'{title}<div class="charts">{charts.bar_panels(labels, panels, chart_id="bars")}</div>'
+    chart = charts.bar_panels(labels, panels, chart_id="bars", intervals=intervals)
+    note = (
+        f'<p class="note">Whiskers: {report.confidence:.0%} bootstrap interval over the cases behind each '
+        "bar. Bars whose whiskers overlap may not differ; the next section tests it case by case.</p>"
+    )
+    return f'{title}<div class="charts">{chart}</div>{note}'
+
+
+def _interval(row: dict, column: str) -> tuple[float, float] | None:
+    low, high = _numeric(row.get(f"{column}_low")), _numeric(row.get(f"{column}_high"))
+    return None if low is None or high is None else (low, high)
+
+
+def _value_with_interval(row: dict, column: str) -> str:
+    """A score and, below it, its interval: ``0.75`` and ``[0.50, 1.00]``; both escaped."""
+    value = escape(format_value(_numeric(row.get(column))))
+    interval = _interval(row, column)
+    if interval is None:
+        return value
+    low, high = (escape(format_value(bound)) for bound in interval)
+    return f"{value}<br><small>[{low}, {high}]</small>"
+
+
+def _judge_section(report: ReportInput) -> str:
+    """How far to trust the judge: keyword tests, a second judge, human labels."""
+    reliability = report.judge_reliability
+    if reliability is None:
+        return ""
+    parts = ['<h2 id="judge">How far to trust the judge</h2>']
+    parts += [f"<p>{escape(line)}</p>" for line in reliability.lines()]
+    keyword = reliability.keyword
+    if keyword is not None and keyword.contradictions:
+        parts.append(
+            '<p class="note">Contradictions: the judge gave 5 although a keyword test failed, or 1 although '
+            "every keyword test passed. Either the judge or the keywords are wrong here: read the answer.</p>"
+        )
+        parts.append(rows_to_html_table([c.model_dump() for c in keyword.contradictions]))
+    for human in reliability.human:
+        rows = [
+            {"human": score} | {f"judge {j}": count for j, count in zip(range(1, 6), counts, strict=True)}
+            for score, counts in zip(range(1, 6), human.confusion, strict=True)
+        ]
+        parts.append(f"<h3>{escape(human.judge)} against human labels</h3>{rows_to_html_table(rows)}")
+    if len(parts) == 1:
+        parts.append('<p class="note">No correctness score to check the judge against.</p>')
+    return "".join(parts)
+
+
+def _significance_section(report: ReportInput) -> str:
+    """Per headline score, the best cell tested against every other cell on the same cases."""
+    title = '<h2 id="significance">Is the best really better?</h2>'
+    if not report.verdicts:
+        return f'{title}<p class="note">Fewer than two cells have a headline score: nothing to compare.</p>'
+    parts = [
+        f'<p class="note">Each cell answers the same cases, so the best cell on each score is compared with '
+        f"every other cell case by case (paired), and the p-values are Holm-corrected for the number of "
+        f"comparisons. <b>tied</b>: the data cannot tell the two apart at this number of cases. "
+        f"Difference = other cell minus best, with its {report.confidence:.0%} interval.</p>"
+    ]
+    for verdict in report.verdicts:
+        rows = [
+            {
+                "cell": c.candidate,
+                "difference": round(c.difference, 4),
+                "interval": f"[{format_value(round(c.low, 4))}, {format_value(round(c.high, 4))}]",
+                "cases": c.n,
+                "test": TEST_NAMES[c.test],
+                "p (Holm)": round(c.p_holm, 4),
+                "verdict": c.verdict,
+            }
+            for c in verdict.comparisons
+        ]
+        tied = ", ".join(verdict.tied)
+        parts.append(
+            f"<h3>{escape(verdict.label)}</h3><p><b>{escape(verdict.sentence())}</b><br>"
+            f"Tied with the best: {escape(tied)}</p>"
+            f'<div class="scroll">{rows_to_html_table(rows)}</div>'
+        )
+    return title + "".join(parts)
 
 
 def _ordered_values(rows: list[dict], axis: str) -> list[object]:
@@ -444,6 +525,8 @@ def _failure_sections(report: ReportInput) -> str:
 def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
+        ("significance", "Really better?"),
+        *([("judge", "Judge")] if report.judge_reliability else []),
         ("headline", "Headline table"),
         ("charts", "Charts"),
         ("axes", "Settings"),
@@ -582,6 +665,8 @@ def render_report(report: ReportInput) -> str:
         page_header(report.title, report.notes, report.warnings),
         _navigation(report),
         _best_section(report),
+        _significance_section(report),
+        _judge_section(report),
         _headline_section(report),
         _bar_chart_section(report),
         _axis_effect_section(report),

@@ -11,15 +11,25 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from ragbench.compare import metric_key
+from ragbench.config import StatisticsConfig
 from ragbench.eval_cases import EvalCase
-from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report
+from ragbench.generation import (
+    AnswerSet,
+    JudgeResult,
+    generation_case_values,
+    generation_columns,
+    keyword_report,
+)
 from ragbench.grid import CellSpec, cell_label, varying_axes
 from ragbench.judge import Judgement, judge_warnings
+from ragbench.judge_reliability import JudgedCase, JudgeReliability, human_labels, judge_reliability
 from ragbench.keyword_tests import KeywordFailure, KeywordReport
 from ragbench.pages import rows_to_csv
 from ragbench.reader import ReaderAnswer
-from ragbench.report import CasePassage, CaseView, MetricInfo, ReportInput, render_report
+from ragbench.report import CasePassage, CaseView, ReportInput, render_report
 from ragbench.retrieval import RetrievalResult
+from ragbench.uncertainty import CaseValues, MetricInfo, MetricVerdict, compare_cells, with_intervals
 
 
 class CaseRecord(BaseModel):
@@ -61,6 +71,7 @@ class CellResults(BaseModel):
     answer_sets: dict[str, AnswerSet]
     judged: dict[str, JudgeResult]
     keyword: dict[str, KeywordReport]
+    human_labels: dict[str, int] = {}  # case id -> a human's correctness score (1-5), where known
 
     @classmethod
     def collect(
@@ -78,6 +89,7 @@ class CellResults(BaseModel):
             answer_sets={a.spec.id: a for a in answer_sets},
             judged={j.spec.id: j for j in judged},
             keyword={a.spec.id: keyword_report(a, cases) for a in answer_sets} if keyword_tests else {},
+            human_labels=human_labels(cases),
         )
 
     def answers_of(self, cell: CellSpec) -> AnswerSet | None:
@@ -85,6 +97,14 @@ class CellResults(BaseModel):
 
     def judged_of(self, cell: CellSpec) -> JudgeResult | None:
         return self.judged.get(cell.id) if cell.judge is not None else None
+
+    def case_values(self, cell: CellSpec) -> CaseValues:
+        """Every per-case value behind the cell's row (column -> case id -> value)."""
+        values = self.retrievals[cell.upto("retrieve").id].case_values()
+        answers = self.answers_of(cell)
+        if answers is not None:
+            values |= generation_case_values(self.keyword.get(answers.spec.id), self.judged_of(cell))
+        return values
 
     def rows(self, varying: list[str]) -> list[dict]:
         """One row per cell: its axis values, retrieval metrics (all cases) and end-to-end scores."""
@@ -126,6 +146,50 @@ class CellResults(BaseModel):
             ]
         return CaseRecords(records=records)
 
+    def judged_cases(self, labels: dict[str, str]) -> list[JudgedCase]:
+        """Every correctness score with the keyword tests and human label of its answer."""
+        judged = []
+        for cell in self.cells:
+            answers, result = self.answers_of(cell), self.judged_of(cell)
+            if answers is None or result is None or cell.judge is None:
+                continue
+            keyword = self.keyword.get(answers.spec.id)
+            tested = (
+                {case for outcomes in keyword.outcomes.values() for case in outcomes} if keyword else set()
+            )
+            failing = keyword.failing if keyword else []
+            judged += [
+                JudgedCase(
+                    cell=labels[cell.id],
+                    answer_set=answers.spec.id,
+                    judge=cell.value_text("judge"),
+                    case_id=j.case_id,
+                    correctness=j.correctness,
+                    keyword_failures=[f"{f.suite}: {f.word}" for f in failing if f.case_id == j.case_id],
+                    keyword_tested=j.case_id in tested,
+                    human=self.human_labels.get(j.case_id),
+                )
+                for j in result.judgements
+                if j.correctness is not None
+            ]
+        return judged
+
+    def sampled_scores(self) -> dict[str, dict[str, list[list[int]]]]:
+        """judge -> criterion -> per answer, every sampled score (first sample first), for the answers
+        judged more than once (evaluation.judge_samples > 1)."""
+        sampled: dict[str, dict[str, list[list[int]]]] = {}
+        for cell in self.cells:
+            result = self.judged_of(cell)
+            if result is None:
+                continue
+            by_criterion = sampled.setdefault(cell.value_text("judge"), {})
+            for j in result.judgements:
+                for criterion, repeats in j.resampled.items():
+                    first = getattr(j, criterion)
+                    if first is not None and repeats:
+                        by_criterion.setdefault(criterion, []).append([first, *repeats])
+        return sampled
+
     def judgements(self) -> list[Judgement]:
         return [j for result in self.judged.values() for j in result.judgements]
 
@@ -133,10 +197,20 @@ class CellResults(BaseModel):
 def headline_metrics(metrics_k: int, rows: list[dict]) -> list[MetricInfo]:
     """The scores a configuration is chosen by, in display order; only those the run computed."""
     candidates = [
-        MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True),
+        MetricInfo(
+            column="correctness_0to1",
+            label="correctness (0-1)",
+            higher_is_better=True,
+            paired_test="wilcoxon",
+        ),
         MetricInfo(column="fail_good_answers", label="missing good words (rate)", higher_is_better=False),
         MetricInfo(column="fail_bad_answers", label="bad words (rate)", higher_is_better=False),
-        MetricInfo(column="faithfulness_1to5", label="faithfulness (1-5)", higher_is_better=True),
+        MetricInfo(
+            column="faithfulness_1to5",
+            label="faithfulness (1-5)",
+            higher_is_better=True,
+            paired_test="wilcoxon",
+        ),
         MetricInfo(column="mrr", label="MRR", higher_is_better=True),
         MetricInfo(column=f"hit_rate@{metrics_k}", label=f"hit rate@{metrics_k}", higher_is_better=True),
     ]
@@ -187,26 +261,54 @@ class ResultsTable(BaseModel):
     notes: list[str]
     warnings: list[str]
     report_html: str
+    case_values: dict[str, CaseValues] = {}  # cell id -> column -> case id -> value
+    verdicts: list[MetricVerdict] = []  # per headline metric: the best cell against the others
+    confidence: float = 0.95
+    judge_reliability: JudgeReliability | None = None
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
+
+    def case_values_csv(self) -> str:
+        """One line per (cell, metric, case): every number of the table traces back to these."""
+        labels = {row["cell"]: row["label"] for row in self.rows}
+        return rows_to_csv(
+            [
+                {
+                    "cell": cell,
+                    "label": labels.get(cell, cell),
+                    "metric": column,
+                    "case": case,
+                    "value": value,
+                }
+                for cell, values in self.case_values.items()
+                for column, by_case in values.items()
+                for case, value in by_case.items()
+            ]
+        )
 
     def summary_rows(self) -> list[dict]:
         """The terminal's view: each cell's label, headline scores, latency, cost, reader and judge
         failures, reuse.
 
-        A keyword failure rate shows the number of cases behind it, e.g. ``0.33 (n=3)``, because with a
-        small sample a rate of 1.00 may rest on a single case.
+        A headline score shows its interval, e.g. ``0.75 [0.50, 1.00]``, and a keyword failure rate also
+        the number of cases behind it, ``0.33 [0.00, 1.00] n=3``: with a small sample a rate of 1.00 may
+        rest on a single case.
         """
         failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
-        columns = [m.column for m in self.headline] + ["latency_p95_s", "cost_usd", *failures]
+        headline = [m.column for m in self.headline]
+        columns = [*headline, "latency_p95_s", "cost_usd", *failures]
         rows = []
         for row in self.rows:
             kept = {"cell": row["label"]}
             for column in (c for c in columns if c in row):
                 value, tested = row[column], row.get(f"{column}_cases")
-                rate = column.startswith("fail_") and value is not None
-                kept[column] = f"{value:.2f} (n={tested})" if rate else value
+                if column not in headline or value is None:
+                    kept[column] = value
+                    continue
+                low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+                text = f"{value:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+                kept[column] = text + (f" n={tested}" if column.startswith("fail_") else "")
             rows.append(kept | {"reused": "yes" if row["reused"] else ""})
         return rows
 
@@ -262,13 +364,22 @@ def build_results(
     notes: list[str],
     warnings: list[str],
     reused_cells: set[str],
+    statistics: StatisticsConfig,
 ) -> tuple[ResultsTable, CaseRecords]:
     """The table, the per-case records and the report page of a run, from its stage results."""
     varying = varying_axes(results.cells)
-    rows = [row | {"reused": row["cell"] in reused_cells} for row in results.rows(varying)]
+    case_values = {cell.id: results.case_values(cell) for cell in results.cells}
+    rows = [
+        with_intervals(row, case_values[row["cell"]], statistics) | {"reused": row["cell"] in reused_cells}
+        for row in results.rows(varying)
+    ]
     headline = headline_metrics(metrics_k, rows)
     records = results.case_records()
     labels = {row["cell"]: row["label"] for row in rows}
+    verdicts = compare_cells(
+        headline, {labels[cell]: values for cell, values in case_values.items()}, statistics
+    )
+    reliability = judge_reliability(results.judged_cases(labels), results.sampled_scores())
     page = render_report(
         ReportInput(
             title=title,
@@ -283,10 +394,22 @@ def build_results(
             cases=[_case_view(record) for record in records.records],
             keyword_failures=[row | {"cell": labels[row["cell"]]} for row in keyword_failure_rows(records)],
             weak_answers=[row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records)],
+            verdicts=verdicts,
+            confidence=statistics.confidence,
+            judge_reliability=reliability,
         )
     )
     table = ResultsTable(
-        title=title, rows=rows, headline=headline, notes=notes, warnings=warnings, report_html=page
+        title=title,
+        rows=rows,
+        headline=headline,
+        notes=notes,
+        warnings=warnings,
+        report_html=page,
+        case_values=case_values,
+        verdicts=verdicts,
+        confidence=statistics.confidence,
+        judge_reliability=reliability,
     )
     return table, records
 
@@ -324,6 +447,7 @@ def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
     flat["metric_directions"] = {
         metric_key(m.column): "higher" if m.higher_is_better else "lower" for m in tracked
     }
+    flat["metric_tests"] = {metric_key(m.column): m.paired_test for m in tracked}
     for metric in tracked:
         key = metric_key(metric.column)
         scored = [
@@ -331,11 +455,11 @@ def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
         ]
         for value, cell in scored:
             flat[f"{key}__{cell}"] = value
+        for row in table.rows:  # the interval beside each value, so compare can judge the noise
+            for bound in ("low", "high"):
+                if (limit := row.get(f"{metric.column}_{bound}")) is not None:
+                    flat[f"{key}_{bound}__{row['cell']}"] = limit
         if scored:
             best = (max if metric.higher_is_better else min)(scored)
             flat[f"best_{key}"], flat[f"best_{key}_cell"] = best
     return flat
-
-
-def metric_key(column: str) -> str:
-    return column.replace("@", "_at_").replace(":", "_")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from statistics import fmean
 
 from pydantic import BaseModel
 
@@ -34,6 +35,12 @@ class CaseRetrieval(BaseModel):
     expected_sources: list[str]
     retrieved_sources: list[str]  # distinct sources in rank order, up to top_k chunks deep
     first_relevant_rank: int | None  # 1-based rank among distinct sources; None = not retrieved
+    # This case's value of each metric (hit, recall, reciprocal rank, nDCG@10): the table's numbers are
+    # their means, and intervals and paired tests are computed from them.
+    hit: float = 0.0
+    recall: float = 0.0
+    reciprocal_rank: float = 0.0
+    ndcg_at_10: float = 0.0
 
 
 class RetrievalMetrics(BaseModel):
@@ -117,16 +124,23 @@ def retrieval_metrics(
     # trec_eval skips queries with an empty run; add a placeholder so they count as misses.
     for case_id in qrels:
         run[case_id] = run[case_id] or {"<nothing retrieved>": 0.0}
-    values = ir_measures.calc_aggregate([hit, recall, RR, ndcg], qrels, run)
+    fields = {hit: "hit", recall: "recall", RR: "reciprocal_rank", ndcg: "ndcg_at_10"}
+    by_case = {trace.case_id: trace for trace in traces}
+    for value in ir_measures.iter_calc(list(fields), qrels, run):
+        setattr(by_case[value.query_id], fields[value.measure], float(value.value))
+
+    def mean(field: str) -> float:
+        return round(fmean(getattr(trace, field) for trace in traces), 4)
+
     metrics = RetrievalMetrics(
         cases_used=len(traces),
         metrics_k=metrics_k,
         top_k=top_k,
-        failure_rate=round(1.0 - values[hit], 4),
-        hit_rate=round(values[hit], 4),
-        recall=round(values[recall], 4),
-        mrr=round(values[RR], 4),
-        ndcg_at_10=round(values[ndcg], 4),
+        failure_rate=round(1.0 - mean("hit"), 4),
+        hit_rate=mean("hit"),
+        recall=mean("recall"),
+        mrr=mean("reciprocal_rank"),
+        ndcg_at_10=mean("ndcg_at_10"),
     )
     return RetrievalReport(metrics=metrics, cases=traces)
 
@@ -137,6 +151,18 @@ class RetrievalResult(BaseModel):
     spec: CellSpec
     index: IndexManifest
     retrieval: RetrievalReport
+
+    def case_values(self) -> dict[str, dict[str, float]]:
+        """Each retrieval column's value per case (column -> case id -> value)."""
+        k = self.retrieval.metrics.metrics_k
+        cases = self.retrieval.cases
+        return {
+            f"failure_rate@{k}": {c.case_id: 1.0 - c.hit for c in cases},
+            f"hit_rate@{k}": {c.case_id: c.hit for c in cases},
+            f"recall@{k}": {c.case_id: c.recall for c in cases},
+            "mrr": {c.case_id: c.reciprocal_rank for c in cases},
+            "ndcg@10": {c.case_id: c.ndcg_at_10 for c in cases},
+        }
 
     def columns(self) -> dict:
         metrics = self.retrieval.metrics

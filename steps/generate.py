@@ -40,11 +40,21 @@ def answer_questions_cell(
 
 @step(cache_policy=step_cache_policy(__name__))
 def judge_answers_cell(
-    answers: AnswerSet, eval_suite: EvalSuite, spec: dict, rubrics: list[str], llm_cache_dir: str | None
+    answers: AnswerSet,
+    eval_suite: EvalSuite,
+    spec: dict,
+    rubrics: list[str],
+    llm_cache_dir: str | None,
+    samples: int = 1,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers."""
     judged = judge_cell(
-        CellSpec.model_validate(spec), answers, eval_suite.cases, rubrics=rubrics, llm_cache_dir=llm_cache_dir
+        CellSpec.model_validate(spec),
+        answers,
+        eval_suite.cases,
+        rubrics=rubrics,
+        llm_cache_dir=llm_cache_dir,
+        samples=samples,
     )
     log_metadata({"judge": judged.summary})
     if judged.failures:

@@ -5,6 +5,7 @@ from zenml.client import Client
 
 from materializers.results_table import ResultsTableMaterializer
 from ragbench.compare import config_tag
+from ragbench.config import StatisticsConfig
 from ragbench.eval_cases import EvalSuite
 from ragbench.generation import AnswerSet, JudgeResult
 from ragbench.grid import STAGES, CellSpec
@@ -46,6 +47,7 @@ def build_results_table(
     keyword_tests: bool,
     sample_size: int | None,
     seed: int,
+    statistics: dict,
 ) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
     """Never cached: it marks which cells came from the cache and logs the run's metadata every time."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
@@ -57,6 +59,7 @@ def build_results_table(
         notes=run_notes(results, sample_size, seed),
         warnings=run_warnings(results, corpus.skipped),
         reused_cells=reused_cells(specs),
+        statistics=StatisticsConfig.model_validate(statistics),
     )
     run_id = get_step_context().pipeline_run.id
     log_metadata(

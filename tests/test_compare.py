@@ -6,27 +6,82 @@ import run
 from ragbench.compare import RunRecord, compare_runs
 from tests.projects import write_project
 
-DOCUMENTS = {
-    "bread.md": "# Bread\nBread dough rises because yeast ferments sugar into carbon dioxide gas.",
-    "mars.md": "# Mars\nMars is the fourth planet. Olympus Mons on Mars is the tallest volcano there is.",
-    "moon.md": "# Moon\nThe Moon orbits Earth every 27.3 days and causes ocean tides through its gravity.",
-    "pasta.md": "# Pasta\nDried pasta cooks in eight to twelve minutes in salted boiling water.",
+# Each fact sits in its own document; the edit moves most of them into one FAQ page, so retrieval
+# finds the FAQ first for those questions: a regression on enough cases to stand out of the noise.
+FACTS = {
+    "bread": (
+        "Bread dough rises because yeast ferments sugar into carbon dioxide gas.",
+        "Why does dough get bigger?",
+    ),
+    "mars": (
+        "Olympus Mons on Mars is the tallest volcano in the solar system.",
+        "Where is the highest volcano?",
+    ),
+    "moon": (
+        "The Moon's gravity pulls the oceans and causes the tides.",
+        "What makes the sea rise and fall?",
+    ),
+    "pasta": (
+        "Dried pasta cooks in eight to twelve minutes in salted boiling water.",
+        "How long do dried noodles cook?",
+    ),
+    "bees": ("Honey bees dance to tell other bees where flowers are.", "How do bees share where food is?"),
+    "ice": (
+        "Ice floats because frozen water is less dense than liquid water.",
+        "Why does frozen water float?",
+    ),
+    "rust": ("Iron rusts when oxygen and water turn it into iron oxide.", "Why does iron corrode?"),
+    "tea": (
+        "Green tea is best steeped at about eighty degrees Celsius.",
+        "How hot should water be for green tea?",
+    ),
 }
+DOCUMENTS = {f"{topic}.md": f"# {topic.title()}\n{fact}" for topic, (fact, _) in FACTS.items()}
 CASES = [
-    {"id": "yeast", "question": "Why does dough get bigger?", "expected_sources": ["bread.md"]},
-    {"id": "volcano", "question": "Where is the highest volcano?", "expected_sources": ["mars.md"]},
-    {"id": "tides", "question": "What makes the sea rise and fall?", "expected_sources": ["moon.md"]},
-    {"id": "noodles", "question": "How long do dried noodles cook?", "expected_sources": ["pasta.md"]},
+    {"id": topic, "question": question, "expected_sources": [f"{topic}.md"]}
+    for topic, (_, question) in FACTS.items()
 ]
+MOVED = ["bread", "mars", "moon", "pasta", "bees", "ice", "rust"]
 
 
-def record(name: str, values: dict, fingerprint: str = "e1") -> RunRecord:
+def record(
+    name: str,
+    values: dict,
+    fingerprint: str = "e1",
+    case_values: dict | None = None,
+    bounds: dict | None = None,
+) -> RunRecord:
     metadata = {
         "metric_directions": {"mrr": "higher", "latency_p95_s": "lower"},
         "eval_fingerprint": fingerprint,
     }
     metadata |= {f"{metric}__{cell}": value for (metric, cell), value in values.items()}
-    return RunRecord.from_metadata(name, "now", metadata)
+    for (metric, cell), (low, high) in (bounds or {}).items():
+        metadata |= {f"{metric}_low__{cell}": low, f"{metric}_high__{cell}": high}
+    return RunRecord.from_metadata(name, "now", metadata, case_values or {})
+
+
+def test_a_change_within_the_noise_is_not_a_regression_and_the_rule_is_named():
+    cases = [f"q{i}" for i in range(8)]
+
+    def run_with(hits: list[float], fingerprint: str = "e1") -> RunRecord:
+        mean = sum(hits) / len(hits)
+        per_case = {"c1": {"mrr": dict(zip(cases, hits, strict=True))}}
+        return record(
+            "r", {("mrr", "c1"): mean}, fingerprint, per_case, {("mrr", "c1"): (mean - 0.2, mean + 0.1)}
+        )
+
+    before = run_with([1.0] * 8)
+    one_worse = compare_runs(run_with([0.0] + [1.0] * 7), before, {}, 0.0)
+    (row,) = one_worse.rows
+    assert row["worse_by"] > 0 and not row["regression"]  # past the threshold, but one case of eight
+    assert row["rule"] == "paired permutation test on 8 cases" and row["p_value"] == 1.0
+    many_worse = compare_runs(run_with([0.0] * 7 + [1.0]), before, {}, 0.0)
+    assert many_worse.regressions and many_worse.rows[0]["p_value"] < 0.05
+    other_set = compare_runs(run_with([0.0] * 7 + [1.0], fingerprint="e2"), before, {}, 0.0)
+    assert other_set.rows[0]["rule"] == "intervals do not overlap" and other_set.regressions
+    overlapping = compare_runs(run_with([0.0] + [1.0] * 7, fingerprint="e2"), before, {}, 0.0)
+    assert overlapping.rows[0]["rule"] == "intervals overlap" and not overlapping.regressions
 
 
 def test_each_metric_regresses_in_its_own_direction_past_its_threshold():
@@ -68,14 +123,16 @@ def test_an_edited_document_is_a_regression_and_an_unchanged_rerun_is_not(tmp_pa
 
     first = Client().get_pipeline("rag_benchmark").last_run.name
     assert run.main(compare) == 2  # one run: nothing to compare with
-    # the volcano paragraph moves to the moon page: retrieval for that question gets worse
-    (tmp_path / "kb" / "mars.md").write_text("# Mars\nMars is the fourth planet from the Sun.")
-    (tmp_path / "kb" / "moon.md").write_text(DOCUMENTS["moon.md"] + " Olympus Mons is a volcano.")
+    # most facts move into one FAQ page: retrieval for their questions finds the FAQ first
+    for number, topic in enumerate(MOVED):  # what stays behind says nothing about the topic
+        (tmp_path / "kb" / f"{topic}.md").write_text(f"# Page {number}\nThis page has moved.")
+    (tmp_path / "kb" / "faq.md").write_text("# FAQ\n" + "\n".join(FACTS[topic][0] for topic in MOVED))
     assert run.main(["--config", "config.yaml"]) == 0
     capsys.readouterr()
     assert run.main(compare) == 1
     out = capsys.readouterr().out
     assert "REGRESSION mrr in cs64" in out and "REGRESSION hit_rate_at_1 in cs64" in out
+    assert "paired permutation test on 8 cases" in out
     assert list((tmp_path / "out" / "compare").glob("*.html")) and list(
         (tmp_path / "out" / "compare").glob("*.json")
     )

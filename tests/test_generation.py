@@ -142,8 +142,9 @@ def test_an_unpriced_model_has_no_cost_rather_than_zero():
     assert generation_columns(answer_set, keyword, unpriced_judge)["judge_cost_usd"] is None
 
 
-def test_terminal_summary_shows_how_many_cases_a_keyword_rate_rests_on():
+def test_terminal_summary_shows_intervals_and_how_many_cases_a_keyword_rate_rests_on():
     row = {"cell": "c", "label": "cs128", "mrr": 0.7996, "fail_good_answers": 1 / 3, "reused": True}
+    row |= {"mrr_low": 0.7, "mrr_high": 0.88, "fail_good_answers_low": 0.0, "fail_good_answers_high": 1.0}
     table = ResultsTable(
         title="t",
         rows=[row | {"fail_good_answers_cases": 3, "fail_bad_answers": None, "latency_p95_s": 4.9}],
@@ -155,8 +156,8 @@ def test_terminal_summary_shows_how_many_cases_a_keyword_rate_rests_on():
     (summary,) = table.summary_rows()
     assert summary == {
         "cell": "cs128",
-        "fail_good_answers": "0.33 (n=3)",
-        "mrr": 0.7996,
+        "fail_good_answers": "0.33 [0.00, 1.00] n=3",
+        "mrr": "0.80 [0.70, 0.88]",
         "latency_p95_s": 4.9,
         "reused": "yes",
     }

@@ -399,3 +399,33 @@ def test_judge_that_tells_the_criteria_apart_is_not_flagged() -> None:
     assert judge_warnings(varied) == []
     too_few = [context_verdict(f"c{i}", (5, 5, 5, 1)) for i in range(7)]
     assert judge_warnings(too_few) == []  # too few verdicts to say anything
+
+
+# -- self-consistency ------------------------------------------------------------------------------
+
+
+def test_repeated_verdicts_are_never_served_the_first_one_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Identical prompts, three samples: each sample is its own cache entry, so each reaches the judge
+    once; a second run is served all three from the cache."""
+    scores = iter([5, 3, 4, 5, 2, 2])
+
+    def sampled(request: dict[str, Any]) -> str:
+        prompt = next(m["content"] for m in request["messages"] if m["role"] == "user")
+        return correct(next(scores)) if "Reference answer" in prompt else ctx(5, 5, 5, 1)
+
+    monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+    inputs = [item("a", "Q1"), item("b", "Q2")]
+    with FakeOpenAIServer(responder=sampled) as srv:
+        judge = srv.client(tmp_path / "cache", temperature=0.7, max_retries=0, concurrency=1)
+        first = judge_answers(judge, inputs, rubrics=["correctness", "context"], samples=3)
+        assert srv.request_count == 12  # 2 answers x 2 rubrics x 3 samples, none served from the cache
+        again = judge_answers(judge, inputs, rubrics=["correctness", "context"], samples=3)
+        assert srv.request_count == 12  # the second run: every sample from the cache
+    a, b = first
+    assert a.correctness == 5 and a.resampled["correctness"] == [4, 2]  # all first samples come first
+    assert b.correctness == 3 and b.resampled["correctness"] == [5, 2]
+    assert a.resampled["faithfulness"] == [5, 5] and a.resample_failures == 0
+    assert [j.resampled for j in again] == [j.resampled for j in first]
+    assert len(build_judge_calls(inputs, ["correctness"], samples=3)) == 6

@@ -350,12 +350,17 @@ class LLMClient:
         return 1 if self.settings.is_local else self.settings.concurrency
 
     def cache_key(
-        self, messages: Sequence[Mapping[str, Any]] | str, response_schema: type[BaseModel] | None = None
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        response_schema: type[BaseModel] | None = None,
+        sample: int = 0,
     ) -> str:
-        """Hash of everything that changes the output; credentials are never part of it."""
+        """Hash of everything that changes the output; credentials are never part of it. A repeat
+        (`sample` > 0) has a key of its own; the first keeps the key it always had."""
         s = self.settings
         return cache_key(
-            {
+            ({"sample": sample} if sample else {})
+            | {
                 "model": s.model,
                 "api_base": s.api_base,
                 "messages": _as_messages(messages),
@@ -369,14 +374,19 @@ class LLMClient:
         )
 
     def complete(
-        self, messages: Sequence[Mapping[str, Any]] | str, *, response_schema: type[BaseModel] | None = None
+        self,
+        messages: Sequence[Mapping[str, Any]] | str,
+        *,
+        response_schema: type[BaseModel] | None = None,
+        sample: int = 0,
     ) -> LLMResult:
         """One chat completion (a str is one user message); validated against `response_schema` if given.
+        `sample` numbers repeats of the same request (see `LLMRequest.sample`).
 
         Never raises for a failed call (the result's `error` says why) except `LLMConfigError`.
         """
         msgs = _as_messages(messages)
-        key = self.cache_key(msgs, response_schema)
+        key = self.cache_key(msgs, response_schema, sample)
         guard = self._guard(key) if self.cache is not None else nullcontext()
         with guard:
             if self.cache is not None:
@@ -384,7 +394,7 @@ class LLMClient:
                 if cached is not None:
                     self.stats.record_hit()
                     return cached
-            result = self._generate(msgs, response_schema)
+            result = self._generate(msgs, response_schema, sample)
             if self.cache is not None:
                 result = self._remember(key, result)
         self.stats.record_fresh(result)
@@ -413,12 +423,22 @@ class LLMClient:
 
             if workers == 1:
                 for index, item in enumerate(items):
-                    done(index, self.complete(item.messages, response_schema=item.response_schema))
+                    done(
+                        index,
+                        self.complete(
+                            item.messages, response_schema=item.response_schema, sample=item.sample
+                        ),
+                    )
             else:
                 pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragbench-llm")
                 try:
                     futures = {
-                        pool.submit(self.complete, item.messages, response_schema=item.response_schema): index
+                        pool.submit(
+                            self.complete,
+                            item.messages,
+                            response_schema=item.response_schema,
+                            sample=item.sample,
+                        ): index
                         for index, item in enumerate(items)
                     }
                     for future in as_completed(futures):
@@ -492,7 +512,7 @@ class LLMClient:
                 local.get_local_model(local.local_model_name(self.settings.model))
             self._ready = True
 
-    def _call_params(self, response_schema: type[BaseModel] | None) -> dict[str, Any]:
+    def _call_params(self, response_schema: type[BaseModel] | None, sample: int = 0) -> dict[str, Any]:
         s = self.settings
         params: dict[str, Any] = {
             "model": s.model,
@@ -505,7 +525,7 @@ class LLMClient:
             **s.extra,
         }
         if s.seed is not None:
-            params["seed"] = s.seed
+            params["seed"] = s.seed + sample
         if s.api_base:
             params["api_base"] = s.api_base
         if self._api_key is not None:
@@ -591,9 +611,11 @@ class LLMClient:
         except Exception:
             out.cost_known = False
 
-    def _generate(self, messages: list[Message], schema: type[BaseModel] | None) -> LLMResult:
+    def _generate(
+        self, messages: list[Message], schema: type[BaseModel] | None, sample: int = 0
+    ) -> LLMResult:
         self._ensure_ready()
-        params = self._call_params(schema)
+        params = self._call_params(schema, sample)
         convo = with_schema_instruction(messages, schema) if schema is not None else messages
         out = _Outcome()
         reasks = 0

@@ -118,6 +118,9 @@ class LLMRequest:
 
     messages: list[Message] | str
     response_schema: type[BaseModel] | None = None
+    # Which repeat of the same request this is: repeats are cached apart (a repeat is never served the
+    # first one's result) and, when the settings fix a seed, sample with seed + sample.
+    sample: int = 0
 
 
 class LLMResult(BaseModel):

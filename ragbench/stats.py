@@ -1,0 +1,233 @@
+"""The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
+correction, sample-size estimates and rater agreement. Thin, seeded wrappers over scipy, statsmodels
+and scikit-learn, so the estimators are maintained code, not ours.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+CONFIDENCE = 0.95
+Test = Literal["paired_permutation", "wilcoxon"]
+
+
+class Interval(BaseModel):
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def mean_interval(
+    values: Sequence[float], *, resamples: int = 2000, seed: int = 0, confidence: float = CONFIDENCE
+) -> Interval | None:
+    """Bootstrap interval of the mean: BCa (bias-corrected and accelerated), because per-case scores
+    are bounded and skewed (hit rates near 1, 1-5 scores piled at the ends), which BCa corrects for
+    and the percentile method does not; percentile where BCa is undefined (tiny, degenerate samples).
+
+    No spread can be estimated from one value or identical values: the interval is the mean itself."""
+    data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if data.size == 0:
+        return None
+    mean = float(data.mean())
+    if data.size == 1 or np.all(data == data[0]):
+        return Interval(mean=mean, low=mean, high=mean, n=int(data.size))
+    from scipy import stats
+
+    low = high = math.nan
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # degenerate resamples: handled by the fallback below
+            result = stats.bootstrap(
+                (data,),
+                np.mean,
+                n_resamples=resamples,
+                confidence_level=confidence,
+                method=method,
+                vectorized=True,
+                rng=np.random.default_rng(seed),
+            )
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            break
+    low, high = max(low, float(data.min())), min(high, float(data.max()))
+    return Interval(mean=mean, low=min(low, mean), high=max(high, mean), n=int(data.size))
+
+
+def paired_difference_test(
+    reference: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    test: Test,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> tuple[float, float, float, float]:
+    """(mean difference candidate - reference, its interval low and high, two-sided p-value), on
+    pairs of per-case values; pairs where either value is NaN are dropped.
+
+    `paired_permutation` flips the sign of each paired difference at random (exact when there are
+    fewer sign patterns than `resamples`); `wilcoxon` is the signed-rank test, for ordinal scores."""
+    if len(reference) != len(candidate):
+        raise ValueError(f"paired values must be equally many, got {len(reference)} and {len(candidate)}")
+    pairs = [
+        (r, c) for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))
+    ]
+    differences = np.asarray([c - r for r, c in pairs], dtype=float)
+    if differences.size == 0:
+        return 0.0, 0.0, 0.0, 1.0
+    mean = float(differences.mean())
+    if differences.size < 2 or np.all(differences == 0):
+        return mean, mean, mean, 1.0
+    interval = mean_interval(differences.tolist(), resamples=resamples, seed=seed)
+    assert interval is not None
+    from scipy import stats
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ties and zeros are expected with 1-5 scores
+        if test == "wilcoxon":
+            p_value = float(stats.wilcoxon(differences, zero_method="zsplit").pvalue)
+        else:
+            result = stats.permutation_test(
+                (differences,),
+                np.mean,
+                permutation_type="samples",
+                n_resamples=resamples,
+                vectorized=True,
+                rng=np.random.default_rng(seed),
+            )
+            p_value = float(result.pvalue)
+    return mean, interval.low, interval.high, min(1.0, p_value) if math.isfinite(p_value) else 1.0
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: controls the chance of any false "better" over the family."""
+    if not p_values:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
+
+
+class PairedComparison(BaseModel):
+    candidate: str
+    reference: str
+    n: int
+    difference: float  # mean(candidate - reference)
+    low: float
+    high: float
+    p_value: float
+    p_holm: float
+    test: Test
+    verdict: Literal["better", "tied", "worse"]  # of the candidate, in the metric's good direction
+
+
+def compare_to_best(
+    values: Mapping[str, Mapping[str, float]],
+    *,
+    higher_is_better: bool,
+    test: Test,
+    alpha: float = 0.05,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> tuple[str, list[PairedComparison]] | None:
+    """The best cell by mean (ties by label) against every other cell on the cases both scored,
+    Holm-corrected over the comparisons. `values`: cell -> case id -> value. None with < 2 cells."""
+    means = {
+        cell: float(np.mean(present))
+        for cell, by_case in values.items()
+        if (present := [v for v in by_case.values() if not math.isnan(v)])
+    }
+    if len(means) < 2:
+        return None
+    sign = -1.0 if higher_is_better else 1.0
+    best = min(sorted(means), key=lambda cell: sign * means[cell])
+    raw = []
+    for cell in sorted(means):
+        if cell == best:
+            continue
+        shared = [case for case in values[best] if case in values[cell]]
+        reference = [values[best][case] for case in shared]
+        candidate = [values[cell][case] for case in shared]
+        difference, low, high, p_value = paired_difference_test(
+            reference, candidate, test=test, seed=seed, resamples=resamples
+        )
+        n = sum(not (math.isnan(r) or math.isnan(c)) for r, c in zip(reference, candidate, strict=True))
+        raw.append((cell, n, difference, low, high, p_value))
+    adjusted = holm([p for *_, p in raw])
+    comparisons = []
+    for (cell, n, difference, low, high, p_value), p_holm in zip(raw, adjusted, strict=True):
+        if p_holm >= alpha or difference == 0:
+            verdict = "tied"
+        else:
+            verdict = "better" if (difference > 0) == higher_is_better else "worse"
+        comparisons.append(
+            PairedComparison(
+                candidate=cell,
+                reference=best,
+                n=n,
+                difference=difference,
+                low=low,
+                high=high,
+                p_value=p_value,
+                p_holm=p_holm,
+                test=test,
+                verdict=verdict,
+            )
+        )
+    return best, comparisons
+
+
+def tie_set(best: str, comparisons: Sequence[PairedComparison]) -> list[str]:
+    """The best cell and every cell the data could not tell apart from it."""
+    return [best, *(c.candidate for c in comparisons if c.verdict == "tied")]
+
+
+def cases_needed(differences: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> int | None:
+    """Paired cases a two-sided paired t-test needs to detect the observed mean difference with
+    `power`, at the observed spread of the differences (Cohen's d = |mean| / sd). None when there is
+    no difference to detect or too few cases to measure its spread; 2 when the differences do not vary
+    (every case moves the same way, so any two cases show it)."""
+    data = np.asarray([d for d in differences if not math.isnan(d)], dtype=float)
+    if data.size < 2 or float(data.mean()) == 0.0:
+        return None
+    sd = float(data.std(ddof=1))
+    if sd == 0.0:
+        return 2
+    from statsmodels.stats.power import TTestPower
+
+    effect = abs(float(data.mean())) / sd
+    n = TTestPower().solve_power(effect_size=effect, alpha=alpha, power=power, alternative="two-sided")
+    return max(2, math.ceil(float(np.asarray(n).item())))
+
+
+def weighted_kappa(
+    first: Sequence[int], second: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)
+) -> float | None:
+    """Quadratic-weighted Cohen's kappa: agreement beyond chance, a near miss (4 vs 5) counting less
+    than a far one (1 vs 5). None with fewer than two pairs, or when kappa is undefined (both raters
+    gave one and the same score to everything: they agree, but chance explains it; reported as None)."""
+    if len(first) != len(second):
+        raise ValueError("both raters must rate the same items")
+    if len(first) < 2:
+        return None
+    from sklearn.metrics import cohen_kappa_score
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kappa = float(cohen_kappa_score(first, second, labels=list(labels), weights="quadratic"))
+    return kappa if math.isfinite(kappa) else None
+
+
+def confusion(
+    first: Sequence[int], second: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)
+) -> list[list[int]]:
+    """Counts with rows = the first rater's score and columns = the second's."""
+    from sklearn.metrics import confusion_matrix
+
+    return confusion_matrix(first, second, labels=list(labels)).tolist()

@@ -1,0 +1,140 @@
+"""How far a run's numbers can be trusted, computed from per-case values, never from other means.
+
+Each metric of each cell gets an interval; on each headline metric the best cell is tested, paired
+case by case, against every other cell (Holm-corrected), which names the cells tied with the best; and
+from the paired differences of the top two cells comes an estimate of how many cases would tell them
+apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from ragbench.config import StatisticsConfig
+from ragbench.stats import PairedComparison, Test, cases_needed, compare_to_best, mean_interval, tie_set
+
+TEST_NAMES: dict[str, str] = {
+    "paired_permutation": "paired permutation test",
+    "wilcoxon": "Wilcoxon signed-rank test",
+}
+
+# column -> case id -> value, for one cell
+CaseValues = dict[str, dict[str, float]]
+
+
+class MetricInfo(BaseModel):
+    """A metric a configuration is chosen by: its column, its name, which way is better, and how two
+    cells are compared on it, case by case: a permutation test of the mean difference, or Wilcoxon's
+    signed-rank test for ordinal 1-5 judge scores (a mean difference would treat them as evenly spaced)."""
+
+    column: str
+    label: str
+    higher_is_better: bool
+    paired_test: Test = "paired_permutation"
+
+
+def with_intervals(row: dict, values: CaseValues, settings: StatisticsConfig) -> dict:
+    """`<column>_low` and `<column>_high` beside every column that has per-case values."""
+    out = dict(row)
+    for column, by_case in values.items():
+        interval = mean_interval(
+            list(by_case.values()),
+            resamples=settings.resamples,
+            seed=settings.seed,
+            confidence=settings.confidence,
+        )
+        if interval is not None:
+            out[f"{column}_low"], out[f"{column}_high"] = round(interval.low, 4), round(interval.high, 4)
+    return out
+
+
+class MetricVerdict(BaseModel):
+    """The best cell on one headline metric against every other cell, paired on the cases both scored."""
+
+    column: str
+    label: str
+    higher_is_better: bool
+    best: str  # cell label
+    comparisons: list[PairedComparison]
+    tied: list[str]  # the best and every cell not told apart from it
+    runner_up: str | None
+    cases_needed: int | None  # to separate best and runner-up at their observed difference, 80% power
+
+    @property
+    def runner_up_comparison(self) -> PairedComparison | None:
+        return next((c for c in self.comparisons if c.candidate == self.runner_up), None)
+
+    def sentence(self) -> str:
+        """The decision in plain words, e.g. for the terminal summary."""
+        versus = self.runner_up_comparison
+        if versus is None:
+            return f"{self.label}: only {self.best} has a value."
+        n = versus.n
+        if versus.verdict != "tied":
+            return (
+                f"{self.label}: {self.best} is better than every other cell "
+                f"(runner-up {self.runner_up}: {versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, "
+                f"{n} cases)."
+            )
+        others = len(self.tied) - 1
+        if self.cases_needed is None:
+            return (
+                f"{self.label}: {self.best} and {others} other cell(s) tied on {n} cases, with no difference."
+            )
+        return (
+            f"{self.label}: {self.best} tied with {others} other cell(s) on {n} cases; about "
+            f"{self.cases_needed} cases would tell it from {self.runner_up} ({versus.difference:+.3g}) "
+            "if the difference is real."
+        )
+
+
+def compare_cells(
+    headline: Sequence[MetricInfo],
+    values_by_label: Mapping[str, CaseValues],
+    settings: StatisticsConfig,
+) -> list[MetricVerdict]:
+    """One verdict per headline metric that at least two cells have values for."""
+    verdicts = []
+    for metric in headline:
+        values = {label: v[metric.column] for label, v in values_by_label.items() if v.get(metric.column)}
+        compared = compare_to_best(
+            values,
+            higher_is_better=metric.higher_is_better,
+            test=metric.paired_test,
+            alpha=settings.alpha,
+            seed=settings.seed,
+            resamples=settings.resamples,
+        )
+        if compared is None:
+            continue
+        best, comparisons = compared
+        runner_up = _closest(comparisons, metric.higher_is_better)
+        needed = None
+        if runner_up is not None:
+            shared = [case for case in values[best] if case in values[runner_up.candidate]]
+            differences = [values[runner_up.candidate][c] - values[best][c] for c in shared]
+            differences = [d for d in differences if not math.isnan(d)]
+            needed = cases_needed(differences, alpha=settings.alpha)
+        verdicts.append(
+            MetricVerdict(
+                column=metric.column,
+                label=metric.label,
+                higher_is_better=metric.higher_is_better,
+                best=best,
+                comparisons=comparisons,
+                tied=tie_set(best, comparisons),
+                runner_up=runner_up.candidate if runner_up else None,
+                cases_needed=needed,
+            )
+        )
+    return verdicts
+
+
+def _closest(comparisons: Sequence[PairedComparison], higher_is_better: bool) -> PairedComparison | None:
+    """The runner-up: the other cell whose paired difference from the best is smallest."""
+    if not comparisons:
+        return None
+    return min(comparisons, key=lambda c: (-c.difference if higher_is_better else c.difference, c.candidate))

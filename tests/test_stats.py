@@ -102,7 +102,7 @@ def test_paired_test_edge_cases():
     with pytest.raises(ValueError, match="equally many"):
         paired_difference_test([1.0, 2.0], [1.0], test="wilcoxon")
     assert paired_difference_test([3.0, 4.0, 5.0], [3.0, 4.0, 5.0], test="wilcoxon") == (0.0, 0.0, 0.0, 1.0)
-    difference, low, high, p_value = paired_difference_test(
+    difference, *_, p_value = paired_difference_test(
         [1.0, math.nan, 0.0], [0.0, 1.0, 0.0], test="paired_permutation"
     )
     assert difference == -0.5 and p_value == 1.0  # the NaN pair is dropped; one moved case is no evidence

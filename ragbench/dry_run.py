@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ragbench.config import BenchmarkConfig
 from ragbench.eval_cases import EvalCase
-from ragbench.generation import sample_cases
+from ragbench.generation import calibration_inputs, sample_cases
 from ragbench.grid import STAGES, CellSpec, cell_label, expand_grid, varying_axes
 from ragbench.judge import JudgeInput, build_judge_calls
 from ragbench.llm import estimate_cost
@@ -38,7 +38,10 @@ def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str],
         )
         for case in cases
     ]
-    return estimate_cost(cell.judge, [c.request for c in build_judge_calls(inputs, rubrics, samples=samples)])
+    calls = build_judge_calls(inputs, rubrics, samples=samples)
+    if "correctness" in rubrics:
+        calls += build_judge_calls(calibration_inputs(cases), ["correctness"])
+    return estimate_cost(cell.judge, [call.request for call in calls])
 
 
 def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> list[dict]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragbench.tables import TableError, load_yaml, read_dataset, read_table_file, read_utf8
 
@@ -31,8 +31,9 @@ class EvalCase(BaseModel):
     # "substring": plain case-insensitive containment.
     match: Literal["word", "substring"] = "word"
     tags: list[str] = Field(default_factory=list)
-    # A person's correctness score for the reference answer's question (1-5, as the judge's rubric):
-    # when present, the report measures the judge against it.
+    # A person's verdict on one answer to this question, on the correctness rubric's 1-5 scale: every
+    # judge also grades `human_answer`, and the report measures how well it agrees with the person.
+    human_answer: str | None = None
     human_correctness: int | None = Field(default=None, ge=1, le=5)
 
     @field_validator("question")
@@ -41,6 +42,14 @@ class EvalCase(BaseModel):
         if not value.strip():
             raise ValueError("question is blank")
         return value.strip()
+
+    @model_validator(mode="after")
+    def _human_label_complete(self) -> EvalCase:
+        if (self.human_answer is None) != (self.human_correctness is None):
+            raise ValueError("human_answer and human_correctness go together: the score is of that answer")
+        if self.human_answer is not None and not self.reference_answer:
+            raise ValueError("a human label needs reference_answer: the judge grades correctness against it")
+        return self
 
 
 class EvalSuite(BaseModel):

@@ -73,14 +73,16 @@ class JudgeResult(BaseModel):
     spec: CellSpec
     judgements: list[Judgement]
     summary: dict
+    # The judge's correctness verdicts on the human-labelled answers of the eval cases (`human_answer`).
+    calibration: list[Judgement] = []
 
     @property
     def failures(self) -> int:
-        """Verdicts the judge could not give (call failed or reply never valid), first samples and
-        repeats alike: counted, never scored, and the step is not reused from the cache."""
+        """Verdicts the judge could not give (call failed or reply never valid), first samples, repeats
+        and calibration alike: counted, never scored, and the step is not reused from the cache."""
         return sum(
             (j.correctness_error is not None or j.context_error is not None) + j.resample_failures
-            for j in self.judgements
+            for j in [*self.judgements, *self.calibration]
         )
 
 
@@ -108,13 +110,35 @@ def judge_cell(
         for answer in answer_set.answers
         if answer.answer is not None
     ]
+    labelled = calibration_inputs(cases) if "correctness" in rubrics else []
     judgements: list[Judgement] = []
-    if inputs:
+    calibration: list[Judgement] = []
+    if inputs or labelled:
         with LLMClient(spec.judge, cache_dir=llm_cache_dir) as client:
-            judgements = judge_answers(
-                client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
-            )
-    return JudgeResult(spec=spec, judgements=judgements, summary=summarise_judgements(judgements))
+            if inputs:
+                judgements = judge_answers(
+                    client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
+                )
+            if labelled:
+                calibration = judge_answers(client, labelled, rubrics=["correctness"], desc="judge labelled")
+    return JudgeResult(
+        spec=spec, judgements=judgements, summary=summarise_judgements(judgements), calibration=calibration
+    )
+
+
+def calibration_inputs(cases: Sequence[EvalCase]) -> list[JudgeInput]:
+    """The answers a person scored (`human_answer`), for the judge to grade as well."""
+    return [
+        JudgeInput(
+            case_id=case.id,
+            question=case.question,
+            answer=case.human_answer,
+            reference_answer=case.reference_answer,
+            contexts=[],
+        )
+        for case in cases
+        if case.human_answer is not None
+    ]
 
 
 def keyword_report(answer_set: AnswerSet, cases: Sequence[EvalCase]) -> KeywordReport:

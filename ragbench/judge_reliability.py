@@ -27,7 +27,6 @@ class JudgedCase(BaseModel):
     correctness: int
     keyword_failures: list[str]  # "suite: word" of each failed keyword test
     keyword_tested: bool  # at least one keyword suite tested this answer
-    human: int | None = None
 
 
 class Contradiction(BaseModel):
@@ -144,22 +143,24 @@ def judge_pairs(judged: Sequence[JudgedCase]) -> list[JudgePairAgreement]:
     return pairs
 
 
-def human_agreement(judged: Sequence[JudgedCase]) -> list[HumanAgreement]:
-    """Each judge against the human labels, over every answer it scored that has one."""
-    by_judge: dict[str, list[JudgedCase]] = {}
-    for j in judged:
-        if j.human is not None:
-            by_judge.setdefault(j.judge, []).append(j)
-    return [
-        HumanAgreement(
-            judge=judge,
-            cases=len(items),
-            kappa=weighted_kappa([j.human for j in items], [j.correctness for j in items], SCALE),
-            exact=sum(j.human == j.correctness for j in items) / len(items),
-            confusion=confusion([j.human for j in items], [j.correctness for j in items], SCALE),
+def human_agreement(labelled: Mapping[str, Sequence[tuple[int, int]]]) -> list[HumanAgreement]:
+    """Each judge against the person: `labelled` maps a judge to (human score, judge score) pairs, one
+    per human-labelled answer it graded."""
+    found = []
+    for judge, pairs in sorted(labelled.items()):
+        if not pairs:
+            continue
+        human, scored = [h for h, _ in pairs], [j for _, j in pairs]
+        found.append(
+            HumanAgreement(
+                judge=judge,
+                cases=len(pairs),
+                kappa=weighted_kappa(human, scored, SCALE),
+                exact=sum(h == j for h, j in pairs) / len(pairs),
+                confusion=confusion(human, scored, SCALE),
+            )
         )
-        for judge, items in sorted(by_judge.items())
-    ]
+    return found
 
 
 def self_consistency(scores: Mapping[str, Mapping[str, Sequence[Sequence[int]]]]) -> list[Consistency]:
@@ -184,20 +185,19 @@ def self_consistency(scores: Mapping[str, Mapping[str, Sequence[Sequence[int]]]]
 
 
 def judge_reliability(
-    judged: Sequence[JudgedCase], sampled: Mapping[str, Mapping[str, Sequence[Sequence[int]]]] | None = None
+    judged: Sequence[JudgedCase],
+    sampled: Mapping[str, Mapping[str, Sequence[Sequence[int]]]] | None = None,
+    labelled: Mapping[str, Sequence[tuple[int, int]]] | None = None,
 ) -> JudgeReliability | None:
-    """Everything known about the judge's reliability in a run; `sampled` as for `self_consistency`."""
+    """Everything known about the judge's reliability in a run; `sampled` as for `self_consistency`,
+    `labelled` as for `human_agreement`."""
     consistency = self_consistency(sampled or {})
-    if not judged and not consistency:
+    human = human_agreement(labelled or {})
+    if not judged and not consistency and not human:
         return None
     return JudgeReliability(
         keyword=keyword_agreement(judged),
         judge_pairs=judge_pairs(judged),
-        human=human_agreement(judged),
+        human=human,
         consistency=consistency,
     )
-
-
-def human_labels(cases: Sequence) -> Mapping[str, int]:
-    """Case id -> the human's correctness score, for the cases that carry one."""
-    return {case.id: case.human_correctness for case in cases if case.human_correctness is not None}

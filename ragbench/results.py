@@ -23,7 +23,7 @@ from ragbench.generation import (
 )
 from ragbench.grid import CellSpec, cell_label, varying_axes
 from ragbench.judge import Judgement, judge_warnings
-from ragbench.judge_reliability import JudgedCase, JudgeReliability, human_labels, judge_reliability
+from ragbench.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
 from ragbench.keyword_tests import KeywordFailure, KeywordReport
 from ragbench.pages import rows_to_csv
 from ragbench.reader import ReaderAnswer
@@ -71,7 +71,7 @@ class CellResults(BaseModel):
     answer_sets: dict[str, AnswerSet]
     judged: dict[str, JudgeResult]
     keyword: dict[str, KeywordReport]
-    human_labels: dict[str, int] = {}  # case id -> a human's correctness score (1-5), where known
+    human_labels: dict[str, int] = {}  # case id -> a person's correctness score of its human_answer
 
     @classmethod
     def collect(
@@ -89,7 +89,7 @@ class CellResults(BaseModel):
             answer_sets={a.spec.id: a for a in answer_sets},
             judged={j.spec.id: j for j in judged},
             keyword={a.spec.id: keyword_report(a, cases) for a in answer_sets} if keyword_tests else {},
-            human_labels=human_labels(cases),
+            human_labels={c.id: c.human_correctness for c in cases if c.human_correctness is not None},
         )
 
     def answers_of(self, cell: CellSpec) -> AnswerSet | None:
@@ -167,7 +167,6 @@ class CellResults(BaseModel):
                     correctness=j.correctness,
                     keyword_failures=[f"{f.suite}: {f.word}" for f in failing if f.case_id == j.case_id],
                     keyword_tested=j.case_id in tested,
-                    human=self.human_labels.get(j.case_id),
                 )
                 for j in result.judgements
                 if j.correctness is not None
@@ -189,6 +188,18 @@ class CellResults(BaseModel):
                     if first is not None and repeats:
                         by_criterion.setdefault(criterion, []).append([first, *repeats])
         return sampled
+
+    def labelled_scores(self) -> dict[str, list[tuple[int, int]]]:
+        """judge -> (person's score, judge's score) per human-labelled answer it graded (once per judge,
+        however many cells it judges)."""
+        by_judge: dict[str, dict[str, tuple[int, int]]] = {}
+        for cell in self.cells:
+            result = self.judged_of(cell)
+            for j in result.calibration if result is not None else []:
+                if j.correctness is not None and j.case_id in self.human_labels:
+                    pair = (self.human_labels[j.case_id], j.correctness)
+                    by_judge.setdefault(cell.value_text("judge"), {})[j.case_id] = pair
+        return {judge: list(pairs.values()) for judge, pairs in by_judge.items()}
 
     def judgements(self) -> list[Judgement]:
         return [j for result in self.judged.values() for j in result.judgements]
@@ -379,7 +390,9 @@ def build_results(
     verdicts = compare_cells(
         headline, {labels[cell]: values for cell, values in case_values.items()}, statistics
     )
-    reliability = judge_reliability(results.judged_cases(labels), results.sampled_scores())
+    reliability = judge_reliability(
+        results.judged_cases(labels), results.sampled_scores(), results.labelled_scores()
+    )
     page = render_report(
         ReportInput(
             title=title,

@@ -3,7 +3,7 @@
 from ragbench.judge_reliability import JudgedCase, judge_reliability
 
 
-def judged(case: str, score: int, judge: str = "j1", failures=(), tested=True, human=None, answers="a1"):
+def judged(case: str, score: int, judge: str = "j1", failures=(), tested=True, answers="a1"):
     return JudgedCase(
         cell=f"cell-{judge}",
         answer_set=answers,
@@ -12,7 +12,6 @@ def judged(case: str, score: int, judge: str = "j1", failures=(), tested=True, h
         correctness=score,
         keyword_failures=list(failures),
         keyword_tested=tested,
-        human=human,
     )
 
 
@@ -47,9 +46,17 @@ def test_two_judges_of_the_same_answers_get_a_weighted_kappa():
 
 
 def test_human_labels_give_kappa_exact_agreement_and_a_confusion_table():
-    items = [judged("q1", 5, human=5), judged("q2", 1, human=1), judged("q3", 4, human=2), judged("q4", 2)]
-    (human,) = judge_reliability(items).human
+    reliability = judge_reliability([], labelled={"j1": [(5, 5), (1, 1), (2, 4)], "j2": []})
+    (human,) = reliability.human  # a judge with no labelled verdict is not reported
     assert human.cases == 3 and human.exact == 2 / 3
-    assert human.confusion[1][3] == 1  # the human said 2, the judge 4
+    assert human.confusion[1][3] == 1  # the person said 2, the judge 4
     assert sum(map(sum, human.confusion)) == 3
-    assert "vs human labels" in judge_reliability(items).lines()[-1]
+    assert "vs human labels" in reliability.lines()[-1]
+
+
+def test_self_consistency_counts_answers_whose_score_changed():
+    sampled = {"j1": {"correctness": [[5, 5, 5], [5, 3, 4], [1, 1]], "faithfulness": [[4]]}}
+    (consistency,) = judge_reliability([], sampled).consistency  # one sample only: nothing to compare
+    assert (consistency.criterion, consistency.answers, consistency.samples) == ("correctness", 3, 3)
+    assert consistency.changed == 1 / 3 and consistency.mean_range == 2 / 3
+    assert judge_reliability([]) is None

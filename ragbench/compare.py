@@ -155,6 +155,8 @@ def compare_runs(
                     "metric": metric,
                     "baseline": before,
                     "current": now,
+                    "baseline_interval": _span(baseline, metric, cell),
+                    "current_interval": _span(current, metric, cell),
                     "change": round(now - before, 6),
                     "worse_by": round(worse_by, 6),
                     "threshold": threshold,
@@ -171,6 +173,11 @@ def compare_runs(
         added_cells=sorted(current.cells - baseline.cells),
         removed_cells=sorted(baseline.cells - current.cells),
     )
+
+
+def _span(record: RunRecord, metric: str, cell: str) -> str:
+    bounds = record.intervals.get(metric, {}).get(cell)
+    return "" if bounds is None else f"[{format_value(bounds[0])}, {format_value(bounds[1])}]"
 
 
 def _beyond_noise(

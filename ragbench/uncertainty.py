@@ -79,13 +79,11 @@ class MetricVerdict(BaseModel):
                 f"(runner-up {self.runner_up}: {versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, "
                 f"{n} cases)."
             )
-        others = len(self.tied) - 1
+        others = f"{len(self.tied) - 1} other cell(s) ({', '.join(self.tied[1:])})"
         if self.cases_needed is None:
-            return (
-                f"{self.label}: {self.best} and {others} other cell(s) tied on {n} cases, with no difference."
-            )
+            return f"{self.label}: {self.best} and {others} tied on {n} cases, with no difference."
         return (
-            f"{self.label}: {self.best} tied with {others} other cell(s) on {n} cases; about "
+            f"{self.label}: {self.best} tied with {others} on {n} cases; about "
             f"{self.cases_needed} cases would tell it from {self.runner_up} ({versus.difference:+.3g}) "
             "if the difference is real."
         )

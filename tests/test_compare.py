@@ -76,6 +76,7 @@ def test_a_change_within_the_noise_is_not_a_regression_and_the_rule_is_named():
     (row,) = one_worse.rows
     assert row["worse_by"] > 0 and not row["regression"]  # past the threshold, but one case of eight
     assert row["rule"] == "paired permutation test on 8 cases" and row["p_value"] == 1.0
+    assert row["baseline_interval"].startswith("[0.8") and row["current_interval"].startswith("[0.67")
     many_worse = compare_runs(run_with([0.0] * 7 + [1.0]), before, {}, 0.0)
     assert many_worse.regressions and many_worse.rows[0]["p_value"] < 0.05
     other_set = compare_runs(run_with([0.0] * 7 + [1.0], fingerprint="e2"), before, {}, 0.0)

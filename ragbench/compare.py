@@ -153,6 +153,7 @@ def compare_runs(
                 {
                     "cell": cell,
                     "metric": metric,
+                    "regression": past_threshold and beyond,
                     "baseline": before,
                     "current": now,
                     "baseline_interval": _span(baseline, metric, cell),
@@ -162,7 +163,6 @@ def compare_runs(
                     "threshold": threshold,
                     "rule": rule,
                     "p_value": p_value,
-                    "regression": past_threshold and beyond,
                 }
             )
     return Comparison(

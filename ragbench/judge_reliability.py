@@ -21,7 +21,7 @@ class JudgedCase(BaseModel):
     """One judged answer with what else is known about it."""
 
     cell: str  # label
-    answer_set: str  # the answers' key: two judges of the same answers share it
+    answer_set: str  # names the answers: two judges of the same answers share it
     judge: str
     case_id: str
     correctness: int
@@ -43,6 +43,7 @@ class KeywordAgreement(BaseModel):
 
 
 class JudgePairAgreement(BaseModel):
+    answers: str  # the answer set both judged
     first: str
     second: str
     cases: int
@@ -85,7 +86,8 @@ class JudgeReliability(BaseModel):
                 "report"
             )
         lines += [
-            f"judge agreement {p.first} vs {p.second}: weighted kappa {_kappa(p.kappa)} on {p.cases} answers"
+            f"judge agreement {p.first} vs {p.second} on the answers of {p.answers}: weighted kappa "
+            f"{_kappa(p.kappa)} on {p.cases} answers"
             for p in self.judge_pairs
         ]
         lines += [
@@ -129,11 +131,12 @@ def judge_pairs(judged: Sequence[JudgedCase]) -> list[JudgePairAgreement]:
     for j in judged:
         by_set.setdefault(j.answer_set, {}).setdefault(j.judge, {})[j.case_id] = j.correctness
     pairs = []
-    for judges in by_set.values():
+    for answers, judges in by_set.items():
         for (first, a), (second, b) in combinations(sorted(judges.items()), 2):
             shared = sorted(set(a) & set(b))
             pairs.append(
                 JudgePairAgreement(
+                    answers=answers,
                     first=first,
                     second=second,
                     cases=len(shared),

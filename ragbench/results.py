@@ -146,8 +146,10 @@ class CellResults(BaseModel):
             ]
         return CaseRecords(records=records)
 
-    def judged_cases(self, labels: dict[str, str]) -> list[JudgedCase]:
-        """Every correctness score with the keyword tests and human label of its answer."""
+    def judged_cases(self, labels: dict[str, str], varying: list[str]) -> list[JudgedCase]:
+        """Every correctness score with the keyword tests of its answer; answer sets are named by the
+        varying axes before the judge."""
+        before_judge = [axis for axis in varying if CellSpec.stage_of(axis) != "judge"]
         judged = []
         for cell in self.cells:
             answers, result = self.answers_of(cell), self.judged_of(cell)
@@ -161,7 +163,7 @@ class CellResults(BaseModel):
             judged += [
                 JudgedCase(
                     cell=labels[cell.id],
-                    answer_set=answers.spec.id,
+                    answer_set=cell_label(cell.axis_columns(), before_judge),
                     judge=cell.value_text("judge"),
                     case_id=j.case_id,
                     correctness=j.correctness,
@@ -391,7 +393,7 @@ def build_results(
         headline, {labels[cell]: values for cell, values in case_values.items()}, statistics
     )
     reliability = judge_reliability(
-        results.judged_cases(labels), results.sampled_scores(), results.labelled_scores()
+        results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores()
     )
     page = render_report(
         ReportInput(

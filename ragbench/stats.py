@@ -1,6 +1,7 @@
 """The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
 correction, sample-size estimates and rater agreement. Thin, seeded wrappers over scipy, statsmodels
-and scikit-learn, so the estimators are maintained code, not ours.
+and scikit-learn, so the estimators are maintained code, not ours. Values that are NaN are cases a
+cell did not score: every function here drops them (pairs where either side is NaN).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def mean_interval(
 ) -> Interval | None:
     """Bootstrap interval of the mean: BCa (bias-corrected and accelerated), because per-case scores
     are bounded and skewed (hit rates near 1, 1-5 scores piled at the ends), which BCa corrects for
-    and the percentile method does not; percentile where BCa is undefined (tiny, degenerate samples).
+    and the percentile method does not; percentile where BCa is undefined (degenerate resamples).
+    Clipped to the observed range, which a mean cannot leave, and always containing the mean.
 
     No spread can be estimated from one value or identical values: the interval is the mean itself."""
     data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
@@ -43,7 +45,9 @@ def mean_interval(
     low = high = math.nan
     for method in ("BCa", "percentile"):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # degenerate resamples: handled by the fallback below
+            # degenerate resamples make BCa divide by zero and warn; the fallback below handles them
+            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
             result = stats.bootstrap(
                 (data,),
                 np.mean,
@@ -68,17 +72,19 @@ def paired_difference_test(
     seed: int = 0,
     resamples: int = 2000,
 ) -> tuple[float, float, float, float]:
-    """(mean difference candidate - reference, its interval low and high, two-sided p-value), on
-    pairs of per-case values; pairs where either value is NaN are dropped.
+    """(mean difference candidate - reference, its paired-bootstrap interval low and high, two-sided
+    p-value), on per-case values paired by position; pairs where either value is NaN are dropped here.
+    With fewer than two pairs, or no pair that differs, there is no evidence: p = 1, interval = mean.
 
     `paired_permutation` flips the sign of each paired difference at random (exact when there are
-    fewer sign patterns than `resamples`); `wilcoxon` is the signed-rank test, for ordinal scores."""
+    fewer sign patterns than `resamples`); `wilcoxon` is the signed-rank test, for ordinal scores,
+    with zero differences split between the signs (zsplit), as 1-5 scores tie often."""
     if len(reference) != len(candidate):
         raise ValueError(f"paired values must be equally many, got {len(reference)} and {len(candidate)}")
-    pairs = [
-        (r, c) for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))
-    ]
-    differences = np.asarray([c - r for r, c in pairs], dtype=float)
+    differences = np.asarray(
+        [c - r for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))],
+        dtype=float,
+    )
     if differences.size == 0:
         return 0.0, 0.0, 0.0, 1.0
     mean = float(differences.mean())
@@ -88,20 +94,18 @@ def paired_difference_test(
     assert interval is not None
     from scipy import stats
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ties and zeros are expected with 1-5 scores
-        if test == "wilcoxon":
-            p_value = float(stats.wilcoxon(differences, zero_method="zsplit").pvalue)
-        else:
-            result = stats.permutation_test(
-                (differences,),
-                np.mean,
-                permutation_type="samples",
-                n_resamples=resamples,
-                vectorized=True,
-                rng=np.random.default_rng(seed),
-            )
-            p_value = float(result.pvalue)
+    if test == "wilcoxon":
+        p_value = float(stats.wilcoxon(differences, zero_method="zsplit").pvalue)
+    else:
+        result = stats.permutation_test(
+            (differences,),
+            np.mean,
+            permutation_type="samples",
+            n_resamples=resamples,
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        )
+        p_value = float(result.pvalue)
     return mean, interval.low, interval.high, min(1.0, p_value) if math.isfinite(p_value) else 1.0
 
 
@@ -115,14 +119,14 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 class PairedComparison(BaseModel):
-    candidate: str
-    reference: str
-    n: int
+    candidate: str  # label of the other cell
+    reference: str  # label of the best cell
+    n: int  # paired cases
     difference: float  # mean(candidate - reference)
-    low: float
+    low: float  # interval of the mean paired difference (paired bootstrap)
     high: float
-    p_value: float
-    p_holm: float
+    p_value: float  # raw
+    p_holm: float  # Holm-adjusted over the family of comparisons with the best
     test: Test
     verdict: Literal["better", "tied", "worse"]  # of the candidate, in the metric's good direction
 
@@ -137,7 +141,10 @@ def compare_to_best(
     resamples: int = 2000,
 ) -> tuple[str, list[PairedComparison]] | None:
     """The best cell by mean (ties by label) against every other cell on the cases both scored,
-    Holm-corrected over the comparisons. `values`: cell -> case id -> value. None with < 2 cells."""
+    Holm-corrected over the comparisons. `values`: cell -> case id -> value. None with < 2 cells.
+
+    The best is picked from the same data, so among many cells of equal quality a "worse" comes up
+    more often than alpha (about 8% at alpha 5% with five; as nominal with two or three)."""
     means = {
         cell: float(np.mean(present))
         for cell, by_case in values.items()
@@ -190,9 +197,12 @@ def tie_set(best: str, comparisons: Sequence[PairedComparison]) -> list[str]:
 
 def cases_needed(differences: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> int | None:
     """Paired cases a two-sided paired t-test needs to detect the observed mean difference with
-    `power`, at the observed spread of the differences (Cohen's d = |mean| / sd). None when there is
-    no difference to detect or too few cases to measure its spread; 2 when the differences do not vary
-    (every case moves the same way, so any two cases show it)."""
+    `power`, at the observed spread of the differences (Cohen's d = |mean| / sd; a paired test on n
+    pairs is a one-sample test on their n differences). None when there is no difference to detect or
+    too few cases to measure its spread; 2, the fewest a t-test takes, when the differences do not
+    vary (every case moves the same way)."""
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must lie strictly between 0 and 1, got {alpha} and {power}")
     data = np.asarray([d for d in differences if not math.isnan(d)], dtype=float)
     if data.size < 2 or float(data.mean()) == 0.0:
         return None
@@ -200,28 +210,57 @@ def cases_needed(differences: Sequence[float], *, alpha: float = 0.05, power: fl
     if sd == 0.0:
         return 2
     from statsmodels.stats.power import TTestPower
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
     effect = abs(float(data.mean())) / sd
-    n = TTestPower().solve_power(effect_size=effect, alpha=alpha, power=power, alternative="two-sided")
-    return max(2, math.ceil(float(np.asarray(n).item())))
+    analysis = TTestPower()
+
+    def enough(n: int) -> bool:
+        achieved = analysis.power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided")
+        if math.isnan(achieved):
+            # scipy's noncentral t gives NaN far in the wrong-direction tail (large effects): count
+            # the right-direction tail alone, short of the two-sided power by under Phi(-d sqrt(n))
+            achieved = analysis.power(effect_size=effect, nobs=n, alpha=alpha / 2, alternative="larger")
+        return bool(achieved >= power)
+
+    # solve_power's root finder fails (NaN) or lands one case short for large effects, where the
+    # answer is a handful of cases; it is the starting guess, and the integer answer is the smallest
+    # n whose power (statsmodels' own) reaches the target.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # said before returning NaN
+        guess = float(
+            np.asarray(
+                analysis.solve_power(effect_size=effect, alpha=alpha, power=power, alternative="two-sided")
+            ).item()
+        )
+    low, high = 1, max(2, math.ceil(guess) if math.isfinite(guess) else 2)  # n = 1: no t-test at all
+    while not enough(high):  # power grows with n: double until enough, then bisect
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return max(2, high)
 
 
 def weighted_kappa(
     first: Sequence[int], second: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)
 ) -> float | None:
     """Quadratic-weighted Cohen's kappa: agreement beyond chance, a near miss (4 vs 5) counting less
-    than a far one (1 vs 5). None with fewer than two pairs, or when kappa is undefined (both raters
-    gave one and the same score to everything: they agree, but chance explains it; reported as None)."""
+    than a far one (1 vs 5). None with fewer than two pairs. Kappa is undefined (0/0) when both raters
+    gave one and the same score to everything; they then agree on every item, reported as 1.0."""
     if len(first) != len(second):
         raise ValueError("both raters must rate the same items")
     if len(first) < 2:
         return None
+    from sklearn.exceptions import UndefinedMetricWarning
     from sklearn.metrics import cohen_kappa_score
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # the 0/0 above
         kappa = float(cohen_kappa_score(first, second, labels=list(labels), weights="quadratic"))
-    return kappa if math.isfinite(kappa) else None
+    if math.isfinite(kappa):
+        return kappa
+    return 1.0 if list(first) == list(second) else None
 
 
 def confusion(

@@ -432,12 +432,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     stopped = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    # Both signals set the event, installed before the URL is printed: a KeyboardInterrupt raised
+    # anywhere else in the main thread (seen on a loaded machine) would end the process with -2.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda *_: stopped.set())
     print(server.base_url, flush=True)
     try:
         stopped.wait()
-    except KeyboardInterrupt:
-        pass
     finally:
         server.stop()
     return 0

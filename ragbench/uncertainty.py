@@ -68,24 +68,32 @@ class MetricVerdict(BaseModel):
         return next((c for c in self.comparisons if c.candidate == self.runner_up), None)
 
     def sentence(self) -> str:
-        """The decision in plain words, e.g. for the terminal summary."""
+        """The decision in plain words, e.g. for the terminal summary. Cells with the same value on
+        every case (e.g. two rerank settings sharing one retrieval) are named apart: they are not a
+        runner-up, there is nothing to tell apart."""
+        if not self.comparisons:
+            return f"{self.label}: only {self.best} has a value."
+        same = [c.candidate for c in self.comparisons if c.difference == 0]
+        best = self.best + (f" (and {len(same)} cell(s) with the same value on every case)" if same else "")
         versus = self.runner_up_comparison
         if versus is None:
-            return f"{self.label}: only {self.best} has a value."
-        n = versus.n
+            n = self.comparisons[0].n
+            return (
+                f"{self.label}: {self.best} and {len(same)} other cell(s) score the same on all {n} case(s)."
+            )
         if versus.verdict != "tied":
             return (
-                f"{self.label}: {self.best} is better than every other cell "
-                f"(runner-up {self.runner_up}: {versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, "
-                f"{n} cases)."
+                f"{self.label}: {best} is better than every other cell (runner-up {self.runner_up}: "
+                f"{versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
             )
-        others = f"{len(self.tied) - 1} other cell(s) ({', '.join(self.tied[1:])})"
+        tied = [c.candidate for c in self.comparisons if c.verdict == "tied" and c.difference != 0]
+        names = ", ".join(tied)
+        text = f"{self.label}: {best} tied with {len(tied)} other cell(s) ({names}) on {versus.n} case(s)"
         if self.cases_needed is None:
-            return f"{self.label}: {self.best} and {others} tied on {n} cases, with no difference."
+            return text + "."
         return (
-            f"{self.label}: {self.best} tied with {others} on {n} cases; about "
-            f"{self.cases_needed} cases would tell it from {self.runner_up} ({versus.difference:+.3g}) "
-            "if the difference is real."
+            f"{text}; about {self.cases_needed} cases would tell it from {self.runner_up} "
+            f"({versus.difference:+.3g}) if the difference is real."
         )
 
 
@@ -132,7 +140,8 @@ def compare_cells(
 
 
 def _closest(comparisons: Sequence[PairedComparison], higher_is_better: bool) -> PairedComparison | None:
-    """The runner-up: the other cell whose paired difference from the best is smallest."""
-    if not comparisons:
+    """The runner-up: the other cell whose paired difference from the best is smallest but not zero."""
+    differing = [c for c in comparisons if c.difference != 0]
+    if not differing:
         return None
-    return min(comparisons, key=lambda c: (-c.difference if higher_is_better else c.difference, c.candidate))
+    return min(differing, key=lambda c: (-c.difference if higher_is_better else c.difference, c.candidate))

@@ -1,0 +1,42 @@
+"""A run's verdicts in plain words: identical cells are not a runner-up, ties and wins are named."""
+
+from ragbench.config import StatisticsConfig
+from ragbench.uncertainty import MetricInfo, compare_cells, with_intervals
+
+MRR = MetricInfo(column="mrr", label="MRR", higher_is_better=True)
+CASES = [f"q{i}" for i in range(20)]
+
+
+def values(*hits: float) -> dict:
+    return {"mrr": dict(zip(CASES, hits, strict=True))}
+
+
+def verdict(**cells: dict):
+    (found,) = compare_cells([MRR], cells, StatisticsConfig(resamples=999))
+    return found
+
+
+def test_a_cell_identical_to_the_best_is_not_the_runner_up():
+    best = [1.0] * 20
+    close = [1.0] * 19 + [0.0]  # one case worse: tied, and the runner-up
+    found = verdict(rerank_on=values(*best), rerank_off=values(*best), other=values(*close))
+    assert found.best == "rerank_off" and found.runner_up == "other"  # equal means: the first label
+    assert found.tied == ["rerank_off", "other", "rerank_on"]
+    sentence = found.sentence()
+    assert "(and 1 cell(s) with the same value on every case)" in sentence
+    assert "tied with 1 other cell(s) (other) on 20 case(s)" in sentence
+
+
+def test_every_cell_the_same_and_a_clear_winner_are_said_as_such():
+    same = verdict(a=values(*[1.0] * 20), b=values(*[1.0] * 20))
+    assert (
+        same.runner_up is None
+        and same.sentence() == "MRR: a and 1 other cell(s) score the same on all 20 case(s)."
+    )
+    clear = verdict(good=values(*[1.0] * 20), bad=values(*[0.0] * 16 + [1.0] * 4))
+    assert clear.sentence().startswith("MRR: good is better than every other cell (runner-up bad: -0.8")
+
+
+def test_intervals_sit_beside_every_column_with_per_case_values():
+    row = with_intervals({"mrr": 0.5}, values(*[0.0, 1.0] * 10), StatisticsConfig(resamples=999))
+    assert row["mrr_low"] < 0.5 < row["mrr_high"]

@@ -87,7 +87,7 @@ class MetricVerdict(BaseModel):
                 f"{versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
             )
         tied = [c.candidate for c in self.comparisons if c.verdict == "tied" and c.difference != 0]
-        names = ", ".join(tied)
+        names = ", ".join(tied) if len(tied) <= 3 else "listed in the report"
         text = f"{self.label}: {best} tied with {len(tied)} other cell(s) ({names}) on {versus.n} case(s)"
         if self.cases_needed is None:
             return text + "."

@@ -40,3 +40,13 @@ def test_every_cell_the_same_and_a_clear_winner_are_said_as_such():
 def test_intervals_sit_beside_every_column_with_per_case_values():
     row = with_intervals({"mrr": 0.5}, values(*[0.0, 1.0] * 10), StatisticsConfig(resamples=999))
     assert row["mrr_low"] < 0.5 < row["mrr_high"]
+
+
+def test_a_long_tie_set_is_counted_in_the_sentence_and_listed_on_the_verdict():
+    few = {f"c{i}": values(*([1.0] * (20 - i) + [0.0] * i)) for i in range(4)}
+    few["c9"] = values(*([1.0] * 10 + [0.0] * 10))  # ten cases worse: told apart, even after Holm
+    found = verdict(**few)
+    assert found.tied == ["c0", "c1", "c2", "c3"]
+    assert "tied with 3 other cell(s) (c1, c2, c3) on 20 case(s)" in found.sentence()
+    many = verdict(**{f"c{i}": values(*([1.0] * (20 - i) + [0.0] * i)) for i in range(5)})
+    assert len(many.tied) == 5 and "tied with 4 other cell(s) (listed in the report)" in many.sentence()

@@ -19,7 +19,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ragbench.config import BenchmarkConfig, ConfigError, load_config
-from ragbench.dashboard import DashboardError
+from ragbench.dashboard import DEFAULT_PORT, DashboardError
 from ragbench.eval_cases import EvalCaseError
 from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
@@ -71,7 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cron", help='schedule: when, as a cron expression, e.g. "0 3 * * *"')
     parser.add_argument("--list", action="store_true", help="schedule: list installed schedules")
     parser.add_argument("--remove", action="store_true", help="schedule: remove this config's schedule")
-    parser.add_argument("--port", type=int, default=8237, help="dashboard: the port on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="dashboard: the port on 127.0.0.1")
     parser.add_argument("--stop", action="store_true", help="dashboard: stop it")
     parser.add_argument("--config", help="YAML config (default: configs/default.yaml)")
     parser.add_argument(

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from ragbench.eval_cases import EvalCase
 from ragbench.grid import CellSpec
 from ragbench.index import Embedder, VectorIndex
-from ragbench.judge import JudgeInput, Judgement, judge_answers, summarise_judgements
+from ragbench.judge import JudgeInput, Judgement, context_scored, judge_answers, summarise_judgements
 from ragbench.keyword_tests import KeywordReport, run_keyword_tests
 from ragbench.llm import LLMClient
 from ragbench.llm.types import nearest_rank_percentile, total_cost
@@ -172,10 +172,10 @@ def generation_case_values(keyword: KeywordReport | None, judged: JudgeResult | 
         values["correctness_0to1"] = {
             j.case_id: j.correctness_normalised for j in judgements if j.correctness_normalised is not None
         }
-        context = [j for j in judgements if j.context_error is None and j.faithfulness is not None]
+        scored = context_scored(judgements)
         for column, field in _CONTEXT_COLUMNS.items():
             values[column] = {
-                j.case_id: float(getattr(j, field)) for j in context if getattr(j, field) is not None
+                j.case_id: float(getattr(j, field)) for j in scored if getattr(j, field) is not None
             }
     return {column: by_case for column, by_case in values.items() if by_case}
 

@@ -332,21 +332,27 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return round(fmean(present), 4) if present else None
 
 
+def context_scored(judgements: Iterable[Judgement]) -> list[Judgement]:
+    """The verdicts whose context criteria were scored (not failed, not skipped): what every context
+    mean, per-case value and self-check is computed over."""
+    return [j for j in judgements if j.context_error is None and j.faithfulness is not None]
+
+
 def summarise_judgements(judgements: Sequence[Judgement]) -> dict[str, Any]:
     """Means over the judgements that were scored; failed and skipped ones are excluded, not zeroed.
 
     Keys name their scale: correctness on 0-1, the context criteria on the raw 1-5 scale, where
     higher is better except for toxicity (1 = not toxic).
     """
-    context_scored = [j for j in judgements if j.context_error is None and j.faithfulness is not None]
+    scored = context_scored(judgements)
     return {
         "correctness_mean_0to1": _mean(j.correctness_normalised for j in judgements),
         "correctness_scored": sum(j.correctness is not None for j in judgements),
-        "faithfulness_mean_1to5": _mean(j.faithfulness for j in context_scored),
-        "relevance_mean_1to5": _mean(j.relevance for j in context_scored),
-        "helpfulness_mean_1to5": _mean(j.helpfulness for j in context_scored),
-        "toxicity_mean_1to5_lower_is_better": _mean(j.toxicity for j in context_scored),
-        "context_scored": len(context_scored),
+        "faithfulness_mean_1to5": _mean(j.faithfulness for j in scored),
+        "relevance_mean_1to5": _mean(j.relevance for j in scored),
+        "helpfulness_mean_1to5": _mean(j.helpfulness for j in scored),
+        "toxicity_mean_1to5_lower_is_better": _mean(j.toxicity for j in scored),
+        "context_scored": len(scored),
         "judge_parse_failures": {
             "correctness": sum(j.correctness_error is not None for j in judgements),
             "context": sum(j.context_error is not None for j in judgements),
@@ -362,7 +368,7 @@ SAME_SCORE_WARNING_MIN_VERDICTS = 8
 
 def context_same_score_count(judgements: Iterable[Judgement]) -> tuple[int, int]:
     """(context verdicts whose faithfulness, relevance and helpfulness are all equal, verdicts scored)."""
-    scored = [j for j in judgements if j.context_error is None and j.faithfulness is not None]
+    scored = context_scored(judgements)
     same = sum(j.faithfulness == j.relevance == j.helpfulness for j in scored)
     return same, len(scored)
 

@@ -14,7 +14,7 @@ from statistics import fmean
 from pydantic import BaseModel
 
 from ragbench import charts
-from ragbench.judge_reliability import JudgeReliability
+from ragbench.judge_reliability import SCALE, JudgeReliability
 from ragbench.pages import (
     document,
     format_value,
@@ -289,8 +289,8 @@ def _judge_section(report: ReportInput) -> str:
         parts.append(rows_to_html_table([c.model_dump() for c in keyword.contradictions]))
     for human in reliability.human:
         rows = [
-            {"human": score} | {f"judge {j}": count for j, count in zip(range(1, 6), counts, strict=True)}
-            for score, counts in zip(range(1, 6), human.confusion, strict=True)
+            {"human": score} | {f"judge {j}": count for j, count in zip(SCALE, counts, strict=True)}
+            for score, counts in zip(SCALE, human.confusion, strict=True)
         ]
         parts.append(f"<h3>{escape(human.judge)} against human labels</h3>{rows_to_html_table(rows)}")
     if len(parts) == 1:

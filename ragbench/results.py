@@ -153,7 +153,7 @@ class CellResults(BaseModel):
         judged = []
         for cell in self.cells:
             answers, result = self.answers_of(cell), self.judged_of(cell)
-            if answers is None or result is None or cell.judge is None:
+            if answers is None or result is None:
                 continue
             keyword = self.keyword.get(answers.spec.id)
             tested = (

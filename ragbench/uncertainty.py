@@ -8,7 +8,6 @@ apart.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
@@ -122,7 +121,6 @@ def compare_cells(
         if runner_up is not None:
             shared = [case for case in values[best] if case in values[runner_up.candidate]]
             differences = [values[runner_up.candidate][c] - values[best][c] for c in shared]
-            differences = [d for d in differences if not math.isnan(d)]
             needed = cases_needed(differences, alpha=settings.alpha)
         verdicts.append(
             MetricVerdict(

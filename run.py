@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
@@ -25,7 +26,7 @@ from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
 from ragbench.models import ModelResolutionError, resolve_model
 from ragbench.pages import rows_to_text
-from ragbench.preflight import PreflightError, run_preflight
+from ragbench.preflight import PreflightError, run_preflight, run_testset_preflight
 
 if TYPE_CHECKING:
     from ragbench.results import ResultsTable
@@ -46,7 +47,9 @@ USER_ERRORS = (
     DashboardError,
 )
 PIPELINE_NAME = "rag_benchmark"
+TESTSET_PIPELINE_NAME = "rag_testset"
 RESULTS_STEP = "build_results_table"
+EVAL_SET_STEP = "assemble_eval_set"
 logger = logging.getLogger("ragbench")
 
 
@@ -56,9 +59,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "compare", "promote", "schedule", "dashboard"],
-        help="run the benchmark (default); compare the newest run with a baseline (exit 1 on a "
-        "regression); promote RUN to champion; schedule runs; dashboard: ZenML's on 127.0.0.1",
+        choices=["run", "testset", "compare", "promote", "schedule", "dashboard"],
+        help="run the benchmark (default); testset: generate an eval set from the knowledge base; compare "
+        "the newest run with a baseline (exit 1 on a regression); promote RUN to champion; schedule runs; "
+        "dashboard: ZenML's on 127.0.0.1",
     )
     parser.add_argument("run_name", nargs="?", help="promote: the run to mark as champion")
     parser.add_argument(
@@ -86,7 +90,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="list the cells with their LLM calls, tokens and cost; call nothing, download nothing",
+        help="list the cells (testset: the generator's and critic's calls) with their LLM calls, tokens "
+        "and cost; call nothing, download nothing",
     )
     return parser.parse_args(argv)
 
@@ -125,16 +130,23 @@ def check_output_dir(config: BenchmarkConfig) -> None:
         raise PreflightError(f"output_dir {root} is not writable: {error}") from None
 
 
-def write_outputs(config: BenchmarkConfig, run_name: str, files: dict[str, str]) -> Path:
-    """Write into a temporary folder and rename, so a crash never leaves a half-written report."""
-    output_root = Path(config.output_dir)
-    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=output_root))
-    for name, content in files.items():
-        (staging / name).write_text(content, encoding="utf-8")
-    final = output_root / run_name
+def write_folder(root: Path, name: str, files: dict[str, str]) -> Path:
+    """Write into a temporary folder and rename, so a crash never leaves a half-written folder."""
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
+    for file_name, content in files.items():
+        (staging / file_name).write_text(content, encoding="utf-8")
+    final = root / name
     if final.exists():
         shutil.rmtree(final)
     staging.rename(final)
+    return final
+
+
+def write_outputs(config: BenchmarkConfig, run_name: str, files: dict[str, str]) -> Path:
+    """The run's report folder, and `latest` pointing at it."""
+    output_root = Path(config.output_dir)
+    final = write_folder(output_root, run_name, files)
     latest_tmp = output_root / f".latest-{os.getpid()}"
     latest_tmp.unlink(missing_ok=True)
     latest_tmp.symlink_to(final.name)
@@ -213,6 +225,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         "results.html": table.report_html,
         "cases.jsonl": records.jsonl(),
         "case_values.csv": table.case_values_csv(),
+        **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
     print()
@@ -244,6 +257,71 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     return 0
 
 
+def print_testset_plan(config: BenchmarkConfig) -> int:
+    from ragbench.dry_run import testset_plan_rows
+
+    chunks = run_testset_preflight(config, plan_only=True)
+    rows = testset_plan_rows(config, chunks)
+    print(rows_to_text(rows))
+    costs = [row["cost_usd"] for row in rows]
+    cost = "unknown (a model litellm cannot price)" if None in costs else f"${sum(costs):.4f}"
+    print(
+        f"\nAt most {sum(row['calls'] for row in rows)} LLM calls, cost {cost} (every candidate generated "
+        "and critiqued, completions of max_tokens, passages as long as the chunk size; cached calls are "
+        f"free). The knowledge base makes about {chunks} chunks of {config.testset_chunking()[0]} tokens."
+    )
+    return 0
+
+
+def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
+    """Generate, critique and filter an eval set; export it as JSONL beside the ZenML artifact."""
+    open_store()
+    run_testset_preflight(config)
+    check_output_dir(config)
+    for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
+        resolve_model(name)
+
+    from pipelines import rag_testset
+    from ragbench.testset.assemble import EvalSet
+
+    mark_runs_failed(abandoned=True)
+    try:
+        pipeline_run = rag_testset.with_options(enable_cache=use_cache)(config=config.model_dump(mode="json"))
+    except KeyboardInterrupt:
+        mark_runs_failed(abandoned=False)
+        raise
+    except Exception:
+        raise RunStopped(describe_failed_run(TESTSET_PIPELINE_NAME)) from None
+    artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
+    eval_set: EvalSet = artifact.load()
+    summary = eval_set.summary
+    folder = write_folder(
+        Path(config.output_dir) / "testsets",
+        f"{eval_set.name}-v{artifact.version}",
+        {
+            "cases.jsonl": eval_set.jsonl(),
+            "rejected.jsonl": eval_set.jsonl("rejected"),
+            "summary.json": json.dumps(summary, indent=2) + "\n",
+        },
+    )
+    print(eval_set.summary_text())
+    print(
+        f"\nZenML artifact: {eval_set.name} version {artifact.version}; files: {folder}/cases.jsonl "
+        f"(kept), rejected.jsonl, summary.json\nBenchmark on it: eval_cases: {{artifact: {eval_set.name}, "
+        f"version: {artifact.version}}}  or  eval_cases: {folder}/cases.jsonl"
+    )
+    failures = summary["generator_failures"] + summary["critic_failures"]
+    if failures:
+        raise RunStopped(
+            f"{summary['generator_failures']} generator and {summary['critic_failures']} critic call(s) "
+            "failed; their cases are not in the set. Run again to retry only the failed calls (the others "
+            "are cached)."
+        )
+    if not eval_set.cases:
+        raise RunStopped("no case passed the critics: see rejected.jsonl for their reasons")
+    return 0
+
+
 def open_store() -> None:
     """Create or migrate the ZenML store under a lock: two runs starting at once on a new store would
     otherwise both try to create its tables, and one would fail."""
@@ -257,6 +335,11 @@ def open_store() -> None:
 
 
 def mark_runs_failed(abandoned: bool) -> None:
+    for name in (PIPELINE_NAME, TESTSET_PIPELINE_NAME):
+        mark_pipeline_runs_failed(name, abandoned)
+
+
+def mark_pipeline_runs_failed(pipeline_name: str, abandoned: bool) -> None:
     """Runs left "running" are marked failed: this process's own when it is interrupted, or
     (`abandoned`) those whose process on this machine no longer exists (killed, or the machine slept)."""
     from zenml.client import Client
@@ -265,7 +348,7 @@ def mark_runs_failed(abandoned: bool) -> None:
 
     client = Client()
     try:
-        pipeline = client.get_pipeline(PIPELINE_NAME)
+        pipeline = client.get_pipeline(pipeline_name)
     except KeyError:
         return
     host = socket.gethostname()
@@ -472,11 +555,11 @@ def dashboard_command(port: int, stop: bool) -> int:
     return 0
 
 
-def describe_failed_run() -> str:
+def describe_failed_run(pipeline_name: str = PIPELINE_NAME) -> str:
     """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
     from zenml.client import Client
 
-    pipeline_run = Client().get_pipeline(PIPELINE_NAME).last_run
+    pipeline_run = Client().get_pipeline(pipeline_name).last_run
     failed = [(name, step) for name, step in pipeline_run.steps.items() if step.status.value == "failed"]
     finished = sum(step.status.value in ("completed", "cached") for step in pipeline_run.steps.values())
     reasons = [
@@ -514,6 +597,8 @@ def main(argv: list[str] | None = None) -> int:
             return compare_command(config, args.against, args.last, args.tag)
         if args.command == "schedule":
             return schedule_command(args, config)
+        if args.command == "testset":
+            return print_testset_plan(config) if args.dry_run else run_testset(config, not args.no_cache)
         if args.dry_run:
             return print_plan(config)
         return run_benchmark(config, use_cache=not args.no_cache)

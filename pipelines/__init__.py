@@ -1,3 +1,4 @@
 from pipelines.benchmark import rag_benchmark
+from pipelines.testset import rag_testset
 
-__all__ = ["rag_benchmark"]
+__all__ = ["rag_benchmark", "rag_testset"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,6 +14,7 @@ from ragbench.eval_cases import EvalCase
 from ragbench.llm.types import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 from ragbench.tables import TableError, load_yaml, read_utf8
+from ragbench.testset.rubrics import CRITICS, DEFAULT_THRESHOLD, EVOLUTIONS, SIMPLE
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
 
@@ -54,12 +56,15 @@ class KnowledgeBaseConfig(_Strict):
 
 
 class EvalCasesConfig(_Strict):
-    """Where eval cases come from: a file in ragbench's schema (.yaml/.json/.jsonl), or a table whose
-    columns are mapped onto that schema (a .jsonl/.json/.csv/.parquet file with `columns`, or a
-    Hugging Face dataset such as the cookbook's ``m-ric/huggingface_doc_qa_eval``)."""
+    """Where eval cases come from: a file in ragbench's schema (.yaml/.json/.jsonl, e.g. a set exported by
+    `run.py testset`), a ZenML artifact that `run.py testset` made (by name, and version or the latest), or
+    a table whose columns are mapped onto that schema (a .jsonl/.json/.csv/.parquet file with `columns`,
+    or a Hugging Face dataset such as the cookbook's ``m-ric/huggingface_doc_qa_eval``)."""
 
     path: str | None = Field(default=None, description="eval case file")
     dataset: str | None = Field(default=None, description="Hugging Face dataset name or local dataset folder")
+    artifact: str | None = Field(default=None, description="name of an eval set artifact from run.py testset")
+    version: str | int | None = Field(default=None, description="artifact version; default: the latest")
     split: str = "train"
     revision: str | None = None
     columns: dict[str, str] = Field(
@@ -71,8 +76,10 @@ class EvalCasesConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_source(self) -> EvalCasesConfig:
-        if (self.path is None) == (self.dataset is None):
-            raise ValueError("eval_cases needs exactly one of path or dataset")
+        if sum(source is not None for source in (self.path, self.dataset, self.artifact)) != 1:
+            raise ValueError("eval_cases needs exactly one of path, dataset or artifact")
+        if self.version is not None and self.artifact is None:
+            raise ValueError("eval_cases.version applies to an artifact only")
         unknown = sorted(set(self.columns) - set(EvalCase.model_fields))
         if unknown:
             raise ValueError(
@@ -82,6 +89,9 @@ class EvalCasesConfig(_Strict):
 
     @property
     def label(self) -> str:
+        if self.artifact is not None:
+            version = "latest version" if self.version is None else f"version {self.version}"
+            return f"artifact {self.artifact} ({version})"
         return self.path or f"dataset {self.dataset}"
 
 
@@ -228,6 +238,104 @@ class RegressionConfig(_Strict):
     )
 
 
+class TestsetConfig(_Strict):
+    """`run.py testset`: generate eval cases from the knowledge base, critique them, keep the good ones.
+    See README "Eval sets for your own documents"."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="ZenML artifact name of the eval set; default: '<config name>-eval-set'",
+    )
+    chunks: int = Field(default=20, ge=1, description="chunks sampled; each seeds one candidate case")
+    sampling: Literal["proportional", "even"] = Field(
+        default="proportional",
+        description="proportional: sources in proportion to their chunks; even: the same from each source",
+    )
+    min_chunk_chars: int = Field(default=200, ge=0, description="shorter chunks are never sampled")
+    seed: int = 0
+    chunk_size: int | None = Field(default=None, ge=16, description="default: the largest grid.chunk_size")
+    chunk_overlap: float | None = Field(
+        default=None, ge=0, description="default: the first grid.chunk_overlap"
+    )
+    embedding_model: str | None = Field(
+        default=None, description="for related chunks, retrieval checks and near-duplicates; default: first"
+    )
+    generator: LLMEntry = Field(default=DEFAULT_LOCAL_LLM, description="writes questions and answers")
+    critic: LLMEntry | None = Field(default=None, description="rates them; default: the generator")
+    generator_defaults: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 300})
+    critic_defaults: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 300})
+    audience: str = Field(
+        default="developers who use and look things up in this documentation",
+        min_length=1,
+        description="who the knowledge base is for: the generator writes for them, the relevance critic "
+        "rates for them",
+    )
+    evolutions: dict[str, float] = Field(
+        default_factory=lambda: {SIMPLE: 0.4, "reasoning": 0.2, "conditional": 0.2, "multi_context": 0.2},
+        description="share of answerable cases of each evolution type (shares add up to 1)",
+    )
+    unanswerable_share: float = Field(
+        default=0.15,
+        ge=0.0,
+        lt=1.0,
+        description="share of all cases whose answer is not in the knowledge base",
+    )
+    thresholds: dict[str, int] = Field(
+        default_factory=lambda: dict.fromkeys(CRITICS, DEFAULT_THRESHOLD),
+        description="critic -> lowest rating (1-5) a kept case has; every critic that rates a case must pass",
+    )
+    retrieved_passages: int = Field(
+        default=5, ge=1, description="passages of the whole knowledge base the unanswerable critic sees"
+    )
+    duplicate_similarity: float = Field(
+        default=0.9, gt=0.0, le=1.0, description="questions at least this similar (cosine) are duplicates"
+    )
+    max_good_words: int = Field(default=3, ge=0, description="keyword candidates per case")
+
+    @field_validator("thresholds")
+    @classmethod
+    def _every_critic(cls, value: dict[str, int]) -> dict[str, int]:
+        """A critic the config does not name keeps the default threshold."""
+        return dict.fromkeys(CRITICS, DEFAULT_THRESHOLD) | value
+
+    @model_validator(mode="after")
+    def _check_mix(self) -> TestsetConfig:
+        unknown = sorted(set(self.evolutions) - set(EVOLUTIONS))
+        if unknown:
+            raise ValueError(f"testset.evolutions: unknown type(s) {unknown}; known: {sorted(EVOLUTIONS)}")
+        if any(not math.isfinite(share) or share < 0 for share in self.evolutions.values()):
+            raise ValueError("testset.evolutions: shares must be numbers of at least 0")
+        if abs(sum(self.evolutions.values()) - 1.0) > 1e-6:
+            raise ValueError(f"testset.evolutions: shares add up to {sum(self.evolutions.values()):g}, not 1")
+        unknown = sorted(set(self.thresholds) - set(CRITICS))
+        if unknown:
+            raise ValueError(f"testset.thresholds: unknown critic(s) {unknown}; known: {sorted(CRITICS)}")
+        if any(not 1 <= value <= 5 for value in self.thresholds.values()):
+            raise ValueError("testset.thresholds: ratings are 1-5")
+        for role, entry, defaults in (
+            ("generator", self.generator, self.generator_defaults),
+            ("critic", self.critic_entry, self.critic_defaults),
+        ):
+            try:
+                llm_settings(entry, defaults)
+            except ValidationError as error:
+                raise ValueError(f"testset.{role} {entry!r}: {_format_validation_error(error)}") from None
+        return self
+
+    @property
+    def critic_entry(self) -> LLMEntry:
+        return self.generator if self.critic is None else self.critic
+
+    def generator_settings(self) -> LLMSettings:
+        return llm_settings(self.generator, self.generator_defaults)
+
+    def critic_settings(self) -> LLMSettings:
+        return llm_settings(self.critic_entry, self.critic_defaults)
+
+
 class BenchmarkConfig(_Strict):
     name: str = "default"
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
@@ -243,6 +351,7 @@ class BenchmarkConfig(_Strict):
     evaluation: EvaluationConfig = EvaluationConfig()
     statistics: StatisticsConfig = StatisticsConfig()
     regression: RegressionConfig = RegressionConfig()
+    testset: TestsetConfig = TestsetConfig()
     llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
     output_dir: str = "output"
 
@@ -261,6 +370,11 @@ class BenchmarkConfig(_Strict):
                     raise ValueError(
                         f"chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
                     )
+        size, tokens = self.testset_chunking()
+        if tokens >= size:
+            raise ValueError(
+                f"testset: chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -304,6 +418,23 @@ class BenchmarkConfig(_Strict):
     @property
     def chunking_tokenizer(self) -> str:
         return self.chunking.tokenizer or self.grid.embedding_model[0]
+
+    @property
+    def eval_set_name(self) -> str:
+        return self.testset.name or re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.name}-eval-set")
+
+    def testset_chunking(self) -> tuple[int, int]:
+        """(chunk size, overlap in tokens) of the chunks cases are written from: by default the grid's
+        largest chunks, so a benchmark run has usually made them already (ZenML reuses the step)."""
+        size = self.testset.chunk_size or max(self.grid.chunk_size)
+        overlap = (
+            self.grid.chunk_overlap[0] if self.testset.chunk_overlap is None else self.testset.chunk_overlap
+        )
+        return size, overlap_tokens(size, overlap)
+
+    @property
+    def testset_embedding_model(self) -> str:
+        return self.testset.embedding_model or self.grid.embedding_model[0]
 
 
 def overlap_tokens(chunk_size: int, overlap: float) -> int:

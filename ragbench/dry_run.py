@@ -4,13 +4,17 @@ whether earlier runs already made its steps; it calls no LLM, needs no API key a
 from __future__ import annotations
 
 from ragbench.config import BenchmarkConfig
-from ragbench.eval_cases import EvalCase
+from ragbench.eval_cases import EvalCase, SourceChunk
 from ragbench.generation import calibration_inputs, sample_cases
 from ragbench.grid import STAGES, CellSpec, cell_label, expand_grid, varying_axes
 from ragbench.judge import JudgeInput, build_judge_calls
 from ragbench.llm import estimate_cost
 from ragbench.reader import build_reader_requests
 from ragbench.retrieval import RetrievedChunk
+from ragbench.testset.critique import critic_request
+from ragbench.testset.generate import Candidate, evolve_request, first_request
+from ragbench.testset.plan import Seed, assign_kinds
+from ragbench.testset.rubrics import EVOLUTIONS, critics_for
 
 
 def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
@@ -85,3 +89,38 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
             }
         )
     return rows
+
+
+def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[dict]:
+    """`run.py testset --dry-run`: per role, the calls, tokens and cost generating the eval set takes at
+    most (every candidate generated and critiqued), with passages as long as the chunk size allows."""
+    settings = config.testset
+    size, _ = config.testset_chunking()
+    kinds = assign_kinds(
+        min(settings.chunks, available_chunks),
+        settings.evolutions,
+        settings.unanswerable_share,
+        settings.seed,
+    )
+    passage = SourceChunk(source="doc", start_index=0, text=" ".join(["token"] * size))
+    question = " ".join(["word"] * 20)
+    answer = " ".join(["word"] * 40)
+    generator_requests = []
+    critic_requests = []
+    for kind in kinds:
+        evolution = EVOLUTIONS.get(kind)
+        seed = Seed(id=kind, evolution=kind, chunks=[passage] * (evolution.passages if evolution else 1))
+        generator_requests.append(first_request(seed, settings.audience))
+        if evolution is not None:
+            generator_requests.append(evolve_request(seed, question, answer, settings.audience))
+        candidate = Candidate(id=kind, evolution=kind, chunks=seed.chunks, question=question, answer=answer)
+        retrieved = [passage] * settings.retrieved_passages
+        critic_requests += [
+            critic_request(critic, candidate, retrieved, settings.audience) for critic in critics_for(kind)
+        ]
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    return [
+        {"role": "generator", "cases": ", ".join(f"{n} {kind}" for kind, n in counts.items())}
+        | estimate_cost(settings.generator_settings(), generator_requests),
+        {"role": "critic", "cases": ""} | estimate_cost(settings.critic_settings(), critic_requests),
+    ]

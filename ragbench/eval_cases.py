@@ -15,6 +15,40 @@ if TYPE_CHECKING:
     from ragbench.config import EvalCasesConfig
 
 
+class SourceChunk(BaseModel):
+    """A passage a generated case was written from."""
+
+    source: str
+    start_index: int
+    text: str
+
+
+class Critique(BaseModel):
+    """One critic's verdict on a generated case: its reasoning, then a 1-5 rating (None when the critic
+    could not give one, with `error` saying why)."""
+
+    criterion: str
+    rating: int | None = Field(default=None, ge=1, le=5)
+    reasoning: str = ""
+    error: str | None = None
+    failed_call: bool = False  # the call failed (retried by a later run), rather than an invalid reply
+
+
+class CaseProvenance(BaseModel):
+    """Where a generated case comes from and why it was kept or rejected (`run.py testset`)."""
+
+    generator: str
+    critic: str
+    evolution: str
+    source_chunks: list[SourceChunk]
+    seed_question: str | None = None  # the plain question an evolved one was rewritten from
+    critiques: list[Critique] = Field(default_factory=list)
+    # An unanswerable case: the chunks (source@start) a search of the whole knowledge base found for it,
+    # which the critic read to check that none answers it.
+    checked_against: list[str] = Field(default_factory=list)
+    rejected_because: list[str] = Field(default_factory=list)  # empty for a kept case
+
+
 class EvalCase(BaseModel):
     """A question plus whatever ground truth is known about it."""
 
@@ -35,6 +69,15 @@ class EvalCase(BaseModel):
     # judge also grades `human_answer`, and the report measures how well it agrees with the person.
     human_answer: str | None = None
     human_correctness: int | None = Field(default=None, ge=1, le=5)
+    # "declines": the knowledge base does not answer the question, so the right answer is a refusal;
+    # the keyword suite `declines` fails every answer that is not one.
+    expected_behaviour: Literal["answers", "declines"] = "answers"
+    provenance: CaseProvenance | None = None
+
+    @property
+    def case_type(self) -> str | None:
+        """What the report breaks scores down by: a generated case's evolution, else None."""
+        return self.provenance.evolution if self.provenance else None
 
     @field_validator("question")
     @classmethod
@@ -49,7 +92,17 @@ class EvalCase(BaseModel):
             raise ValueError("human_answer and human_correctness go together: the score is of that answer")
         if self.human_answer is not None and not self.reference_answer:
             raise ValueError("a human label needs reference_answer: the judge grades correctness against it")
+        if self.expected_behaviour == "declines" and (self.reference_answer or self.expected_sources):
+            raise ValueError(
+                "a case whose expected behaviour is 'declines' has no reference_answer or expected_sources: "
+                "the knowledge base does not answer it"
+            )
         return self
+
+
+# Fields added after runs were recorded: left out of the fingerprint while at their default, so an
+# unchanged eval set keeps the fingerprint that lines its runs up.
+_LATER_DEFAULTS = {"expected_behaviour": "answers", "provenance": None}
 
 
 class EvalSuite(BaseModel):
@@ -57,12 +110,17 @@ class EvalSuite(BaseModel):
 
     cases: list[EvalCase]
     fingerprint: str = ""
+    label: str = ""  # which eval set (file, dataset, or ZenML artifact and version) the cases came from
 
     @classmethod
-    def of(cls, cases: list[EvalCase]) -> EvalSuite:
+    def of(cls, cases: list[EvalCase], label: str = "") -> EvalSuite:
         """The cases with a content fingerprint, so runs on the same eval set can be lined up."""
-        canonical = json.dumps([case.model_dump(mode="json") for case in cases], sort_keys=True)
-        return cls(cases=cases, fingerprint=hashlib.sha256(canonical.encode()).hexdigest()[:16])
+        dumped = [
+            {k: v for k, v in case.model_dump(mode="json").items() if _LATER_DEFAULTS.get(k, ...) != v}
+            for case in cases
+        ]
+        canonical = json.dumps(dumped, sort_keys=True)
+        return cls(cases=cases, fingerprint=hashlib.sha256(canonical.encode()).hexdigest()[:16], label=label)
 
 
 class EvalCaseError(ValueError):
@@ -148,8 +206,10 @@ def cases_from_rows(rows: list[dict[str, Any]], columns: dict[str, str], origin:
 
 
 def load_eval_source(source: EvalCasesConfig) -> list[EvalCase]:
-    """The configured cases: a ragbench case file as is, or a file/dataset table through `columns`."""
+    """The configured cases: a ragbench case file as is, an eval set artifact, or a table via `columns`."""
     try:
+        if source.artifact is not None:
+            return load_eval_set_artifact(source.artifact, source.version, source.limit)[0]
         if source.dataset is not None:
             rows = read_dataset(source.dataset, source.split, source.revision, source.limit)
         elif source.columns or Path(source.path or "").suffix.lower() in {".csv", ".parquet"}:
@@ -161,5 +221,30 @@ def load_eval_source(source: EvalCasesConfig) -> list[EvalCase]:
     return cases_from_rows(rows, source.columns, source.label)
 
 
+def load_eval_set_artifact(
+    name: str, version: str | int | None, limit: int | None
+) -> tuple[list[EvalCase], str]:
+    """The kept cases of an eval set that `run.py testset` stored in ZenML (the latest version unless one
+    is named)."""
+    from zenml.client import Client
+
+    try:
+        artifact = Client().get_artifact_version(name, str(version) if version is not None else None)
+    except KeyError:
+        which = "any version" if version is None else f"version {version}"
+        raise EvalCaseError(
+            f"eval_cases.artifact: no {which} of artifact {name!r}; make one with `run.py testset`"
+        ) from None
+    cases = getattr(artifact.load(), "cases", None)
+    if not isinstance(cases, list) or not all(isinstance(case, EvalCase) for case in cases):
+        raise EvalCaseError(f"eval_cases.artifact: {name!r} version {artifact.version} is not an eval set")
+    if not cases:
+        raise EvalCaseError(f"eval_cases.artifact: {name!r} version {artifact.version} kept no cases")
+    return cases[:limit], f"artifact {name} version {artifact.version}"
+
+
 def load_eval_suite_from(source: EvalCasesConfig) -> EvalSuite:
-    return EvalSuite.of(load_eval_source(source))
+    """The cases with the label of the eval set they came from (an artifact's names its version)."""
+    if source.artifact is not None:
+        return EvalSuite.of(*load_eval_set_artifact(source.artifact, source.version, source.limit))
+    return EvalSuite.of(load_eval_source(source), source.label)

@@ -92,6 +92,10 @@ class VectorIndex:
         k = min(k, self.faiss_index.ntotal)
         return self.faiss_index.search(np.ascontiguousarray(query_vectors, dtype=np.float32), k)
 
+    def vectors(self) -> np.ndarray:
+        """Every chunk's normalised vector in chunk order, read back from the index (no re-embedding)."""
+        return self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)
+
 
 def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool | None = None) -> VectorIndex:
     """Embed every chunk exactly once and load the vectors into an exact cosine index."""

@@ -6,7 +6,10 @@ Three suites, each run only on the cases that list words for it:
 - ``bad_first_words``: the answer fails if it opens with one of ``bad_first_words`` (leading
   whitespace, quotes, markdown such as ``**`` or ``#`` and punctuation are skipped first, so
   ``**"Yes**, it does`` opens with "yes");
-- ``good_answers``: the answer fails unless it mentions every one of the ``good_words``.
+- ``good_answers``: the answer fails unless it mentions every one of the ``good_words``;
+- ``declines``: on a case whose ``expected_behaviour`` is "declines" (the knowledge base does not
+  answer it), the answer fails unless it is a refusal (`ragbench.reader.says_not_in_context`): a RAG
+  system that invents an answer shows up as this suite's failure rate.
 
 Matching ignores case. With the case's default ``match: word`` a word or phrase must stand alone
 ("local" does not match "locally", nor "local_path": an underscore is part of a word, as in
@@ -24,9 +27,12 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ragbench.eval_cases import EvalCase
+from ragbench.reader import says_not_in_context
 
-Suite = Literal["bad_answers", "bad_first_words", "good_answers"]
-SUITES: tuple[Suite, ...] = ("bad_answers", "bad_first_words", "good_answers")
+Suite = Literal["bad_answers", "bad_first_words", "good_answers", "declines"]
+SUITES: tuple[Suite, ...] = ("bad_answers", "bad_first_words", "good_answers", "declines")
+# The word a `declines` failure is recorded with: no word decides it, the missing refusal does.
+NO_REFUSAL = "(answered instead of declining)"
 MatchMode = Literal["word", "substring"]
 
 # What may precede an answer's first word: whitespace, quotes, markdown markers, punctuation.
@@ -92,11 +98,22 @@ _SUITE_FIELD: dict[Suite, str] = {
 
 def suite_words(case: EvalCase, suite: Suite) -> list[str]:
     """The case's non-blank words for `suite`; a case with none takes no part in that suite."""
+    if suite == "declines":
+        return []
     return [word for word in getattr(case, _SUITE_FIELD[suite]) if word.strip()]
 
 
+def tests_case(case: EvalCase, suite: Suite) -> bool:
+    """Whether `suite` takes part on `case`: it has words for it, or (declines) it expects a refusal."""
+    if suite == "declines":
+        return case.expected_behaviour == "declines"
+    return bool(suite_words(case, suite))
+
+
 def check_answer(case: EvalCase, suite: Suite, answer: str) -> str | None:
-    """The word that makes `answer` fail `suite` (None if it passes or the case has no such words)."""
+    """The word that makes `answer` fail `suite` (None if it passes or the suite does not test the case)."""
+    if suite == "declines":
+        return NO_REFUSAL if tests_case(case, suite) and not says_not_in_context(answer) else None
     words = suite_words(case, suite)
     if suite == "bad_answers":
         found = (w for w in words if contains_phrase(answer, w, case.match))
@@ -120,7 +137,7 @@ def run_keyword_tests(cases: Iterable[EvalCase], answers: Mapping[str, str]) -> 
         if answer is None:
             continue
         for suite in SUITES:
-            if not suite_words(case, suite):
+            if not tests_case(case, suite):
                 continue
             results[suite].cases_tested += 1
             word = check_answer(case, suite, answer)

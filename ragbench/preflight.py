@@ -110,3 +110,18 @@ def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Prefli
     for warning in warnings:
         logger.warning(warning)
     return Preflight(knowledge_base_fingerprint=corpus.fingerprint, eval_suite=suite, warnings=warnings)
+
+
+def run_testset_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> int:
+    """Check what `run.py testset` needs before any model loads; returns the knowledge base's estimated
+    number of chunks at the testset's chunk size (what a dry run can plan with without chunking)."""
+    if not plan_only:
+        for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
+            check_model_available(name)
+        for settings in (config.testset.generator_settings(), config.testset.critic_settings()):
+            check_llm_ready(settings)
+    corpus = load_corpus(config.knowledge_base)
+    for reason in corpus.skipped:
+        logger.warning("knowledge base: skipped %s", reason)
+    size, overlap = config.testset_chunking()
+    return max(1, int(corpus.total_characters / _CHARACTERS_PER_TOKEN / (size - overlap)))

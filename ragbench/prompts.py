@@ -43,7 +43,7 @@ REQUIRED_PLACEHOLDERS = ("{passages}", "{question}")
 _PLACEHOLDER = re.compile(r"\{(passages|question|refusal)\}")
 
 # Every tag that delimits a data section in a reader or judge prompt.
-DATA_TAGS = ("passage", "answer", "reference_answer")
+DATA_TAGS = ("passage", "answer", "reference_answer", "question")
 _DATA_TAG_START = re.compile(rf"<(?=\s*/?\s*(?:{'|'.join(DATA_TAGS)})\b)", re.IGNORECASE)
 
 

@@ -1,4 +1,5 @@
-"""The one-page HTML report of a run: best cells, charts, the full table and a per-question view.
+"""The one-page HTML report of a run: best cells, charts, scores by case type, the full table and a
+per-question view.
 
 Every value is escaped because it may come from documents, questions, answers, judges or config.
 """
@@ -62,6 +63,8 @@ class ReportInput(BaseModel):
     verdicts: list[MetricVerdict] = []
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
+    # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
+    case_type_rows: list[dict] = []
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -271,6 +274,50 @@ def _value_with_interval(row: dict, column: str) -> str:
         return value
     low, high = (escape(format_value(bound)) for bound in interval)
     return f"{value}<br><small>[{low}, {high}]</small>"
+
+
+def _case_type_cell(row: dict, column: str) -> str:
+    """A score of one case type: ``0.75 [0.50, 1.00] n=4`` (value, interval, cases), escaped."""
+    value = _numeric(row.get(column))
+    if value is None:
+        return ""
+    text = format_value(value)
+    if (interval := _interval(row, column)) is not None:
+        text += f" [{format_value(interval[0])}, {format_value(interval[1])}]"
+    if (cases := row.get(f"{column}_cases")) is not None:
+        text += f" n={cases}"
+    return escape(text)
+
+
+def _case_type_section(report: ReportInput) -> str:
+    """The headline scores per case type (the evolution of generated eval cases), one line per (cell,
+    case type); absent when the eval set has fewer than two case types."""
+    if not report.case_type_rows:
+        return ""
+    metrics = [
+        m
+        for m in report.headline
+        if any(_numeric(r.get(m.column)) is not None for r in report.case_type_rows)
+    ]
+    header = ["<th>Configuration</th>", "<th>Case type</th>"]
+    for metric in metrics:
+        arrow = "\u2191" if metric.higher_is_better else "\u2193"
+        header.append(f'<th title="{_direction(metric)}">{escape(metric.label)} {arrow}</th>')
+    body = []
+    for row in report.case_type_rows:
+        cells = [f"<td>{escape(_label(row))}</td>", f"<td>{escape(str(row.get('case_type')))}</td>"]
+        cells += [f'<td class="number">{_case_type_cell(row, m.column)}</td>' for m in metrics]
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    table = f"<table><thead><tr>{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    note = (
+        "Each headline score averaged over the cases of one type (the evolution that generated the case), "
+        f"with its {report.confidence:.0%} bootstrap interval and n, the number of cases behind it: a type "
+        "with few cases says little on its own. Click a column header to sort."
+    )
+    return (
+        f'<h2 id="case-types">Scores by case type</h2><p class="note">{escape(note)}</p>'
+        f'<div class="scroll sortable">{table}</div>'
+    )
 
 
 def _judge_section(report: ReportInput) -> str:
@@ -529,6 +576,7 @@ def _navigation(report: ReportInput) -> str:
         *([("judge", "Judge")] if report.judge_reliability else []),
         ("headline", "Headline table"),
         ("charts", "Charts"),
+        *([("case-types", "By case type")] if report.case_type_rows else []),
         ("axes", "Settings"),
         ("tradeoffs", "Trade-offs"),
         ("full", "All results"),
@@ -669,6 +717,7 @@ def render_report(report: ReportInput) -> str:
         _judge_section(report),
         _headline_section(report),
         _bar_chart_section(report),
+        _case_type_section(report),
         _axis_effect_section(report),
         _tradeoff_section(report),
         _full_table_section(report),

@@ -6,14 +6,18 @@ from steps.generate import answer_questions_cell, judge_answers_cell
 from steps.index import build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
 from steps.results import build_results_table
+from steps.testset import assemble_eval_set, critique_eval_candidates, generate_eval_candidates
 
 __all__ = [
     "answer_questions_cell",
+    "assemble_eval_set",
     "build_results_table",
     "build_vector_index",
     "choose_reranker",
     "chunk_knowledge_base",
+    "critique_eval_candidates",
     "evaluate_retrieval_cell",
+    "generate_eval_candidates",
     "ingest_knowledge_base",
     "judge_answers_cell",
     "load_eval_suite",

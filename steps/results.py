@@ -56,10 +56,12 @@ def build_results_table(
         results,
         title=title,
         metrics_k=metrics_k,
-        notes=run_notes(results, sample_size, seed),
+        notes=run_notes(results, sample_size, seed, eval_suite),
         warnings=run_warnings(results, corpus.skipped),
         reused_cells=reused_cells(specs),
         statistics=StatisticsConfig.model_validate(statistics),
+        cases=eval_suite.cases,
+        eval_set=eval_suite.label,
     )
     run_id = get_step_context().pipeline_run.id
     log_metadata(
@@ -68,6 +70,7 @@ def build_results_table(
             "cells": len(specs),
             "knowledge_base_fingerprint": corpus.fingerprint,
             "eval_fingerprint": eval_suite.fingerprint,
+            "eval_set": eval_suite.label,
             "warnings": table.warnings,
         },
         run_id_name_or_prefix=run_id,

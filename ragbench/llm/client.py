@@ -30,6 +30,7 @@ from ragbench.llm.redaction import is_secret_name, redact
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
 from ragbench.llm.types import (
+    INVALID_REPLY,
     LLMConfigError,
     LLMRequest,
     LLMResult,
@@ -636,7 +637,7 @@ class LLMClient:
             if parsed is not None:
                 break
             if reasks >= self.settings.json_retries:
-                out.error = f"json_invalid: {problem}"
+                out.error = f"{INVALID_REPLY}: {problem}"
                 self.stats.add(json_failures=1)
                 break
             reasks += 1

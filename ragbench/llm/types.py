@@ -15,6 +15,8 @@ from ragbench.llm.redaction import is_credential_key
 Message = dict[str, Any]
 
 LOCAL_PREFIX = "local/"
+# How the error of a call starts when the provider answered, but never with a reply that fits the schema.
+INVALID_REPLY = "json_invalid"
 
 # litellm.completion arguments that the client sets itself; `extra` must not override them, and
 # never carry credentials (settings end up in configs, logs and cache keys).
@@ -149,6 +151,12 @@ class LLMResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def invalid_reply(self) -> bool:
+        """The model answered every time, but no reply fitted the schema (re-asks included): a verdict on
+        the model's output, not a provider failure that a later run could retry."""
+        return self.error is not None and self.error.startswith(INVALID_REPLY)
 
     @property
     def known_cost_usd(self) -> float | None:

@@ -1,0 +1,42 @@
+"""Pipeline wiring only: the benchmark's ingest, chunk and index steps (the same step ids and cache
+keys, so chunks and an index a benchmark run made are reused), then generate, critique, assemble."""
+
+from zenml import pipeline
+
+from ragbench.config import BenchmarkConfig
+from ragbench.grid import CellSpec
+from steps import (
+    assemble_eval_set,
+    build_vector_index,
+    chunk_knowledge_base,
+    critique_eval_candidates,
+    generate_eval_candidates,
+    ingest_knowledge_base,
+)
+from steps.testset import EVAL_SET_NAME
+
+
+@pipeline(name="rag_testset")
+def rag_testset(config: dict):
+    """`config` is a `BenchmarkConfig` as JSON; its `testset` section says what to generate."""
+    settings = BenchmarkConfig.model_validate(config)
+    size, overlap = settings.testset_chunking()
+    key = CellSpec(chunk_size=size, chunk_overlap=overlap, embedding_model=settings.testset_embedding_model)
+    testset = settings.testset.model_dump(mode="json")
+    corpus = ingest_knowledge_base(knowledge_base=settings.knowledge_base.model_dump(mode="json"))
+    chunks = chunk_knowledge_base(
+        corpus,
+        spec=key.upto("chunk").model_dump(mode="json"),
+        tokenizer=settings.chunking_tokenizer,
+        id=key.step_id("chunk"),
+    )
+    index = build_vector_index(
+        chunks, spec=key.upto("index").model_dump(mode="json"), id=key.step_id("index")
+    )
+    candidates = generate_eval_candidates(index, testset=testset, llm_cache_dir=settings.llm_cache_dir)
+    critiques = critique_eval_candidates(
+        candidates, index, testset=testset, llm_cache_dir=settings.llm_cache_dir
+    )
+    assemble_eval_set.with_options(substitutions={EVAL_SET_NAME: settings.eval_set_name})(
+        candidates, critiques, index, testset=testset, name=settings.eval_set_name
+    )

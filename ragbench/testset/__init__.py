@@ -1,0 +1,9 @@
+"""Eval sets for any knowledge base (`run.py testset`): sample chunks, have a generator LLM write
+question-answer cases from them (some evolved into harder ones, some unanswerable), have critic agents
+rate each case, and keep those that pass, without near-duplicates.
+
+- `rubrics`: the prompts and rating scales as data (one entry per evolution type and per critic);
+- `plan`: which chunks seed which kind of case (seeded, no model);
+- `generate`: the generator's calls; `critique`: the critics' calls;
+- `assemble`: keyword candidates, the filter, de-duplication, and the `EvalSet` artifact.
+"""

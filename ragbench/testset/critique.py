@@ -1,0 +1,140 @@
+"""The critics' calls: every critic that applies rates every generated candidate, reasoning first.
+
+One batch through the one LLM client (cached, retried, counted, concurrent where the provider allows).
+A call that fails, or a reply that stays invalid after the client's re-asks, becomes a `Critique` with
+`error` set and no rating, so the case is not kept. A failed call is counted as a failure and keeps the
+step out of the cache, so the next run asks again; an invalid reply is the critic's (counted) answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from ragbench.eval_cases import Critique, SourceChunk
+from ragbench.index import Embedder, VectorIndex
+from ragbench.llm import LLMClient, LLMRequest
+from ragbench.prompts import data_section
+from ragbench.retrieval import retrieve
+from ragbench.testset.generate import Candidate, CandidateSet, Usage
+from ragbench.testset.plan import source_chunk
+from ragbench.testset.rubrics import CRITICS, Critic, CriticVerdict, critics_for
+
+_REPLY = 'Reply with JSON only: {"reasoning": "<one to three sentences>", "rating": <integer 1-5>}'
+
+
+class CandidateCritique(BaseModel):
+    """Every critic's verdict on one candidate, and the passages of the whole knowledge base the
+    unanswerable check searched (empty for answerable candidates)."""
+
+    id: str
+    critiques: list[Critique]
+    retrieved: list[SourceChunk] = []
+    usage: Usage = Usage()
+
+
+class CritiqueSet(BaseModel):
+    critic: str
+    critiques: dict[str, CandidateCritique]  # candidate id -> verdicts
+
+    @property
+    def failures(self) -> int:
+        """Critic calls that failed (a later run retries them); invalid replies are not counted here."""
+        return sum(c.failed_call for entry in self.critiques.values() for c in entry.critiques)
+
+
+def _passages(chunks: Sequence[SourceChunk]) -> str:
+    if not chunks:
+        return "(no passages)"
+    return "\n\n".join(
+        data_section("passage", chunk.text, id=str(number), source=chunk.source)
+        for number, chunk in enumerate(chunks, start=1)
+    )
+
+
+def critic_request(
+    critic: Critic, candidate: Candidate, retrieved: Sequence[SourceChunk], audience: str
+) -> LLMRequest:
+    parts = [f"Question:\n{data_section('question', candidate.question or '')}"]
+    if "answer" in critic.shows:
+        parts.append(f"Proposed answer:\n{data_section('answer', candidate.answer or '')}")
+    if "source" in critic.shows:
+        parts.append(f"Passages:\n{_passages(candidate.chunks)}")
+    if "retrieved" in critic.shows:
+        parts.append(f"Passages found by searching the whole documentation:\n{_passages(retrieved)}")
+    parts.append(_REPLY)
+    return LLMRequest(
+        [
+            {"role": "system", "content": critic.system.replace("{audience}", audience)},
+            {"role": "user", "content": "\n\n".join(parts)},
+        ],
+        response_schema=CriticVerdict,
+    )
+
+
+def search_whole_knowledge_base(
+    index: VectorIndex, embedder: Embedder, candidates: CandidateSet, top_k: int
+) -> dict[str, list[SourceChunk]]:
+    """For each candidate rated by a critic that reads retrieved passages, the best `top_k` chunks of the
+    whole knowledge base for its question (the unanswerable check: none of them may answer it)."""
+    chosen = [
+        candidate
+        for candidate in candidates.candidates
+        if candidate.question is not None
+        and any("retrieved" in critic.shows for critic in critics_for(candidate.evolution))
+    ]
+    if not chosen or not any("retrieved" in critic.shows for critic in CRITICS.values()):
+        return {}
+    found = retrieve(index, embedder, [c.question or "" for c in chosen], top_k)
+    return {
+        candidate.id: [source_chunk(index.chunks.chunks[hit.position]) for hit in hits]
+        for candidate, hits in zip(chosen, found, strict=True)
+    }
+
+
+def critique_candidates(
+    client: LLMClient,
+    candidates: CandidateSet,
+    retrieved: Mapping[str, Sequence[SourceChunk]],
+    *,
+    audience: str,
+    desc: str = "critics",
+) -> CritiqueSet:
+    """Verdicts for every candidate that has a question; `retrieved`: candidate id -> the passages a
+    search of the whole knowledge base returns for its question (used by critics that show them)."""
+    planned = [
+        (candidate, critic)
+        for candidate in candidates.candidates
+        if candidate.question is not None
+        for critic in critics_for(candidate.evolution)
+    ]
+    requests = [
+        critic_request(critic, candidate, retrieved.get(candidate.id, []), audience)
+        for candidate, critic in planned
+    ]
+    results = client.complete_many(requests, desc=desc) if requests else []
+    entries: dict[str, CandidateCritique] = {}
+    for (candidate, critic), result in zip(planned, results, strict=True):
+        entry = entries.setdefault(
+            candidate.id,
+            CandidateCritique(id=candidate.id, critiques=[], retrieved=list(retrieved.get(candidate.id, []))),
+        )
+        entry.usage.add(result)
+        if result.parsed is None:
+            entry.critiques.append(
+                Critique(
+                    criterion=critic.name,
+                    error=result.error or "no valid reply",
+                    failed_call=not result.invalid_reply,
+                )
+            )
+        else:
+            entry.critiques.append(
+                Critique(
+                    criterion=critic.name,
+                    rating=result.parsed["rating"],
+                    reasoning=result.parsed["reasoning"],
+                )
+            )
+    return CritiqueSet(critic=client.settings.model, critiques=entries)

@@ -1,0 +1,145 @@
+"""The generator's calls: a plain question and answer per chunk, then the planned evolutions.
+
+Two batches through the one LLM client (cached, retried, counted, concurrent where the provider
+allows): first every plain and unanswerable question, then every rewrite of a plain question into its
+evolution. A failed call leaves its candidate without a question and with the error: it is counted,
+never kept, and the step that made it is not reused from the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from ragbench.eval_cases import SourceChunk
+from ragbench.llm import LLMClient, LLMRequest, LLMResult
+from ragbench.llm.types import total_cost
+from ragbench.prompts import data_section
+from ragbench.testset.plan import Seed
+from ragbench.testset.rubrics import (
+    EVOLUTIONS,
+    GENERATOR_SYSTEM,
+    SIMPLE_TASK,
+    UNANSWERABLE,
+    UNANSWERABLE_TASK,
+    GeneratedQA,
+    GeneratedQuestion,
+)
+
+
+class Usage(BaseModel):
+    """What a role's calls for one candidate cost (a cached call keeps the numbers it had)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: litellm has no price for the model
+
+    def add(self, result: LLMResult) -> None:
+        self.calls += 1
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cost_usd = total_cost([self.cost_usd, result.known_cost_usd])
+
+
+class Candidate(BaseModel):
+    """One generated case before critique. `question` is None when the generator gave none: `error` when
+    its call failed (counted as a failure: a later run retries it), `invalid` when it answered but never
+    with a valid question, e.g. one that mentions "the passage" (the case is rejected with that reason)."""
+
+    id: str
+    evolution: str
+    chunks: list[SourceChunk]
+    question: str | None = None
+    answer: str | None = None
+    seed_question: str | None = None
+    error: str | None = None
+    invalid: str | None = None
+    usage: Usage = Usage()
+
+    def record_failure(self, result: LLMResult, stage: str) -> None:
+        self.question = self.answer = None
+        message = f"{stage}: {result.error or 'no valid reply'}"
+        if result.invalid_reply:
+            self.invalid = message
+        else:
+            self.error = message
+
+
+class CandidateSet(BaseModel):
+    generator: str
+    candidates: list[Candidate]
+
+    @property
+    def failures(self) -> int:
+        """Candidates whose generator call failed (not those whose replies were invalid)."""
+        return sum(candidate.error is not None for candidate in self.candidates)
+
+
+def _passages(chunks: Sequence[SourceChunk]) -> str:
+    return "\n\n".join(
+        data_section("passage", chunk.text, id=str(number), source=chunk.source)
+        for number, chunk in enumerate(chunks, start=1)
+    )
+
+
+def first_request(seed: Seed, audience: str) -> LLMRequest:
+    """The plain question (or, for an unanswerable seed, the question the passage does not answer)."""
+    unanswerable = seed.evolution == UNANSWERABLE
+    task = UNANSWERABLE_TASK if unanswerable else SIMPLE_TASK
+    return LLMRequest(
+        [
+            {"role": "system", "content": GENERATOR_SYSTEM.replace("{audience}", audience)},
+            {"role": "user", "content": f"{task}\n\n{_passages(seed.chunks[:1])}"},
+        ],
+        response_schema=GeneratedQuestion if unanswerable else GeneratedQA,
+    )
+
+
+def evolve_request(seed: Seed, question: str, answer: str, audience: str) -> LLMRequest:
+    """The rewrite of a plain question into the seed's evolution, over all of the seed's passages."""
+    evolution = EVOLUTIONS[seed.evolution]
+    assert evolution is not None
+    user = (
+        f"{evolution.instruction}\n\nThe plain question and its answer:\n"
+        f"{data_section('question', question)}\n{data_section('answer', answer)}\n\n"
+        f"{_passages(seed.chunks)}"
+    )
+    return LLMRequest(
+        [
+            {"role": "system", "content": GENERATOR_SYSTEM.replace("{audience}", audience)},
+            {"role": "user", "content": user},
+        ],
+        response_schema=GeneratedQA,
+    )
+
+
+def generate_candidates(
+    client: LLMClient, seeds: Sequence[Seed], *, audience: str, desc: str = "generator"
+) -> CandidateSet:
+    """One candidate per seed, in seed order."""
+    candidates = [Candidate(id=s.id, evolution=s.evolution, chunks=s.chunks) for s in seeds]
+    firsts = client.complete_many([first_request(s, audience) for s in seeds], desc=f"{desc}: questions")
+    for candidate, result in zip(candidates, firsts, strict=True):
+        candidate.usage.add(result)
+        if result.parsed is None:
+            candidate.record_failure(result, "question")
+            continue
+        candidate.question = result.parsed["question"]
+        candidate.answer = result.parsed.get("answer")
+    to_evolve = [
+        (seed, candidate)
+        for seed, candidate in zip(seeds, candidates, strict=True)
+        if candidate.question is not None and EVOLUTIONS.get(seed.evolution) is not None
+    ]
+    requests = [evolve_request(s, c.question or "", c.answer or "", audience) for s, c in to_evolve]
+    evolved = client.complete_many(requests, desc=f"{desc}: evolutions") if requests else []
+    for (_, candidate), result in zip(to_evolve, evolved, strict=True):
+        candidate.usage.add(result)
+        candidate.seed_question = candidate.question
+        if result.parsed is None:
+            candidate.record_failure(result, "evolution")
+            continue
+        candidate.question, candidate.answer = result.parsed["question"], result.parsed["answer"]
+    return CandidateSet(generator=client.settings.model, candidates=candidates)

@@ -1,0 +1,77 @@
+"""The eval-set pipeline's own steps; ingest, chunk and index are the benchmark's, and so is their cache."""
+
+from typing import Annotated
+
+from zenml import ArtifactConfig, log_metadata, step
+
+from ragbench.config import TestsetConfig
+from ragbench.index import VectorIndex, load_embedder
+from ragbench.llm import LLMClient
+from ragbench.testset.assemble import EvalSet, build_eval_set
+from ragbench.testset.critique import CritiqueSet, critique_candidates, search_whole_knowledge_base
+from ragbench.testset.generate import CandidateSet, generate_candidates
+from ragbench.testset.plan import plan_seeds
+from steps.caching import never_reuse_this_step_run, step_cache_policy
+
+EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact
+
+
+@step(cache_policy=step_cache_policy(__name__))
+def generate_eval_candidates(
+    index: VectorIndex, testset: dict, llm_cache_dir: str | None
+) -> Annotated[CandidateSet, "candidates"]:
+    """Sample chunks, plan each one's kind, and have the generator write the questions and answers."""
+    settings = TestsetConfig.model_validate(testset)
+    seeds = plan_seeds(
+        index.chunks.chunks,
+        index.vectors(),
+        count=settings.chunks,
+        sampling=settings.sampling,
+        seed=settings.seed,
+        min_chars=settings.min_chunk_chars,
+        evolutions=settings.evolutions,
+        unanswerable_share=settings.unanswerable_share,
+    )
+    with LLMClient(settings.generator_settings(), cache_dir=llm_cache_dir) as client:
+        candidates = generate_candidates(client, seeds, audience=settings.audience)
+    log_metadata({"seeds": len(seeds), "generator_failures": candidates.failures})
+    if candidates.failures:
+        never_reuse_this_step_run()
+    return candidates
+
+
+@step(cache_policy=step_cache_policy(__name__))
+def critique_eval_candidates(
+    candidates: CandidateSet, index: VectorIndex, testset: dict, llm_cache_dir: str | None
+) -> Annotated[CritiqueSet, "critiques"]:
+    """Every critic that applies rates every candidate; unanswerable ones against a whole-KB search."""
+    settings = TestsetConfig.model_validate(testset)
+    embedder = load_embedder(index.manifest.embedding_model)
+    retrieved = search_whole_knowledge_base(index, embedder, candidates, settings.retrieved_passages)
+    with LLMClient(settings.critic_settings(), cache_dir=llm_cache_dir) as client:
+        critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
+    log_metadata({"critic_failures": critiques.failures})
+    if critiques.failures:
+        never_reuse_this_step_run()
+    return critiques
+
+
+@step(cache_policy=step_cache_policy(__name__))
+def assemble_eval_set(
+    candidates: CandidateSet, critiques: CritiqueSet, index: VectorIndex, testset: dict, name: str
+) -> Annotated[EvalSet, ArtifactConfig(name=f"{{{EVAL_SET_NAME}}}")]:
+    """Filter by the thresholds, drop near-duplicates; a new version of the named eval set artifact."""
+    settings = TestsetConfig.model_validate(testset)
+    embedder = load_embedder(index.manifest.embedding_model)
+    eval_set = build_eval_set(
+        name,
+        candidates,
+        critiques,
+        thresholds=settings.thresholds,
+        corpus_texts=index.chunks.texts,
+        embed=embedder.encode_queries,
+        duplicate_similarity=settings.duplicate_similarity,
+        max_good_words=settings.max_good_words,
+    )
+    log_metadata(eval_set.summary, infer_artifact=True)
+    return eval_set

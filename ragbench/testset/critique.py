@@ -21,7 +21,10 @@ from ragbench.testset.generate import Candidate, CandidateSet, Usage
 from ragbench.testset.plan import source_chunk
 from ragbench.testset.rubrics import CRITICS, Critic, CriticVerdict, critics_for
 
-_REPLY = 'Reply with JSON only: {"reasoning": "<one to three sentences>", "rating": <integer 1-5>}'
+_REPLY = (
+    "Do not answer the question: judge it. Reply with JSON only: "
+    '{"reasoning": "<one to three sentences on why this rating>", "rating": <integer 1-5>}'
+)
 
 
 class CandidateCritique(BaseModel):

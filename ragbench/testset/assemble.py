@@ -39,15 +39,22 @@ def good_words(
     limit: int,
 ) -> list[str]:
     """Up to `limit` words of the answer that occur verbatim (as whole words) in its passages, rarest in
-    the knowledge base first: the ones an answer cannot contain by chance. Stop words, words of the
-    question (a reader may just echo them) and one-letter words are left out."""
+    the knowledge base first: the ones an answer cannot contain by chance. Stop words, one-letter words
+    and words of the question or of its words' family ("raises" after "raise": a reader may just echo
+    them) are left out."""
     stop = _stop_words()
+    asked = [word.lower() for word in _TERM.findall(question) if len(word) >= 4]
     seen: set[str] = set()
     found: list[str] = []
     for term in _TERM.findall(answer):
         term = term.strip(".'-")
         key = term.lower()
-        if len(term) < 2 or key in stop or key in seen or contains_phrase(question, term):
+        echoes = contains_phrase(question, term) or any(
+            (key.startswith(word) or word.startswith(key)) and abs(len(key) - len(word)) <= 3
+            for word in asked
+            if len(key) >= 4
+        )
+        if len(term) < 2 or key in stop or key in seen or echoes:
             continue
         seen.add(key)
         if any(contains_phrase(passage, term) for passage in passages):

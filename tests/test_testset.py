@@ -192,10 +192,9 @@ def test_a_failed_generator_call_is_counted_as_a_failure_not_kept(server, tmp_pa
     server.inject("server_error")
     eval_set = make_set(server, tmp_path, SEEDS[:2], monkeypatch)
     assert eval_set.summary["generator_failures"] == 1
-    assert (
-        "server" in eval_set.summary["not_generated"][0]["reason"].lower()
-        or eval_set.summary["not_generated"][0]["reason"]
-    )
+    reason = eval_set.summary["not_generated"][0]["reason"]
+    assert reason.startswith("question: ") and "json_invalid" not in reason
+    assert eval_set.summary["generator_invalid"] == 0
     assert len(eval_set.cases) + len(eval_set.rejected) == 1
 
 

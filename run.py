@@ -295,9 +295,10 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary
+    failures = summary["generator_failures"] + summary["critic_failures"]
     folder = write_folder(
         Path(config.output_dir) / "testsets",
-        f"{eval_set.name}-v{artifact.version}",
+        f"{eval_set.name}-v{artifact.version}" + ("-INCOMPLETE" if failures else ""),
         {
             "cases.jsonl": eval_set.jsonl(),
             "rejected.jsonl": eval_set.jsonl("rejected"),
@@ -310,12 +311,11 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
         f"(kept), rejected.jsonl, summary.json\nBenchmark on it: eval_cases: {{artifact: {eval_set.name}, "
         f"version: {artifact.version}}}  or  eval_cases: {folder}/cases.jsonl"
     )
-    failures = summary["generator_failures"] + summary["critic_failures"]
     if failures:
         raise RunStopped(
             f"{summary['generator_failures']} generator and {summary['critic_failures']} critic call(s) "
-            "failed; their cases are not in the set. Run again to retry only the failed calls (the others "
-            "are cached)."
+            f"failed, so version {artifact.version} is incomplete and a benchmark refuses it. Run again to "
+            "retry only the failed calls (the others are cached)."
         )
     if not eval_set.cases:
         raise RunStopped("no case passed the critics: see rejected.jsonl for their reasons")

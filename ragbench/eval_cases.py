@@ -231,15 +231,23 @@ def load_eval_set_artifact(
     try:
         artifact = Client().get_artifact_version(name, str(version) if version is not None else None)
     except KeyError:
-        which = "any version" if version is None else f"version {version}"
-        raise EvalCaseError(
-            f"eval_cases.artifact: no {which} of artifact {name!r}; make one with `run.py testset`"
-        ) from None
-    cases = getattr(artifact.load(), "cases", None)
+        which = f"artifact {name!r}" if version is None else f"version {version} of artifact {name!r}"
+        raise EvalCaseError(f"eval_cases.artifact: no {which}; make one with `run.py testset`") from None
+    eval_set = artifact.load()
+    cases = getattr(eval_set, "cases", None)
+    label = f"{name!r} version {artifact.version}"
     if not isinstance(cases, list) or not all(isinstance(case, EvalCase) for case in cases):
-        raise EvalCaseError(f"eval_cases.artifact: {name!r} version {artifact.version} is not an eval set")
+        raise EvalCaseError(f"eval_cases.artifact: {label} is not an eval set")
+    failed = sum(
+        getattr(eval_set, "summary", {}).get(key, 0) for key in ("generator_failures", "critic_failures")
+    )
+    if failed:
+        raise EvalCaseError(
+            f"eval_cases.artifact: {label} is incomplete ({failed} generator or critic calls failed); run "
+            "`run.py testset` again to finish it (only the failed calls are made), or name another version"
+        )
     if not cases:
-        raise EvalCaseError(f"eval_cases.artifact: {name!r} version {artifact.version} kept no cases")
+        raise EvalCaseError(f"eval_cases.artifact: {label} kept no cases")
     return cases[:limit], f"artifact {name} version {artifact.version}"
 
 

@@ -157,3 +157,36 @@ def test_report_round_trips_as_json() -> None:
     report = run_keyword_tests([case("a", bad_words=["Flyte"])], {"a": "Flyte"})
     again = type(report).model_validate_json(report.model_dump_json())
     assert again == report
+
+
+# -- unanswerable cases ----------------------------------------------------------------------------
+
+
+def test_declines_suite_fails_every_answer_to_an_unanswerable_case_that_is_not_a_refusal() -> None:
+    cases = [
+        case("refused", expected_behaviour="declines"),
+        case("paraphrased", expected_behaviour="declines"),
+        case("invented", expected_behaviour="declines"),
+        case("answerable", good_words=["local"]),  # not tested by this suite
+    ]
+    answers = {
+        "refused": "The context does not say.",
+        "paraphrased": "The passages do not mention the default orchestrator.",
+        "invented": "The default orchestrator is Airflow [1].",
+        "answerable": "The context does not say.",
+    }
+    report = run_keyword_tests(cases, answers)
+    declines = report.suites["declines"]
+    assert (declines.cases_tested, declines.failures) == (3, 1)
+    assert report.outcomes["declines"] == {"refused": 0.0, "paraphrased": 0.0, "invented": 1.0}
+    assert [(f.case_id, f.suite) for f in report.failing] == [
+        ("invented", "declines"),
+        ("answerable", "good_answers"),
+    ]
+
+
+def test_an_unanswerable_case_has_no_reference_answer_or_expected_sources() -> None:
+    with pytest.raises(ValueError, match="declines"):
+        case("x", expected_behaviour="declines", reference_answer="Airflow.")
+    with pytest.raises(ValueError, match="declines"):
+        case("x", expected_behaviour="declines", expected_sources=["doc.md"])

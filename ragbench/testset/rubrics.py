@@ -157,10 +157,10 @@ they say.
         _CRITIC_INTRO
         + """\
 The documentation's readers: {audience}.
-Rate how useful the question is to those readers: would one of them really ask it?
-5 = a question such a reader would ask, about something that matters when using the subject.
-3 = plausible but marginal, or oddly specific trivia.
-1 = no reader would ask it, or it is off the documentation's subject.""",
+Would one of those readers plausibly ask this question while using what the documentation describes?
+5 = yes: it asks how the documented subject works or how to use it.
+3 = maybe: plausible, but about a minor detail.
+1 = no: it is about something else entirely.""",
     ),
     "standalone": Critic(
         "standalone",

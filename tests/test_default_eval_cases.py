@@ -126,6 +126,9 @@ def test_reference_answers_pass_every_keyword_suite(cases: list[EvalCase]) -> No
     assert not failing, f"reference answers failing their own keyword tests: {failing}"
     for suite in SUITES:
         tested = report.suites[suite].cases_tested
+        if suite == "declines":  # every hand-written case is answerable; generated sets add unanswerable ones
+            assert tested == 0
+            continue
         assert tested > 0, f"no case takes part in the {suite} suite"
 
 

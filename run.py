@@ -303,9 +303,12 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
             "cases.jsonl": eval_set.jsonl(),
             "rejected.jsonl": eval_set.jsonl("rejected"),
             "summary.json": json.dumps(summary, indent=2) + "\n",
+            "eval_set.html": eval_set.html(),
         },
     )
     print(eval_set.summary_text())
+    for warning in eval_set.warnings:
+        print(f"WARNING: {warning}")
     print(
         f"\nZenML artifact: {eval_set.name} version {artifact.version}; files: {folder}/cases.jsonl "
         f"(kept), rejected.jsonl, summary.json\nBenchmark on it: eval_cases: {{artifact: {eval_set.name}, "

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from zenml import ArtifactConfig, log_metadata, step
 
+from materializers.eval_set import EvalSetMaterializer
 from ragbench.config import TestsetConfig
 from ragbench.index import VectorIndex, load_embedder
 from ragbench.llm import LLMClient
@@ -56,7 +57,7 @@ def critique_eval_candidates(
     return critiques
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@step(cache_policy=step_cache_policy(__name__), output_materializers=EvalSetMaterializer)
 def assemble_eval_set(
     candidates: CandidateSet, critiques: CritiqueSet, index: VectorIndex, testset: dict, name: str
 ) -> Annotated[EvalSet, ArtifactConfig(name=f"{{{EVAL_SET_NAME}}}")]:

@@ -330,3 +330,18 @@ def test_eval_cases_name_one_source_and_a_version_only_with_an_artifact() -> Non
         load_config(None, ["eval_cases={path: a.jsonl, version: 2}"])
     config = load_config(None, ["eval_cases={artifact: my-set, version: 3}"])
     assert config.eval_cases.label == "artifact my-set (version 3)"
+
+
+def test_the_eval_set_page_escapes_generated_text_and_labels_a_local_critic(
+    server, tmp_path, monkeypatch
+) -> None:
+    eval_set = make_set(server, tmp_path, SEEDS[:1], monkeypatch)
+    planted = "<script>alert('planted')</script>"
+    case = eval_set.cases[0]
+    eval_set.cases[0] = case.model_copy(update={"question": f"Why {planted} here?"})
+    page = eval_set.html()
+    assert planted not in page and "&lt;script&gt;" in page
+    assert "Kept (1)" in page and "groundedness" in page and not eval_set.warnings
+    local = eval_set.model_copy(update={"summary": eval_set.summary | {"critic": "local/qwen"}})
+    assert "small local model (local/qwen)" in local.warnings[0]
+    assert "noisy" in local.html()

@@ -84,6 +84,7 @@ def test_testset_then_a_benchmark_on_it(project, capsys):
     kept = [json.loads(line) for line in (folder / "cases.jsonl").read_text().splitlines()]
     rejected = [json.loads(line) for line in (folder / "rejected.jsonl").read_text().splitlines()]
     summary = json.loads((folder / "summary.json").read_text())
+    assert "Rejected (1)" in (folder / "eval_set.html").read_text()
     assert summary["chunks_sampled"] == 3 and summary["kept"] == len(kept) == 2
     assert [case["provenance"]["rejected_because"] for case in rejected] == [["groundedness 2 < 4"]]
     assert {case["expected_behaviour"] for case in kept} == {"answers", "declines"}

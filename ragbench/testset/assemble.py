@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from ragbench.eval_cases import CaseProvenance, EvalCase
 from ragbench.keyword_tests import contains_phrase
-from ragbench.llm.types import total_cost
+from ragbench.llm.types import LOCAL_PREFIX, total_cost
+from ragbench.pages import html_page, html_section
 from ragbench.testset.critique import CritiqueSet
 from ragbench.testset.generate import Candidate, CandidateSet
 from ragbench.testset.rubrics import UNANSWERABLE
@@ -117,6 +118,52 @@ class EvalSet(BaseModel):
             f"Generator {s['generator']} ({s['calls']['generator']} calls), critic {s['critic']} "
             f"({s['calls']['critic']} calls), {sum(s['tokens'].values())} tokens, cost "
             + ("unknown" if cost is None else f"${cost:.4f}")
+        )
+
+    @property
+    def warnings(self) -> list[str]:
+        """Said wherever the set's numbers appear: a small local critic decided what was kept."""
+        critic = self.summary.get("critic", "")
+        if not critic.startswith(LOCAL_PREFIX):
+            return []
+        return [
+            f"The critic is a small local model ({critic}): its ratings are noisy, so some good cases were "
+            "rejected and some weak ones kept. Read the kept and rejected cases before relying on this set, "
+            "or regenerate it with a stronger critic (testset.critic)."
+        ]
+
+    def html(self) -> str:
+        """The set as a page: kept and rejected cases with every rating and reason, and the summary."""
+
+        def row(case: EvalCase) -> dict[str, Any]:
+            provenance = case.provenance
+            assert provenance is not None
+            ratings = {
+                c.criterion: c.rating if c.rating is not None else "no rating" for c in provenance.critiques
+            }
+            return {
+                "id": case.id,
+                "type": provenance.evolution,
+                "question": case.question,
+                "reference_answer": case.reference_answer or f"({case.expected_behaviour})",
+                "sources": ", ".join(c.source for c in provenance.source_chunks),
+                "good_words": ", ".join(case.good_words),
+                **ratings,
+                "rejected_because": "; ".join(provenance.rejected_because),
+            }
+
+        numbers = [
+            {"": key, "value": json.dumps(value) if isinstance(value, dict | list) else value}
+            for key, value in self.summary.items()
+        ]
+        return html_page(
+            f"Eval set {self.name}",
+            [
+                html_section(f"Kept ({len(self.cases)})", [row(c) for c in self.cases]),
+                html_section(f"Rejected ({len(self.rejected)})", [row(c) for c in self.rejected]),
+                html_section("Summary", numbers),
+            ],
+            warnings=self.warnings,
         )
 
     def jsonl(self, which: str = "kept") -> str:

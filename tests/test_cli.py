@@ -78,3 +78,23 @@ def test_table_eval_set_is_checked_against_the_knowledge_base(tmp_path, capsys, 
     )
     assert code == 2
     assert "eval.csv: expected sources not in the knowledge base: b.md" in err
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("testset: {critic: openai/gpt-4o}\n", "needs environment variable(s) OPENAI_API_KEY"),
+        ("testset: {evolutions: {simple: 0.7}}\n", "add up to 0.7"),
+        ("knowledge_base: {kind: folder, path: /nonexistent/kb}\n", "folder not found: /nonexistent/kb"),
+        ("testset: {chunk_size: 64, chunk_overlap: 64}\n", "must be smaller than chunk size"),
+    ],
+)
+def test_testset_refuses_bad_input_before_any_work(
+    tmp_path, capsys, monkeypatch, no_expensive_work, yaml_text, message
+):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text(yaml_text)
+    assert run.main(["testset", "--config", str(tmp_path / "config.yaml")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "output").exists()

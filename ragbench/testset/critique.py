@@ -19,7 +19,7 @@ from ragbench.prompts import data_section
 from ragbench.retrieval import retrieve
 from ragbench.testset.generate import Candidate, CandidateSet, Usage
 from ragbench.testset.plan import source_chunk
-from ragbench.testset.rubrics import CRITICS, Critic, CriticVerdict, critics_for
+from ragbench.testset.rubrics import CRITICS, Critic, CriticVerdict, critics_for, passages_text
 
 _REPLY = (
     "Do not answer the question: judge it. Reply with JSON only: "
@@ -47,15 +47,6 @@ class CritiqueSet(BaseModel):
         return sum(c.failed_call for entry in self.critiques.values() for c in entry.critiques)
 
 
-def _passages(chunks: Sequence[SourceChunk]) -> str:
-    if not chunks:
-        return "(no passages)"
-    return "\n\n".join(
-        data_section("passage", chunk.text, id=str(number), source=chunk.source)
-        for number, chunk in enumerate(chunks, start=1)
-    )
-
-
 def critic_request(
     critic: Critic, candidate: Candidate, retrieved: Sequence[SourceChunk], audience: str
 ) -> LLMRequest:
@@ -63,9 +54,9 @@ def critic_request(
     if "answer" in critic.shows:
         parts.append(f"Proposed answer:\n{data_section('answer', candidate.answer or '')}")
     if "source" in critic.shows:
-        parts.append(f"Passages:\n{_passages(candidate.chunks)}")
+        parts.append(f"Passages:\n{passages_text(candidate.chunks)}")
     if "retrieved" in critic.shows:
-        parts.append(f"Passages found by searching the whole documentation:\n{_passages(retrieved)}")
+        parts.append(f"Passages found by searching the whole documentation:\n{passages_text(retrieved)}")
     parts.append(_REPLY)
     return LLMRequest(
         [

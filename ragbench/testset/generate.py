@@ -25,6 +25,7 @@ from ragbench.testset.rubrics import (
     UNANSWERABLE_TASK,
     GeneratedQA,
     GeneratedQuestion,
+    passages_text,
 )
 
 
@@ -77,13 +78,6 @@ class CandidateSet(BaseModel):
         return sum(candidate.error is not None for candidate in self.candidates)
 
 
-def _passages(chunks: Sequence[SourceChunk]) -> str:
-    return "\n\n".join(
-        data_section("passage", chunk.text, id=str(number), source=chunk.source)
-        for number, chunk in enumerate(chunks, start=1)
-    )
-
-
 def first_request(seed: Seed, audience: str) -> LLMRequest:
     """The plain question (or, for an unanswerable seed, the question the passage does not answer)."""
     unanswerable = seed.evolution == UNANSWERABLE
@@ -91,7 +85,7 @@ def first_request(seed: Seed, audience: str) -> LLMRequest:
     return LLMRequest(
         [
             {"role": "system", "content": GENERATOR_SYSTEM.replace("{audience}", audience)},
-            {"role": "user", "content": f"{task}\n\n{_passages(seed.chunks[:1])}"},
+            {"role": "user", "content": f"{task}\n\n{passages_text(seed.chunks[:1])}"},
         ],
         response_schema=GeneratedQuestion if unanswerable else GeneratedQA,
     )
@@ -104,7 +98,7 @@ def evolve_request(seed: Seed, question: str, answer: str, audience: str) -> LLM
     user = (
         f"{evolution.instruction}\n\nThe plain question and its answer:\n"
         f"{data_section('question', question)}\n{data_section('answer', answer)}\n\n"
-        f"{_passages(seed.chunks)}"
+        f"{passages_text(seed.chunks)}"
     )
     return LLMRequest(
         [

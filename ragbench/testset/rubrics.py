@@ -11,10 +11,14 @@ material, never instructions.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+from ragbench.eval_cases import SourceChunk
+from ragbench.prompts import data_section
 
 # Questions that point at the material instead of asking about the subject ("according to the
 # passage", "in the text above") cannot be asked by a real user, who never sees the chunk.
@@ -27,6 +31,16 @@ _POINTS_AT_SOURCE = re.compile(
 
 UNANSWERABLE = "unanswerable"
 SIMPLE = "simple"
+
+
+def passages_text(chunks: Sequence[SourceChunk]) -> str:
+    """Chunks as numbered passage data sections, for the generator's and the critics' prompts."""
+    if not chunks:
+        return "(no passages)"
+    return "\n\n".join(
+        data_section("passage", chunk.text, id=str(number), source=chunk.source)
+        for number, chunk in enumerate(chunks, start=1)
+    )
 
 
 def check_standalone(question: str) -> str:

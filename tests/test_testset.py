@@ -70,7 +70,7 @@ def script(request: dict) -> str:
         return json.dumps({"question": question, "answer": answer})
     question = user.split("<question>")[1].split("</question>")[0].strip()
     rating = 5
-    if "Rate how well the passages answer" in system and "loop" in question:
+    if "Grade the proposed answer" in system and "loop" in question:
         rating = 2  # groundedness rejects the loop question
     if "meant to be one the documentation does NOT answer" in system and "innermost" in question:
         rating = 1  # the "unanswerable" loop question is answered by the knowledge base

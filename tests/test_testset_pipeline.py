@@ -33,8 +33,8 @@ def responder(request: dict) -> str:
         return json.dumps(
             {"question": f"What does the {topic} statement do in Python?", "answer": f"{topic} works."}
         )
-    if system.startswith("You review test questions"):
-        low = "Rate how well the passages answer" in system and "break statement do" in user
+    if system.startswith("You check test questions"):
+        low = "Grade the proposed answer" in system and "break statement do" in user
         return json.dumps({"reasoning": "scripted", "rating": 2 if low else 5})
     if not request.get("response_format"):  # the reader
         return "The context does not say." if "How fast" in user else "It works [1]."

@@ -14,6 +14,7 @@ from ragbench.knowledge_base import load_corpus
 from ragbench.llm import check_llm_ready
 from ragbench.models import check_model_available, resolve_model
 from ragbench.rerank import resolve_reranker
+from ragbench.testset.rubrics import check_names
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +116,10 @@ def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Prefli
 def run_testset_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> int:
     """Check what `run.py testset` needs before any model loads; returns the knowledge base's estimated
     number of chunks at the testset's chunk size (what a dry run can plan with without chunking)."""
+    try:
+        check_names(config.testset.evolutions, config.testset.thresholds)
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
     if not plan_only:
         for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
             check_model_available(name)

@@ -12,6 +12,7 @@ from ragbench.testset.assemble import EvalSet, build_eval_set
 from ragbench.testset.critique import CritiqueSet, critique_candidates, search_whole_knowledge_base
 from ragbench.testset.generate import CandidateSet, generate_candidates
 from ragbench.testset.plan import plan_seeds
+from ragbench.testset.rubrics import thresholds_with_defaults
 from steps.caching import never_reuse_this_step_run, step_cache_policy
 
 EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact
@@ -68,7 +69,7 @@ def assemble_eval_set(
         name,
         candidates,
         critiques,
-        thresholds=settings.thresholds,
+        thresholds=thresholds_with_defaults(settings.thresholds),
         corpus_texts=index.chunks.texts,
         embed=embedder.encode_queries,
         duplicate_similarity=settings.duplicate_similarity,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from ragbench.chunking import Chunk
 from ragbench.config import ConfigError, load_config
 from ragbench.eval_cases import SourceChunk
 from ragbench.llm import LLMClient, LLMSettings
+from ragbench.preflight import PreflightError, run_testset_preflight
 from ragbench.testset.assemble import build_eval_set, good_words, near_duplicates
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates
@@ -310,8 +312,6 @@ def test_near_duplicates_keep_the_first() -> None:
     ("override", "message"),
     [
         ("testset.evolutions={simple: 0.5}", "add up to 0.5"),
-        ("testset.evolutions={simple: 0.5, poetic: 0.5}", "unknown type"),
-        ("testset.thresholds={tone: 3}", "unknown critic"),
         ("testset.thresholds={groundedness: 6}", "1-5"),
         ("testset.unanswerable_share=1", "testset.unanswerable_share"),
         ("testset.chunk_size=64", "must be smaller"),
@@ -321,6 +321,18 @@ def test_bad_testset_settings_are_refused(override: str, message: str) -> None:
     overrides = [override] + (["testset.chunk_overlap=64"] if "chunk_size" in override else [])
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("testset.evolutions={simple: 0.5, poetic: 0.5}", "unknown type(s) ['poetic']"),
+        ("testset.thresholds={tone: 3}", "unknown critic(s) ['tone']"),
+    ],
+)
+def test_unknown_evolutions_and_critics_are_refused_before_any_work(override: str, message: str) -> None:
+    with pytest.raises(PreflightError, match=re.escape(message)):
+        run_testset_preflight(load_config(None, [override]), plan_only=True)
 
 
 def test_eval_cases_name_one_source_and_a_version_only_with_an_artifact() -> None:

@@ -16,7 +16,7 @@ from ragbench.testset.assemble import build_eval_set
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates
 from ragbench.testset.plan import Seed
-from ragbench.testset.rubrics import check_standalone, critics_for
+from ragbench.testset.rubrics import check_standalone, critics_for, thresholds_with_defaults
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +71,7 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
         "local",
         candidates,
         critiques,
-        thresholds=settings.thresholds,
+        thresholds=thresholds_with_defaults(settings.thresholds),
         corpus_texts=[p.text for p in PASSAGES],
         embed=lambda texts: np.eye(len(texts), dtype=np.float32),
         duplicate_similarity=settings.duplicate_similarity,
@@ -81,7 +81,7 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
     for case in eval_set.rejected:
         assert case.provenance.rejected_because
     for case in eval_set.cases:
-        assert all(v.rating >= settings.thresholds[v.criterion] for v in case.provenance.critiques)
+        assert all(v.rating >= 4 for v in case.provenance.critiques)  # the default threshold
         if case.expected_behaviour == "answers":
             assert case.expected_sources == ["orchestrators.md"]
             assert all(word.lower() in PASSAGES[0].text.lower() for word in case.good_words)

@@ -11,7 +11,7 @@ material, never instructions.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -219,6 +219,22 @@ Scores:
 }
 
 DEFAULT_THRESHOLD = 4
+
+
+def check_names(evolutions: Iterable[str], thresholds: Iterable[str]) -> None:
+    """The config names only evolution types and critics defined here (checked before any work; the config
+    model does not import this module, so a prompt edit does not invalidate every cached step)."""
+    unknown = sorted(set(evolutions) - set(EVOLUTIONS))
+    if unknown:
+        raise ValueError(f"testset.evolutions: unknown type(s) {unknown}; known: {sorted(EVOLUTIONS)}")
+    unknown = sorted(set(thresholds) - set(CRITICS))
+    if unknown:
+        raise ValueError(f"testset.thresholds: unknown critic(s) {unknown}; known: {sorted(CRITICS)}")
+
+
+def thresholds_with_defaults(thresholds: Mapping[str, int]) -> dict[str, int]:
+    """Every critic's threshold: the configured one, else `DEFAULT_THRESHOLD`."""
+    return dict.fromkeys(CRITICS, DEFAULT_THRESHOLD) | dict(thresholds)
 
 
 def critics_for(evolution: str) -> list[Critic]:

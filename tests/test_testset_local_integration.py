@@ -67,11 +67,12 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
         for verdict in verdicts:
             print(f"  {verdict.criterion}: {verdict.rating} {verdict.reasoning} {verdict.error or ''}")
 
+    thresholds = thresholds_with_defaults(settings.thresholds)  # the default config's
     eval_set = build_eval_set(
         "local",
         candidates,
         critiques,
-        thresholds=thresholds_with_defaults(settings.thresholds),
+        thresholds=thresholds,
         corpus_texts=[p.text for p in PASSAGES],
         embed=lambda texts: np.eye(len(texts), dtype=np.float32),
         duplicate_similarity=settings.duplicate_similarity,
@@ -81,7 +82,7 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
     for case in eval_set.rejected:
         assert case.provenance.rejected_because
     for case in eval_set.cases:
-        assert all(v.rating >= 4 for v in case.provenance.critiques)  # the default threshold
+        assert all(v.rating >= thresholds[v.criterion] for v in case.provenance.critiques)
         if case.expected_behaviour == "answers":
             assert case.expected_sources == ["orchestrators.md"]
             assert all(word.lower() in PASSAGES[0].text.lower() for word in case.good_words)

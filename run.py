@@ -49,6 +49,7 @@ USER_ERRORS = (
 PIPELINE_NAME = "rag_benchmark"
 TESTSET_PIPELINE_NAME = "rag_testset"
 RESULTS_STEP = "build_results_table"
+GATE_STEP = "regression_gate"
 EVAL_SET_STEP = "assemble_eval_set"
 logger = logging.getLogger("ragbench")
 
@@ -67,8 +68,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("run_name", nargs="?", help="promote: the run to mark as champion")
     parser.add_argument(
         "--against",
-        default="previous",
-        help="compare: 'previous' (default), 'champion', or a run name",
+        help="compare: 'previous', 'champion', 'none' or a run name (default: regression.baseline)",
     )
     parser.add_argument("--last", type=int, default=50, help="compare: consider only the newest N runs")
     parser.add_argument("--tag", help="compare: consider only runs with this tag")
@@ -207,24 +207,31 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         resolve_model(name)  # provision offline models up front, with progress, before ZenML starts
 
     from pipelines import rag_benchmark
+    from ragbench.compare import config_tag
+    from ragbench.gate import GateResult
 
     mark_runs_failed(abandoned=True)
-    pipeline = rag_benchmark.with_options(enable_cache=use_cache)
+    run_name = new_run_name(PIPELINE_NAME, config.name)
+    pipeline = rag_benchmark.with_options(
+        enable_cache=use_cache, run_name=run_name, tags=[config_tag(config.name), *config.tags]
+    )
     try:
         pipeline_run = pipeline(config=config.model_dump(mode="json"))
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)
         raise
     except Exception:  # a step failed; ZenML has marked the run failed and kept every finished step
-        raise RunStopped(describe_failed_run()) from None
+        raise RunStopped(describe_failed_run(run_name)) from None
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
+    gate: GateResult = pipeline_run.steps[GATE_STEP].outputs["gate"][0].load()
     files = {
         "results.csv": table.csv(),
         "results.html": table.report_html,
         "cases.jsonl": records.jsonl(),
         "case_values.csv": table.case_values_csv(),
+        "gate.html": gate.html(),
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
@@ -245,16 +252,24 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         print(note)
     for warning in table.warnings:
         print(f"WARNING: {warning}")
-    print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html")
-    failed = [row["label"] for row in table.rows if row.get("e2e_cases") and not row["answers_produced"]]
-    if failed:
-        errors = [r.answer.error for r in records.records if r.answer.error]
+    print(f"\n{gate.text()}")
+    print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html  gate: {folder}/gate.html")
+    if gate.status == "incomplete":
         raise RunStopped(
-            f"every reader call failed in {len(failed)} cell(s): {', '.join(failed)}; last error: "
-            f"{errors[-1] if errors else 'unknown'}. Their steps are not cached: run again to retry only "
+            "; ".join(table.incomplete.values()) + ". Their steps are not cached: run again to retry only "
             "the failed calls."
         )
-    return 0
+    return gate.exit_code
+
+
+def new_run_name(pipeline_name: str, config_name: str) -> str:
+    """A name known before the run starts, so a run that fails is reported by its own name (the
+    pipeline's `last_run` may be another process's run)."""
+    import time
+    import uuid
+
+    stamp = time.strftime("%Y_%m_%d-%H_%M_%S", time.gmtime())
+    return f"{pipeline_name}-{config_name}-{stamp}-{uuid.uuid4().hex[:6]}"
 
 
 def print_testset_plan(config: BenchmarkConfig) -> int:
@@ -285,13 +300,16 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     from ragbench.testset.assemble import EvalSet
 
     mark_runs_failed(abandoned=True)
+    run_name = new_run_name(TESTSET_PIPELINE_NAME, config.name)
     try:
-        pipeline_run = rag_testset.with_options(enable_cache=use_cache)(config=config.model_dump(mode="json"))
+        pipeline_run = rag_testset.with_options(enable_cache=use_cache, run_name=run_name)(
+            config=config.model_dump(mode="json")
+        )
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)
         raise
     except Exception:
-        raise RunStopped(describe_failed_run(TESTSET_PIPELINE_NAME)) from None
+        raise RunStopped(describe_failed_run(run_name)) from None
     artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary
@@ -379,84 +397,62 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def config_runs(config: BenchmarkConfig, tag: str | None, last: int) -> list:
-    """Completed runs of this config (newest first), optionally with another tag."""
+def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag: str | None) -> int:
+    """The gate by hand: the newest run of the config, whatever its status, against `against` (default:
+    the config's `regression.baseline`). Exit 1 when the gate fails, 0 when it passes, 2 (via
+    RunStopped) on bad input."""
     from zenml.client import Client
 
-    from ragbench.compare import config_tag
+    from ragbench.gate import judge_run
+    from steps.history import config_runs, failure_of, find_baseline, run_record
 
     open_store()
-    tags = [f"equals:{config_tag(config.name)}", *([f"equals:{tag}"] if tag else [])]
-    client = Client()
-    try:
-        pipeline = client.get_pipeline(PIPELINE_NAME)
-    except KeyError:
-        return []
-    return client.list_pipeline_runs(
-        pipeline_id=pipeline.id, tags=tags, status="completed", sort_by="desc:created", size=last
-    ).items
-
-
-def compare_command(config: BenchmarkConfig, against: str, last: int, tag: str | None) -> int:
-    """Exit 1 when a tracked metric regressed, 0 when none did, 2 (via RunStopped) on bad input."""
-    from zenml.client import Client
-
-    from ragbench.compare import CHAMPION_TAG, RunRecord, compare_runs, comparison_text
-
-    runs = config_runs(config, tag, last)
+    runs = config_runs(config.name, tag, last)
     if not runs:
-        raise RunStopped(f"no completed run of config {config.name!r} to compare")
+        raise RunStopped(f"no run of config {config.name!r} to compare")
     current = runs[0]
-    if against == "previous":
-        if len(runs) < 2:
-            raise RunStopped(f"only one completed run of config {config.name!r}: nothing to compare it with")
-        baseline = runs[1]
-    elif against == "champion":
-        champions = Client().list_pipeline_runs(tags=[f"equals:{CHAMPION_TAG}"], size=1).items
-        if not champions:
-            raise RunStopped("no champion yet: promote one with `run.py promote RUN`")
-        baseline = champions[0]
+    mode = against or config.regression.baseline
+    if mode in ("previous", "champion", "none"):
+        baseline = find_baseline(config.name, mode, current, tag)
+        if baseline is None and mode != "none":
+            how = "promote one with `run.py promote RUN`" if mode == "champion" else "run it again"
+            raise RunStopped(f"no {mode} run of config {config.name!r} to compare {current.name} with: {how}")
     else:
         try:
-            baseline = Client().get_pipeline_run(against)
+            baseline = Client().get_pipeline_run(mode)
         except KeyError:
-            raise RunStopped(f"no run named {against!r}") from None
-    records = [
-        RunRecord.from_metadata(r.name, str(r.created), r.run_metadata, run_case_values(r))
-        for r in (current, baseline)
-    ]
-    comparison = compare_runs(
-        *records, config.regression.thresholds, config.regression.default_threshold, config.statistics
+            raise RunStopped(f"no run named {mode!r}") from None
+    verdict = judge_run(
+        run_record(current),
+        run_record(baseline) if baseline is not None else None,
+        config=config.name,
+        baseline_mode=mode if mode in ("previous", "champion", "none") else f"run {mode}",
+        regression=config.regression,
+        statistics=config.statistics,
+        failure=failure_of(current),
     )
-    print(comparison_text(comparison))
-    folder = Path(config.output_dir) / "compare"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{current.name}__vs__{baseline.name}"
-    for suffix, content in (
-        ("html", comparison.html()),
-        ("csv", comparison.csv()),
-        ("json", comparison.json()),
-    ):
-        (folder / f"{stem}.{suffix}").write_text(content, encoding="utf-8")
-    print(f"(written: {folder / stem}.html, .csv, .json)")
-    return 1 if comparison.regressions else 0
-
-
-def run_case_values(pipeline_run) -> dict:
-    """The per-case values a run's results table kept (empty for runs made before it kept them)."""
-    try:
-        table: ResultsTable = pipeline_run.steps[RESULTS_STEP].outputs["results"][0].load()
-    except (KeyError, IndexError):
-        return {}
-    return table.case_values
+    print(verdict.text())
+    comparison = verdict.comparison
+    if comparison is not None:
+        folder = Path(config.output_dir) / "compare"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{current.name}__vs__{comparison.baseline}"
+        for suffix, content in (
+            ("html", verdict.html()),
+            ("csv", comparison.csv()),
+            ("json", comparison.json()),
+        ):
+            (folder / f"{stem}.{suffix}").write_text(content, encoding="utf-8")
+        print(f"(written: {folder / stem}.html, .csv, .json)")
+    return verdict.exit_code
 
 
 def promote_command(run_name: str | None) -> int:
-    """Mark a run as the champion: an exclusive tag, so at most one run of the pipeline holds it."""
+    """Mark a run as its config's champion: a tag exclusive per config, so every config keeps one."""
     from zenml import Tag, add_tags
     from zenml.client import Client
 
-    from ragbench.compare import CHAMPION_TAG
+    from ragbench.compare import champion_tag
 
     if not run_name:
         raise RunStopped("promote needs a run name: run.py promote RUN")
@@ -465,8 +461,11 @@ def promote_command(run_name: str | None) -> int:
         pipeline_run = Client().get_pipeline_run(run_name)
     except KeyError:
         raise RunStopped(f"no run named {run_name!r}") from None
-    add_tags(tags=[Tag(name=CHAMPION_TAG, exclusive=True)], run=pipeline_run.id)
-    print(f"{pipeline_run.name} is the champion")
+    config_name = (pipeline_run.config.parameters or {}).get("config", {}).get("name")
+    if pipeline_run.status.value != "completed" or not config_name:
+        raise RunStopped(f"{run_name} is not a completed benchmark run: only those can be champions")
+    add_tags(tags=[Tag(name=champion_tag(config_name), exclusive=True)], run=pipeline_run.id)
+    print(f"{pipeline_run.name} is the champion of config {config_name!r}")
     return 0
 
 
@@ -558,11 +557,11 @@ def dashboard_command(port: int, stop: bool) -> int:
     return 0
 
 
-def describe_failed_run(pipeline_name: str = PIPELINE_NAME) -> str:
+def describe_failed_run(run_name: str) -> str:
     """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
     from zenml.client import Client
 
-    pipeline_run = Client().get_pipeline(pipeline_name).last_run
+    pipeline_run = Client().get_pipeline_run(run_name)
     failed = [(name, step) for name, step in pipeline_run.steps.items() if step.status.value == "failed"]
     finished = sum(step.status.value in ("completed", "cached") for step in pipeline_run.steps.values())
     reasons = [

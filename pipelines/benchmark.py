@@ -1,10 +1,12 @@
 """Pipeline wiring only: the grid is expanded once (`ragbench.grid`) and fanned out statically, one step
-per distinct stage key, with the key's readable id as the step id."""
+per distinct stage key, with the key's readable id as the step id. A step gets its key's identity as a
+parameter (cache-keyed) and the LLMs' operational settings as an artifact its cache key ignores. The
+regression gate is the last step; a run that breaks before it alerts through the failure hook."""
 
 from zenml import pipeline
 
 from ragbench.config import BenchmarkConfig
-from ragbench.grid import distinct_at, expand_grid
+from ragbench.grid import distinct_at, expand_grid, llm_operations
 from steps import (
     answer_questions_cell,
     build_results_table,
@@ -15,10 +17,13 @@ from steps import (
     ingest_knowledge_base,
     judge_answers_cell,
     load_eval_suite,
+    pass_llm_operations,
+    regression_gate,
 )
+from steps.gate import alert_failed_run
 
 
-@pipeline(name="rag_benchmark")
+@pipeline(name="rag_benchmark", on_failure=alert_failed_run)
 def rag_benchmark(config: dict):
     """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
     Python or by a schedule makes the same artifacts as `run.py`."""
@@ -30,23 +35,25 @@ def rag_benchmark(config: dict):
         name: choose_reranker(checkpoint=name, id=f"reranker_{index}")
         for index, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
     }
+    operations = pass_llm_operations(operations=llm_operations(cells))
     outputs: dict = {}  # step id -> its output artifact
     for key in distinct_at(cells, "chunk"):
         outputs[key.step_id("chunk")] = chunk_knowledge_base(
             corpus,
-            spec=key.model_dump(mode="json"),
+            chunk_size=key.chunk_size,
+            chunk_overlap=key.chunk_overlap,
             tokenizer=settings.chunking_tokenizer,
             id=key.step_id("chunk"),
         )
     for key in distinct_at(cells, "index"):
         outputs[key.step_id("index")] = build_vector_index(
-            outputs[key.step_id("chunk")], spec=key.model_dump(mode="json"), id=key.step_id("index")
+            outputs[key.step_id("chunk")], embedding_model=key.embedding_model, id=key.step_id("index")
         )
     retrievals = [
         evaluate_retrieval_cell(
             outputs[key.step_id("index")],
             suite,
-            spec=key.model_dump(mode="json"),
+            spec=key.identity(),
             metrics_k=settings.retrieval.metrics_k,
             id=key.step_id("retrieve"),
         )
@@ -57,7 +64,8 @@ def rag_benchmark(config: dict):
             outputs[key.step_id("index")],
             suite,
             rerankers[key.reranker] if key.reranker is not None else None,
-            spec=key.model_dump(mode="json"),
+            operations,
+            spec=key.identity(),
             sample_size=settings.generation.sample_size,
             seed=settings.generation.seed,
             llm_cache_dir=settings.llm_cache_dir,
@@ -67,7 +75,8 @@ def rag_benchmark(config: dict):
         judge_answers_cell(
             outputs[key.step_id("answer")],
             suite,
-            spec=key.model_dump(mode="json"),
+            operations,
+            spec=key.identity(),
             rubrics=list(settings.evaluation.rubrics),
             llm_cache_dir=settings.llm_cache_dir,
             samples=settings.evaluation.judge_samples,
@@ -75,8 +84,8 @@ def rag_benchmark(config: dict):
         )
         for key in distinct_at(cells, "judge")
     ]
-    build_results_table(
-        cells=[cell.model_dump(mode="json") for cell in cells],
+    results, _ = build_results_table(
+        cells=[cell.identity() for cell in cells],
         corpus=corpus,
         eval_suite=suite,
         retrievals=retrievals,
@@ -88,5 +97,11 @@ def rag_benchmark(config: dict):
         keyword_tests=settings.evaluation.keyword_tests,
         sample_size=settings.generation.sample_size,
         seed=settings.generation.seed,
+        statistics=settings.statistics.model_dump(mode="json"),
+    )
+    regression_gate(
+        results,
+        config_name=settings.name,
+        regression=settings.regression.model_dump(mode="json"),
         statistics=settings.statistics.model_dump(mode="json"),
     )

@@ -26,13 +26,12 @@ def rag_testset(config: dict):
     corpus = ingest_knowledge_base(knowledge_base=settings.knowledge_base.model_dump(mode="json"))
     chunks = chunk_knowledge_base(
         corpus,
-        spec=key.upto("chunk").model_dump(mode="json"),
+        chunk_size=size,
+        chunk_overlap=overlap,
         tokenizer=settings.chunking_tokenizer,
         id=key.step_id("chunk"),
     )
-    index = build_vector_index(
-        chunks, spec=key.upto("index").model_dump(mode="json"), id=key.step_id("index")
-    )
+    index = build_vector_index(chunks, embedding_model=key.embedding_model, id=key.step_id("index"))
     candidates = generate_eval_candidates(index, testset=testset, llm_cache_dir=settings.llm_cache_dir)
     critiques = critique_eval_candidates(
         candidates, index, testset=testset, llm_cache_dir=settings.llm_cache_dir

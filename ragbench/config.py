@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
+from ragbench.knowledge_base import KnowledgeBaseConfig
 from ragbench.llm.types import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 from ragbench.tables import TableError, load_yaml, read_utf8
@@ -28,30 +30,6 @@ class ConfigError(ValueError):
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class KnowledgeBaseConfig(_Strict):
-    """Where documents come from; `kind` selects which of the other fields apply."""
-
-    kind: Literal["pydoc_topics", "folder", "file", "hf_dataset"] = "pydoc_topics"
-    path: str | None = Field(default=None, description="folder (kind=folder) or data file (kind=file)")
-    dataset: str | None = Field(default=None, description="Hugging Face dataset name (kind=hf_dataset)")
-    split: str = "train"
-    revision: str | None = None
-    text_column: str = "text"
-    source_column: str = "source"
-    limit: int | None = Field(default=None, gt=0, description="keep only the first N documents")
-    warn_chunks: int = Field(
-        default=50_000, ge=1, description="warn, with the estimated index time, above this many chunks"
-    )
-
-    @model_validator(mode="after")
-    def _check_kind_fields(self) -> KnowledgeBaseConfig:
-        if self.kind in {"folder", "file"} and not self.path:
-            raise ValueError(f"knowledge_base.path is required when kind is {self.kind!r}")
-        if self.kind == "hf_dataset" and not self.dataset:
-            raise ValueError("knowledge_base.dataset is required when kind is 'hf_dataset'")
-        return self
 
 
 class EvalCasesConfig(_Strict):
@@ -228,8 +206,14 @@ class StatisticsConfig(_Strict):
 
 
 class RegressionConfig(_Strict):
-    """`run.py compare`: how far a tracked metric may move in its bad direction before it is a regression."""
+    """The regression gate (the pipeline's last step, and `run.py compare`): which run is the baseline,
+    and how far a tracked metric may move in its bad direction before it is a regression."""
 
+    baseline: Literal["previous", "champion", "none"] = Field(
+        default="previous",
+        description="previous: the newest earlier completed and complete run of this config; champion: the "
+        "run promoted for this config (`run.py promote RUN`); none: only check the run is complete",
+    )
     default_threshold: float = Field(default=0.0, ge=0.0, description="for metrics not named below")
     thresholds: dict[str, float] = Field(
         default_factory=lambda: {"latency_p95_s": 1.0},
@@ -327,8 +311,14 @@ class TestsetConfig(_Strict):
 
 class BenchmarkConfig(_Strict):
     name: str = "default"
+    tags: list[str] = Field(
+        default_factory=list,
+        description="tags every run of this config carries (compare --tag filters by them)",
+    )
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
-    eval_cases: EvalCasesConfig = EvalCasesConfig(path="configs/eval_cases/python_reference.yaml")
+    eval_cases: EvalCasesConfig = EvalCasesConfig(
+        path=str(DEFAULT_CONFIG_PATH.parent / "eval_cases" / "python_reference.yaml")
+    )
     chunking: ChunkingConfig = ChunkingConfig()
     grid: GridConfig = GridConfig()
     prompts: dict[str, str | dict[str, str]] = Field(
@@ -465,7 +455,9 @@ def _format_validation_error(error: ValidationError) -> str:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> BenchmarkConfig:
-    """Read YAML, apply `--set` overrides, validate everything at once."""
+    """Read YAML, apply `--set` overrides, validate everything at once. Relative paths in the file
+    resolve against its folder (so a scheduled run works from any directory), in `--set` values against
+    the current directory."""
     config_path = Path(path) if path else DEFAULT_CONFIG_PATH
     if not config_path.is_file():
         raise ConfigError(f"config file not found: {config_path}")
@@ -475,9 +467,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(str(error)) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{config_path}: top level must be a mapping")
+    data = resolve_paths(data, config_path.resolve().parent)
     for override in overrides or []:
         key, value = parse_override(override)
-        _set_dotted(data, key, value)
+        _set_dotted(data, key, resolve_override_paths(key, value, Path.cwd()))
     try:
         return BenchmarkConfig.model_validate(data)
     except ValidationError as error:

@@ -86,10 +86,36 @@ class CellSpec(BaseModel):
         tag = CellSpec.model_fields[axis].json_schema_extra["tag"]  # type: ignore[index]
         return re.sub(r"[^A-Za-z0-9]+", "_", f"{tag}{text}").strip("_")
 
+    def identity(self) -> dict[str, Any]:
+        """The axes this cell uses, each by what can change its results (an LLM by its `result_fields`,
+        not its concurrency, timeouts or retries). Ids hash exactly this, so tuning a provider or adding
+        an axis that a cell does not use renames no step and no cell."""
+        identity: dict[str, Any] = {}
+        for axis in self.axes():
+            value = getattr(self, axis)
+            if isinstance(value, LLMSettings):
+                identity[axis] = value.result_fields()
+            elif isinstance(value, PromptTemplate):
+                identity[axis] = value.model_dump(mode="json")
+            elif value is not None:
+                identity[axis] = value
+        return identity
+
+    def with_operations(self, operations: dict[str, dict[str, Any]]) -> CellSpec:
+        """This cell with its LLMs' operational settings (see `llm_operations`) put back: a step gets its
+        identity as a (cache-keyed) parameter and the operations beside it, outside the cache key."""
+        return self.model_copy(
+            update={
+                axis: value.model_copy(update=operations.get(value.result_key, {}))
+                for axis in ("reader", "judge")
+                if isinstance(value := getattr(self, axis), LLMSettings)
+            }
+        )
+
     @property
     def digest(self) -> str:
-        """A short hash of every field, so ids stay unique when readable names collide."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """A short hash of the identity, so ids stay unique when readable names collide."""
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
     @property
@@ -165,6 +191,16 @@ def varying_axes(cells: list[CellSpec]) -> list[str]:
         if any(len(values) > 1 for values in seen.values()):
             varying.append(axis)
     return varying
+
+
+def llm_operations(cells: list[CellSpec]) -> dict[str, dict[str, Any]]:
+    """Every reader's and judge's operational settings, by its `result_key`."""
+    return {
+        settings.result_key: settings.operations()
+        for cell in cells
+        for settings in (cell.reader, cell.judge)
+        if settings is not None
+    }
 
 
 def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:

@@ -7,11 +7,39 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ragbench.config import KnowledgeBaseConfig
 from ragbench.tables import TableError, read_dataset, read_table_file
+
+
+class KnowledgeBaseConfig(BaseModel):
+    """Where documents come from; `kind` selects which of the other fields apply. Lives here, not in the
+    config module, so the chunk and index steps do not depend on the LLM and prompt code."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["pydoc_topics", "folder", "file", "hf_dataset"] = "pydoc_topics"
+    path: str | None = Field(default=None, description="folder (kind=folder) or data file (kind=file)")
+    dataset: str | None = Field(default=None, description="Hugging Face dataset name (kind=hf_dataset)")
+    split: str = "train"
+    revision: str | None = None
+    text_column: str = "text"
+    source_column: str = "source"
+    limit: int | None = Field(default=None, gt=0, description="keep only the first N documents")
+    warn_chunks: int = Field(
+        default=50_000, ge=1, description="warn, with the estimated index time, above this many chunks"
+    )
+
+    @model_validator(mode="after")
+    def _check_kind_fields(self) -> KnowledgeBaseConfig:
+        if self.kind in {"folder", "file"} and not self.path:
+            raise ValueError(f"knowledge_base.path is required when kind is {self.kind!r}")
+        if self.kind == "hf_dataset" and not self.dataset:
+            raise ValueError("knowledge_base.dataset is required when kind is 'hf_dataset'")
+        return self
+
 
 logger = logging.getLogger(__name__)
 

@@ -341,6 +341,8 @@ class ResultsTable(BaseModel):
     eval_set: str = ""  # which eval set the cases came from (EvalSuite.label)
     # per (cell, case type): each headline score's mean, interval and cases (see `case_type_rows`)
     case_type_rows: list[dict] = []
+    # cell id -> why the run could not score it (every reader call failed): the gate fails such a run
+    incomplete: dict[str, str] = {}
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
@@ -511,8 +513,20 @@ def build_results(
         judge_reliability=reliability,
         eval_set=eval_set,
         case_type_rows=by_type,
+        incomplete=incomplete_cells(rows, records),
     )
     return table, records
+
+
+def incomplete_cells(rows: list[dict], records: CaseRecords) -> dict[str, str]:
+    """Cells that answered nothing although they had cases to answer, with the last reader error."""
+    errors = {record.cell: record.answer.error for record in records.records if record.answer.error}
+    return {
+        row["cell"]: f"every reader call failed in cell {row['label']}; last error: "
+        f"{errors.get(row['cell'], 'unknown')}"
+        for row in rows
+        if row.get("e2e_cases") and not row.get("answers_produced")
+    }
 
 
 def _case_view(record: CaseRecord) -> CaseView:
@@ -549,6 +563,8 @@ def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
         metric_key(m.column): "higher" if m.higher_is_better else "lower" for m in tracked
     }
     flat["metric_tests"] = {metric_key(m.column): m.paired_test for m in tracked}
+    flat["cell_ids"] = [row["cell"] for row in table.rows]
+    flat["incomplete_cells"] = table.incomplete
     for metric in tracked:
         key = metric_key(metric.column)
         scored = [

@@ -38,15 +38,16 @@ def check_cron(expression: str) -> str:
 
 
 def benchmark_command(repo: Path, python: str, config: Path, log: Path) -> str:
-    """Run the benchmark, then compare with the previous run; both append to `log` (the gate's exit
-    code is in the log, and the next night runs either way)."""
+    """Run the benchmark (its last step is the gate), then `compare`, which judges the newest run
+    whatever its status (a run that broke is a gate failure, not a silent comparison of older runs);
+    both exit codes go to `log`, and the next night runs either way."""
     q = shlex.quote
     benchmark = f"{q(python)} run.py --config {q(str(config))}"
     gate = f"{q(python)} run.py compare --config {q(str(config))}"
     folder, target = q(str(log.parent)), q(str(log))
     return (
         f"mkdir -p {folder} && cd {q(str(repo))} && "
-        f'{{ date; {benchmark}; {gate}; echo "compare exit $?"; }} >> {target} 2>&1'
+        f'{{ date; {benchmark}; echo "benchmark exit $?"; {gate}; echo "compare exit $?"; }} >> {target} 2>&1'
     )
 
 

@@ -109,6 +109,13 @@ def paired_difference_test(
     return mean, interval.low, interval.high, min(1.0, p_value) if math.isfinite(p_value) else 1.0
 
 
+def smallest_attainable_p(pairs: int) -> float:
+    """The smallest two-sided p-value the exact sign-flip and signed-rank tests can give on `pairs`
+    pairs: the most extreme of 2^n equally likely sign patterns, counted at both ends. When it exceeds
+    alpha, "not significant" is no evidence of noise: the test could not have said anything else."""
+    return min(1.0, 2.0 / 2.0**pairs) if pairs > 0 else 1.0
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment: controls the chance of any false "better" over the family."""
     if not p_values:

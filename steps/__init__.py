@@ -2,7 +2,8 @@
 
 from steps.chunk import chunk_knowledge_base
 from steps.evaluate import evaluate_retrieval_cell
-from steps.generate import answer_questions_cell, judge_answers_cell
+from steps.gate import regression_gate
+from steps.generate import answer_questions_cell, judge_answers_cell, pass_llm_operations
 from steps.index import build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
 from steps.results import build_results_table
@@ -21,4 +22,6 @@ __all__ = [
     "ingest_knowledge_base",
     "judge_answers_cell",
     "load_eval_suite",
+    "pass_llm_operations",
+    "regression_gate",
 ]

@@ -27,8 +27,9 @@ def core_dependencies(module_name: str, packages: frozenset[str] = PROJECT_PACKA
     return list(_dependency_closure(module_name, packages))
 
 
-def step_cache_policy(step_module: str) -> CachePolicy:
-    """The cache policy of every step in `step_module`: `@step(cache_policy=step_cache_policy(__name__))`.
+def step_cache_policy(step_module: str, ignored_inputs: tuple[str, ...] = ()) -> CachePolicy:
+    """The cache policy of every step in `step_module`: `@step(cache_policy=step_cache_policy(__name__))`;
+    `ignored_inputs`: input artifacts that cannot change the output (operational settings).
 
     Sources are given by name, not as module objects: ZenML resolves a module object against its source root,
     which fails where there is none (`python -c`) and names a package `pkg.__init__`, a second copy of it.
@@ -38,7 +39,8 @@ def step_cache_policy(step_module: str) -> CachePolicy:
     for name in dependencies:
         importlib.import_module(name)
     return CachePolicy(
-        source_dependencies=[Source.from_import_path(name, is_module_path=True) for name in dependencies]
+        source_dependencies=[Source.from_import_path(name, is_module_path=True) for name in dependencies],
+        ignored_inputs=list(ignored_inputs) or None,
     )
 
 

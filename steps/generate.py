@@ -9,12 +9,23 @@ from ragbench.index import VectorIndex, load_embedder
 from ragbench.rerank import RerankerChoice
 from steps.caching import never_reuse_this_step_run, step_cache_policy
 
+# The LLMs' concurrency, timeouts and retries: they change how a provider is reached, never an answer.
+OPERATIONS = "operations"
 
-@step(cache_policy=step_cache_policy(__name__))
+
+@step(enable_cache=False)
+def pass_llm_operations(operations: dict) -> Annotated[dict, OPERATIONS]:
+    """Hands the operational settings (`ragbench.grid.llm_operations`) to the LLM steps as an artifact,
+    which their cache keys ignore: a parameter would be hashed."""
+    return operations
+
+
+@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
 def answer_questions_cell(
     index: VectorIndex,
     eval_suite: EvalSuite,
     reranker: RerankerChoice | None,
+    operations: dict,
     spec: dict,
     sample_size: int | None,
     seed: int,
@@ -22,7 +33,7 @@ def answer_questions_cell(
 ) -> Annotated[AnswerSet, "answers"]:
     """Retrieve, optionally rerank, answer; the LLM cache makes a re-run after a crash cheap."""
     answers = answer_cell(
-        CellSpec.model_validate(spec),
+        CellSpec.model_validate(spec).with_operations(operations),
         index,
         load_embedder(index.manifest.embedding_model),
         sample_cases(eval_suite.cases, sample_size, seed),
@@ -38,10 +49,11 @@ def answer_questions_cell(
     return answers
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
 def judge_answers_cell(
     answers: AnswerSet,
     eval_suite: EvalSuite,
+    operations: dict,
     spec: dict,
     rubrics: list[str],
     llm_cache_dir: str | None,
@@ -49,7 +61,7 @@ def judge_answers_cell(
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers."""
     judged = judge_cell(
-        CellSpec.model_validate(spec),
+        CellSpec.model_validate(spec).with_operations(operations),
         answers,
         eval_suite.cases,
         rubrics=rubrics,

@@ -17,8 +17,9 @@ from steps.caching import PROJECT_PACKAGES, core_dependencies
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STEPS_DIR = REPO_ROOT / "steps"
+HELPER_MODULES = {"caching", "history"}  # modules of the steps package that define no step
 STEP_MODULES = sorted(
-    f"steps.{info.name}" for info in pkgutil.iter_modules([str(STEPS_DIR)]) if info.name != "caching"
+    f"steps.{info.name}" for info in pkgutil.iter_modules([str(STEPS_DIR)]) if info.name not in HELPER_MODULES
 )
 
 FAKE_TREE = {
@@ -174,3 +175,12 @@ def test_cached_steps_depend_on_every_core_module(step_module: str) -> None:
             f"step {step.name} in {step_module} is cached without depending on {missing}; "
             "use @step(cache_policy=step_cache_policy(__name__))"
         )
+
+
+@pytest.mark.parametrize("step_module", ["steps.chunk", "steps.index"])
+def test_chunk_and_index_steps_do_not_depend_on_llm_or_prompt_code(step_module: str) -> None:
+    """An edit to a reader prompt or to the LLM client must not re-chunk and re-embed the knowledge base."""
+    closure = core_dependencies(step_module)
+    assert "ragbench.chunking" in closure or "ragbench.index" in closure
+    dragged = [m for m in closure if m.startswith(("ragbench.llm", "ragbench.prompts", "ragbench.config"))]
+    assert not dragged, f"{step_module} depends on {dragged}"

@@ -3,7 +3,10 @@
 import pytest
 
 import run
-from ragbench.compare import RunRecord, compare_runs
+from ragbench.compare import RunRecord, compare_runs, comparison_text
+from ragbench.config import RegressionConfig, StatisticsConfig
+from ragbench.gate import judge_run
+from ragbench.stats import smallest_attainable_p
 from tests.projects import write_project
 
 # Each fact sits in its own document; the edit moves most of them into one FAQ page, so retrieval
@@ -128,16 +131,20 @@ def test_an_edited_document_is_a_regression_and_an_unchanged_rerun_is_not(tmp_pa
     for number, topic in enumerate(MOVED):  # what stays behind says nothing about the topic
         (tmp_path / "kb" / f"{topic}.md").write_text(f"# Page {number}\nThis page has moved.")
     (tmp_path / "kb" / "faq.md").write_text("# FAQ\n" + "\n".join(FACTS[topic][0] for topic in MOVED))
-    assert run.main(["--config", "config.yaml"]) == 0
     capsys.readouterr()
-    assert run.main(compare) == 1
+    assert run.main(["--config", "config.yaml"]) == 1  # the pipeline's own gate: regressed
+    out = capsys.readouterr().out
+    assert "Gate (previous baseline)" in out and "REGRESSED" in out and "REGRESSION mrr in cs64" in out
+    assert run.main(compare) == 1  # compare by hand agrees
     out = capsys.readouterr().out
     assert "REGRESSION mrr in cs64" in out and "REGRESSION hit_rate_at_1 in cs64" in out
     assert "paired permutation test on 8 cases" in out
     assert list((tmp_path / "out" / "compare").glob("*.html")) and list(
         (tmp_path / "out" / "compare").glob("*.json")
     )
-    assert run.main(["--config", "config.yaml"]) == 0  # unchanged
+    edited = Client().get_pipeline("rag_benchmark").last_run
+    assert edited.run_metadata["gate_status"] == "regressed" and edited.run_metadata["regressions"] >= 2
+    assert run.main(["--config", "config.yaml"]) == 0  # unchanged since the edit
     assert run.main(compare) == 0
     # the champion: the first run; against it the latest is a regression; promoting moves the tag
     assert run.main([*compare, "--against", "champion"]) == 2  # none yet
@@ -145,7 +152,83 @@ def test_an_edited_document_is_a_regression_and_an_unchanged_rerun_is_not(tmp_pa
     assert run.main([*compare, "--against", "champion"]) == 1
     latest = Client().get_pipeline("rag_benchmark").last_run.name
     assert run.main(["promote", latest]) == 0
-    champions = Client().list_pipeline_runs(tags=["equals:champion"]).items
+    champions = Client().list_pipeline_runs(tags=["equals:champion-compare-test"]).items
     assert [r.name for r in champions] == [latest]
+    # a second config keeps its own champion
+    (tmp_path / "other.yaml").write_text(
+        (tmp_path / "config.yaml").read_text().replace("name: compare-test", "name: compare-other")
+    )
+    assert run.main(["--config", "other.yaml"]) == 0
+    other = Client().get_pipeline("rag_benchmark").last_run.name
+    assert run.main(["promote", other]) == 0
+    for champion_of, champion in (("compare-test", latest), ("compare-other", other)):
+        holders = Client().list_pipeline_runs(tags=[f"equals:champion-{champion_of}"]).items
+        assert [r.name for r in holders] == [champion]
     assert run.main([*compare, "--against", "no-such-run"]) == 2
     assert run.main(["promote", "no-such-run"]) == 2
+
+
+def test_a_value_the_current_run_could_not_produce_is_a_missing_regression_not_a_skipped_row():
+    before = record("a", {("mrr", "c1"): 0.8, ("mrr", "c2"): 0.7, ("mrr", "gone"): 0.5})
+    after = RunRecord.from_metadata(
+        "b",
+        "now",
+        {
+            "metric_directions": {"mrr": "higher"},
+            "eval_fingerprint": "e1",
+            "mrr__c1": 0.8,
+            "cell_ids": ["c1", "c2"],  # c2 is in the grid but has no value; "gone" left the grid
+            "incomplete_cells": {"c2": "every reader call failed in cell c2; last error: 503"},
+        },
+        {},
+    )
+    comparison = compare_runs(after, before, {}, 0.0)
+    (missing,) = comparison.missing
+    assert missing["cell"] == "c2" and missing["current"] is None and missing["regression"]
+    assert "every reader call failed" in missing["rule"]
+    assert comparison.removed_cells == ["gone"] and [r["cell"] for r in comparison.regressions] == ["c2"]
+    assert "MISSING mrr in c2: 0.7 -> none" in comparison_text(comparison)
+
+
+def test_a_paired_test_that_cannot_reach_alpha_leaves_the_decision_to_the_threshold():
+    cases = ["q1", "q2", "q3"]
+
+    def three(hits: list[float]) -> RunRecord:
+        per_case = {"c1": {"mrr": dict(zip(cases, hits, strict=True))}}
+        return record("r", {("mrr", "c1"): sum(hits) / 3}, "e1", per_case)
+
+    assert smallest_attainable_p(3) == 0.25 and smallest_attainable_p(6) < 0.05
+    all_lost = compare_runs(three([0.0, 0.0, 0.0]), three([1.0, 1.0, 1.0]), {}, 0.1)
+    (row,) = all_lost.rows
+    assert row["regression"] and "cannot decide at n = 3" in row["rule"] and "threshold rule" in row["rule"]
+    within_threshold = compare_runs(three([1.0, 1.0, 0.0]), three([1.0, 1.0, 1.0]), {"mrr": 0.5}, 0.0)
+    assert not within_threshold.regressions  # worse by 0.33, allowed 0.5
+
+
+def test_the_gate_fails_closed():
+    statistics, regression = StatisticsConfig(), RegressionConfig()
+
+    def gate(current: RunRecord, baseline: RunRecord | None, failure: str | None = None):
+        return judge_run(
+            current,
+            baseline,
+            config="c",
+            baseline_mode="previous",
+            regression=regression,
+            statistics=statistics,
+            failure=failure,
+        )
+
+    good = record("good", {("mrr", "c1"): 0.8})
+    assert gate(good, good).passed and gate(good, good).exit_code == 0
+    first = gate(good, None)
+    assert first.passed and "no previous baseline" in first.reasons[0]
+    broken = gate(good, good, failure="status failed (step answer_x: provider down)")
+    assert broken.status == "failed" and broken.exit_code == 1 and "provider down" in broken.reasons[0]
+    renamed = gate(record("new", {("mrr", "other"): 0.8}), good)
+    assert renamed.status == "regressed" and "nothing was compared" in renamed.reasons[0]
+    worse = gate(record("worse", {("mrr", "c1"): 0.1}), good)
+    assert worse.status == "regressed" and worse.metadata()["regressions"] == 1
+    assert worse.metadata()["baseline_run"] == "good" and worse.metadata()["compared_metrics"] == 1
+    page = gate(record("<b>x</b>", {("mrr", "c1"): 0.1}), good).html()
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page

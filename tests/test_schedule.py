@@ -50,14 +50,14 @@ def test_install_list_remove_and_run_the_installed_command(tmp_path, monkeypatch
     (tmp_path / "cases.jsonl").write_text(
         json.dumps({"id": "a", "question": "Why does dough rise?", "expected_sources": ["bread.md"]})
     )
-    (tmp_path / "nightly.yaml").write_text(
+    (tmp_path / "nightly.yaml").write_text(  # relative paths: to the config's folder, not cron's cwd
         "name: nightly\n"
-        f"knowledge_base: {{kind: folder, path: {tmp_path / 'kb'}}}\n"
-        f"eval_cases: {tmp_path / 'cases.jsonl'}\n"
+        "knowledge_base: {kind: folder, path: kb}\n"
+        "eval_cases: cases.jsonl\n"
         "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2,"
         " reader: []}\n"
         "retrieval: {metrics_k: 1}\n"
-        f"output_dir: {tmp_path / 'out'}\n"
+        "output_dir: out\n"
     )
     (tmp_path / "table").write_text("5 4 * * * /usr/local/bin/backup\n")
     schedule = ["schedule", "--config", "nightly.yaml"]
@@ -75,6 +75,10 @@ def test_install_list_remove_and_run_the_installed_command(tmp_path, monkeypatch
     done = subprocess.run(["/bin/sh", "-c", command_of(line)], cwd="/", env=os.environ, timeout=600)
     assert done.returncode == 0
     log = (tmp_path / "out" / "schedule.log").read_text()
-    assert "ZenML run: rag_benchmark-" in log and "compare exit 2" in log  # one run: nothing to compare yet
+    assert "ZenML run: rag_benchmark-" in log and "benchmark exit 0" in log
+    assert "compare exit 2" in log  # one run: nothing to compare it with yet
+    done = subprocess.run(["/bin/sh", "-c", command_of(line)], cwd="/", env=os.environ, timeout=600)
+    log = (tmp_path / "out" / "schedule.log").read_text()
+    assert log.count("benchmark exit 0") == 2 and "compare exit 0" in log  # the second night: gated, passed
     assert run.main([*schedule, "--remove"]) == 0
     assert (tmp_path / "table").read_text() == "5 4 * * * /usr/local/bin/backup\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from collections.abc import Iterable
@@ -112,6 +113,24 @@ class LLMSettings(BaseModel):
     def is_local(self) -> bool:
         """True for the in-process llama.cpp provider."""
         return self.model.startswith(LOCAL_PREFIX)
+
+    def result_fields(self) -> dict[str, Any]:
+        """The settings that can change what the model returns: a cell's identity and cache keys hold
+        these only, so tuning how a provider is reached renames nothing and recomputes nothing."""
+        return self.model_dump(mode="json", include=set(RESULT_FIELDS))
+
+    def operations(self) -> dict[str, Any]:
+        """The settings that only change how the provider is reached (concurrency, timeouts, retries,
+        which variable holds the key)."""
+        return self.model_dump(mode="json", exclude=set(RESULT_FIELDS))
+
+    @property
+    def result_key(self) -> str:
+        """`result_fields` as one canonical string, to look up this model's operations by."""
+        return json.dumps(self.result_fields(), sort_keys=True, separators=(",", ":"))
+
+
+RESULT_FIELDS = ("model", "api_base", "temperature", "max_tokens", "seed", "json_mode", "extra")
 
 
 @dataclass(frozen=True)

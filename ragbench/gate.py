@@ -1,0 +1,127 @@
+"""The regression gate's verdict on one run: the same code for the pipeline's last step and for
+`run.py compare`, so a ZenML schedule on any orchestrator is gated exactly as a run by hand.
+
+It fails closed: a failed or incomplete run, a number the baseline has and the run could not produce,
+and a comparison that lined up nothing are all failures, never a silent pass.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Literal
+
+from pydantic import BaseModel
+
+from ragbench.compare import Comparison, RunRecord, compare_runs, comparison_text
+from ragbench.config import RegressionConfig, StatisticsConfig
+from ragbench.pages import document, page_header, rows_to_html_table
+
+GateStatus = Literal["passed", "regressed", "incomplete", "failed"]
+
+
+class GateResult(BaseModel):
+    """passed; regressed (worse beyond threshold and noise, or missing, or nothing in common with the
+    baseline); incomplete (the run could not score a whole cell); failed (the run itself failed)."""
+
+    config: str
+    run: str
+    baseline_mode: str
+    baseline_run: str | None
+    status: GateStatus
+    reasons: list[str]
+    comparison: Comparison | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def metadata(self) -> dict[str, str | int | bool | list[str] | None]:
+        """Flat run metadata, so runs can be filtered by their gate in the dashboard and `Client()`."""
+        comparison = self.comparison
+        return {
+            "gate_status": self.status,
+            "gate_passed": self.passed,
+            "gate_reasons": self.reasons,
+            "baseline_run": self.baseline_run or "",
+            "regressions": len(comparison.regressions) if comparison else 0,
+            "missing_metrics": len(comparison.missing) if comparison else 0,
+            "compared_metrics": len(comparison.rows) if comparison else 0,
+        }
+
+    def text(self) -> str:
+        lines = [f"Gate ({self.baseline_mode} baseline) for {self.run}: {self.status.upper()}"]
+        lines += [f"  {reason}" for reason in self.reasons]
+        if self.comparison is not None:
+            lines.append(comparison_text(self.comparison))
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        title = f"Regression gate: {self.status}"
+        notes = [
+            f"Run {self.run} of config {self.config} against its {self.baseline_mode} baseline "
+            f"({self.baseline_run or 'none'})."
+        ]
+        warnings = [] if self.passed else self.reasons
+        body = page_header(title, notes, warnings)
+        if self.passed and self.reasons:
+            body += "".join(f"<p class='note'>{escape(reason)}</p>" for reason in self.reasons)
+        if self.comparison is not None:
+            body += "<h2>Failing rows (regressions and missing values)</h2>"
+            body += rows_to_html_table(self.comparison.regressions)
+            body += "<h2>Every compared metric</h2>" + rows_to_html_table(self.comparison.rows)
+            body += "<h2>Cells</h2>" + rows_to_html_table(
+                [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
+                + [{"cell": cell, "change": "removed"} for cell in self.comparison.removed_cells]
+            )
+        return document(title, body)
+
+
+def judge_run(
+    current: RunRecord,
+    baseline: RunRecord | None,
+    *,
+    config: str,
+    baseline_mode: str,
+    regression: RegressionConfig,
+    statistics: StatisticsConfig,
+    failure: str | None = None,
+) -> GateResult:
+    """The verdict on `current` (`failure`: why the run itself failed, if it did). With no baseline
+    only the run's own completeness is judged; the reason says there was nothing to compare with."""
+    verdict = {
+        "config": config,
+        "run": current.name,
+        "baseline_mode": baseline_mode,
+        "baseline_run": baseline.name if baseline else None,
+    }
+    if failure is not None:
+        return GateResult(
+            **verdict, status="failed", reasons=[f"run {current.name} did not finish: {failure}"]
+        )
+    comparison = (
+        compare_runs(current, baseline, regression.thresholds, regression.default_threshold, statistics)
+        if baseline is not None
+        else None
+    )
+    reasons = list(current.incomplete.values())
+    status: GateStatus = "incomplete" if reasons else "passed"
+    if comparison is not None:
+        if comparison.regressions:
+            status = "incomplete" if reasons else "regressed"
+            reasons.append(
+                f"{len(comparison.regressions) - len(comparison.missing)} regression(s) and "
+                f"{len(comparison.missing)} missing value(s) against {comparison.baseline}"
+            )
+        elif not comparison.rows:
+            status = "regressed"
+            reasons.append(
+                f"no (cell, metric) in common with {comparison.baseline}: nothing was compared, which is "
+                "never a pass (a changed grid: promote a run of it as champion, or compare --against RUN)"
+            )
+    elif baseline_mode != "none":
+        reasons.append(f"no {baseline_mode} baseline for config {config}: only the run's completeness judged")
+    return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison)

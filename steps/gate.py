@@ -1,0 +1,84 @@
+"""The pipeline's last step: judge this run against its baseline, store the verdict, alert; and the
+failure hook that alerts when a run breaks before reaching it. Either way a broken night is never
+silent, whoever started the run (run.py, Python, a ZenML schedule on any orchestrator)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from zenml import add_tags, get_step_context, log_metadata, step
+from zenml.client import Client
+
+from materializers.gate_result import GateResultMaterializer
+from ragbench.compare import RunRecord, config_tag
+from ragbench.config import RegressionConfig, StatisticsConfig
+from ragbench.gate import GateResult, judge_run
+from ragbench.llm.redaction import redact
+from ragbench.results import ResultsTable, run_metadata
+from steps.history import find_baseline, run_record
+
+logger = logging.getLogger("ragbench")
+
+
+@step(enable_cache=False, output_materializers=GateResultMaterializer)
+def regression_gate(
+    results: ResultsTable, config_name: str, regression: dict, statistics: dict
+) -> Annotated[GateResult, "gate"]:
+    """Never cached: the baseline is whatever the store holds when this run ends."""
+    regression_config = RegressionConfig.model_validate(regression)
+    pipeline_run = Client().get_pipeline_run(get_step_context().pipeline_run.id)
+    baseline = find_baseline(config_name, regression_config.baseline, pipeline_run)
+    current = RunRecord.from_metadata(  # the run's metadata so far holds its eval fingerprint
+        pipeline_run.name,
+        str(pipeline_run.created),
+        {**pipeline_run.run_metadata, **run_metadata(results)},
+        results.case_values,
+    )
+    verdict = judge_run(
+        current,
+        run_record(baseline) if baseline is not None else None,
+        config=config_name,
+        baseline_mode=regression_config.baseline,
+        regression=regression_config,
+        statistics=StatisticsConfig.model_validate(statistics),
+    )
+    log_metadata(verdict.metadata(), run_id_name_or_prefix=pipeline_run.id)
+    if not verdict.passed:
+        post_alert(verdict.text())
+    return verdict
+
+
+def alert_failed_run(exception: BaseException) -> None:
+    """`on_failure` hook of the pipeline: tag the run with its config (a run that fails early has no
+    tag yet, and compare must find it), record the failure and alert."""
+    context = get_step_context()
+    pipeline_run = context.pipeline_run
+    config_name = _config_name(pipeline_run)
+    reason = redact(f"step {context.step_run.name} failed: {type(exception).__name__}: {exception}")
+    if config_name is not None:
+        add_tags(tags=[config_tag(config_name)], run=pipeline_run.id)
+    log_metadata(
+        {"gate_status": "failed", "gate_passed": False, "gate_reasons": [reason]},
+        run_id_name_or_prefix=pipeline_run.id,
+    )
+    post_alert(f"RAG benchmark run {pipeline_run.name} ({config_name or 'unknown config'}) failed: {reason}")
+
+
+def _config_name(pipeline_run: Any) -> str | None:
+    config = (pipeline_run.config.parameters or {}).get("config")
+    return config.get("name") if isinstance(config, dict) else None
+
+
+def post_alert(message: str) -> bool:
+    """Through the active stack's alerter (Slack, Discord, ...) when it has one; the default stack has
+    none, and then the verdict is in the run's metadata and artifacts only."""
+    alerter = Client().active_stack.alerter
+    if alerter is None:
+        logger.info("no alerter in the active stack: the verdict is in the run's metadata and gate artifact")
+        return False
+    try:
+        return bool(alerter.post(redact(message)))
+    except Exception as error:  # an alerting outage must not hide the verdict it was carrying
+        logger.warning("the %s alerter failed: %s", alerter.name, redact(str(error)))
+        return False

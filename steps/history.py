@@ -1,0 +1,82 @@
+"""A config's runs in the ZenML store: which run is judged, which is its baseline, and what compare
+needs of each. Shared by the gate step and `run.py compare`, so both pick the same runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zenml.client import Client
+
+from ragbench.compare import RunRecord, champion_tag, config_tag
+
+PIPELINE_NAME = "rag_benchmark"
+RESULTS_STEP = "build_results_table"
+BASELINE_MODES = ("previous", "champion", "none")
+
+
+def config_runs(config_name: str, tag: str | None = None, last: int = 50) -> list[Any]:
+    """This config's runs, newest first, whatever their status (a failed newest run is judged too)."""
+    tags = [f"equals:{config_tag(config_name)}", *([f"equals:{tag}"] if tag else [])]
+    client = Client()
+    try:
+        pipeline = client.get_pipeline(PIPELINE_NAME)
+    except KeyError:
+        return []
+    return client.list_pipeline_runs(
+        pipeline_id=pipeline.id, tags=tags, sort_by="desc:created", size=last
+    ).items
+
+
+def is_usable_baseline(pipeline_run: Any) -> bool:
+    """Completed and complete: a run that failed, or could not score a whole cell, is never the
+    yardstick for the next one."""
+    metadata = pipeline_run.run_metadata
+    return (
+        pipeline_run.status.value == "completed"
+        and not metadata.get("incomplete_cells")
+        and metadata.get("gate_status") not in ("failed", "incomplete")
+    )
+
+
+def find_baseline(config_name: str, mode: str, current: Any, tag: str | None = None) -> Any | None:
+    """`previous`: the newest usable run of the config created before `current`; `champion`: the run
+    promoted for this config; `none`: no baseline."""
+    if mode == "none":
+        return None
+    if mode == "champion":
+        champions = Client().list_pipeline_runs(tags=[f"equals:{champion_tag(config_name)}"], size=1).items
+        return champions[0] if champions else None
+    earlier = (
+        run
+        for run in config_runs(config_name, tag)
+        if run.id != current.id and run.created <= current.created
+    )
+    return next((run for run in earlier if is_usable_baseline(run)), None)
+
+
+def run_record(pipeline_run: Any) -> RunRecord:
+    return RunRecord.from_metadata(
+        pipeline_run.name, str(pipeline_run.created), pipeline_run.run_metadata, run_case_values(pipeline_run)
+    )
+
+
+def run_case_values(pipeline_run: Any) -> dict:
+    """The per-case values a run's results table kept (empty for runs made before it kept them)."""
+    try:
+        table = pipeline_run.steps[RESULTS_STEP].outputs["results"][0].load()
+    except (KeyError, IndexError):
+        return {}
+    return table.case_values
+
+
+def failure_of(pipeline_run: Any) -> str | None:
+    """Why a run did not finish: its failing step and error, or its status; None for a completed run."""
+    status = pipeline_run.status.value
+    if status == "completed":
+        return None
+    failed = [
+        f"step {name}: {(step.exception_info and step.exception_info.message) or 'unknown error'}"
+        for name, step in pipeline_run.steps.items()
+        if step.status.value == "failed"
+    ]
+    return f"status {status}" + (f" ({'; '.join(failed)})" if failed else "")

@@ -17,17 +17,13 @@ from html import escape
 from pydantic import BaseModel
 
 from ragbench.config import StatisticsConfig
+from ragbench.metrics import metric_key
 from ragbench.pages import document, format_value, page_header, rows_to_html_table
 from ragbench.stats import Test, paired_difference_test, smallest_attainable_p
 from ragbench.uncertainty import TEST_NAMES
 
 CELL_SEPARATOR = "__"
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
-
-
-def metric_key(column: str) -> str:
-    """A results-table column as a run-metadata key (ZenML's filter syntax splits on ':')."""
-    return column.replace("@", "_at_").replace(":", "_")
 
 
 def config_tag(config_name: str) -> str:

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ragbench import charts
 from ragbench.judge_reliability import SCALE, JudgeReliability
+from ragbench.metrics import MetricInfo
 from ragbench.pages import (
     document,
     format_value,
@@ -24,7 +25,7 @@ from ragbench.pages import (
     page_header,
     rows_to_html_table,
 )
-from ragbench.uncertainty import TEST_NAMES, MetricInfo, MetricVerdict
+from ragbench.uncertainty import TEST_NAMES, MetricVerdict
 
 
 class CasePassage(BaseModel):

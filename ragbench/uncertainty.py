@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.config import StatisticsConfig
-from ragbench.stats import PairedComparison, Test, cases_needed, compare_to_best, mean_interval, tie_set
+from ragbench.metrics import MetricInfo
+from ragbench.stats import PairedComparison, cases_needed, compare_to_best, mean_interval, tie_set
 
 TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",
@@ -22,17 +23,6 @@ TEST_NAMES: dict[str, str] = {
 
 # column -> case id -> value, for one cell
 CaseValues = dict[str, dict[str, float]]
-
-
-class MetricInfo(BaseModel):
-    """A metric a configuration is chosen by: its column, its name, which way is better, and how two
-    cells are compared on it, case by case: a permutation test of the mean difference, or Wilcoxon's
-    signed-rank test for ordinal 1-5 judge scores (a mean difference would treat them as evenly spaced)."""
-
-    column: str
-    label: str
-    higher_is_better: bool
-    paired_test: Test = "paired_permutation"
 
 
 def with_intervals(row: dict, values: CaseValues, settings: StatisticsConfig) -> dict:

@@ -5,13 +5,15 @@ from pathlib import Path
 
 
 def write_project(root: Path, documents: dict[str, str], cases: list[dict], config: str) -> None:
-    """`root/kb/<document>`, `root/cases.jsonl` and `root/config.yaml`: the shared lines (folder knowledge
-    base, the cases, output in `root/out`) followed by `config`."""
+    """`root/kb/<document>`, `root/cases.jsonl` and `root/config.yaml`: the shared lines (a name of its
+    own unless `config` has one, folder knowledge base, the cases, output in `root/out`), then `config`."""
     for name, text in documents.items():
         path = root / "kb" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     (root / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in cases))
+    # runs of one config name are one history that the regression gate compares within: unique per test
+    name = "" if "name:" in config else f"name: {root.parent.name}-{root.name}\n"
     (root / "config.yaml").write_text(
-        "knowledge_base: {kind: folder, path: kb}\neval_cases: cases.jsonl\noutput_dir: out\n" + config
+        name + "knowledge_base: {kind: folder, path: kb}\neval_cases: cases.jsonl\noutput_dir: out\n" + config
     )

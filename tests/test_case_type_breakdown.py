@@ -7,6 +7,7 @@ from ragbench.config import StatisticsConfig
 from ragbench.eval_cases import CaseProvenance, EvalCase, EvalSuite, SourceChunk
 from ragbench.grid import CellSpec
 from ragbench.index import IndexManifest
+from ragbench.metrics import MetricInfo
 from ragbench.report import ReportInput, render_report
 from ragbench.results import (
     UNTYPED,
@@ -18,7 +19,6 @@ from ragbench.results import (
     run_notes,
 )
 from ragbench.retrieval import CaseRetrieval, RetrievalMetrics, RetrievalReport, RetrievalResult
-from ragbench.uncertainty import MetricInfo
 
 STATS = StatisticsConfig(resamples=999)
 CORRECTNESS = MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)

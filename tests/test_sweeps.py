@@ -31,7 +31,13 @@ CASES = [
 REFERENCES = ["AssertionError.", "Use break.", "The with statement."]
 for case, source, reference in zip(CASES, DOCUMENTS, REFERENCES, strict=True):
     case |= {"expected_sources": [source], "reference_answer": reference}
-ALWAYS_RUN = {"ingest_knowledge_base", "load_eval_suite", "build_results_table"}  # read inputs, assemble
+ALWAYS_RUN = {  # read inputs, assemble, pass operational settings, gate
+    "ingest_knowledge_base",
+    "load_eval_suite",
+    "build_results_table",
+    "pass_llm_operations",
+    "regression_gate",
+}
 
 
 def responder(request: dict) -> str:
@@ -58,7 +64,7 @@ def project(tmp_path, monkeypatch):
     with FakeOpenAIServer(responder=responder) as server:
         llm = f"api_base: {server.base_url}, max_retries: 0"
         (tmp_path / "config.yaml").write_text(
-            "name: sweep\n"
+            f"name: sweep-{tmp_path.name}\n"
             "knowledge_base: {kind: folder, path: kb}\n"
             "eval_cases: cases.jsonl\n"
             "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 3, "

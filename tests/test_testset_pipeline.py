@@ -55,7 +55,7 @@ def project(tmp_path, monkeypatch):
     with FakeOpenAIServer(responder=responder) as server:
         llm = f"{{api_base: {server.base_url}, max_retries: 0}}"
         (tmp_path / "config.yaml").write_text(
-            "name: gen\noutput_dir: out\n"
+            "name: gen\noutput_dir: out\nregression: {baseline: none}\n"  # about eval sets, not the gate
             "knowledge_base: {kind: folder, path: kb}\n"
             "eval_cases: {artifact: gen-eval-set}\n"
             "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 3, "

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
 os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -60,10 +62,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "testset", "compare", "promote", "schedule", "dashboard"],
+        choices=["run", "testset", "compare", "promote", "schedule", "dashboard", "config"],
         help="run the benchmark (default); testset: generate an eval set from the knowledge base; compare "
-        "the newest run with a baseline (exit 1 on a regression); promote RUN to champion; schedule runs; "
-        "dashboard: ZenML's on 127.0.0.1",
+        "the newest run with a baseline (exit 1 when the gate fails); promote RUN to its config's champion; "
+        "schedule runs; dashboard: ZenML's on 127.0.0.1; config: print the effective config (--reference: "
+        "every key)",
     )
     parser.add_argument("run_name", nargs="?", help="promote: the run to mark as champion")
     parser.add_argument(
@@ -71,7 +74,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="compare: 'previous', 'champion', 'none' or a run name (default: regression.baseline)",
     )
     parser.add_argument("--last", type=int, default=50, help="compare: consider only the newest N runs")
-    parser.add_argument("--tag", help="compare: consider only runs with this tag")
+    parser.add_argument(
+        "--tag",
+        help="run: tag this run (beside the config's `tags`); compare: consider only runs with this tag",
+    )
+    parser.add_argument("--reference", action="store_true", help="config: print the reference of every key")
     parser.add_argument("--cron", help='schedule: when, as a cron expression, e.g. "0 3 * * *"')
     parser.add_argument("--list", action="store_true", help="schedule: list installed schedules")
     parser.add_argument("--remove", action="store_true", help="schedule: remove this config's schedule")
@@ -594,7 +601,17 @@ def main(argv: list[str] | None = None) -> int:
             return promote_command(args.run_name)
         if args.command == "dashboard":
             return dashboard_command(args.port, args.stop)
+        if args.command == "config" and args.reference:
+            from ragbench.config_reference import reference_markdown
+
+            print(reference_markdown(), end="")
+            return 0
         config = load_config(args.config, args.overrides)
+        if args.command == "config":
+            print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
+            return 0
+        if args.tag and args.command in ("run", "testset", "schedule"):
+            config = config.model_copy(update={"tags": [*config.tags, args.tag]})
         if args.command == "compare":
             return compare_command(config, args.against, args.last, args.tag)
         if args.command == "schedule":

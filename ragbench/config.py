@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from pathlib import Path
@@ -14,12 +15,15 @@ from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
 from ragbench.knowledge_base import KnowledgeBaseConfig
 from ragbench.llm.types import LLMSettings
+from ragbench.metrics import tracked_metric_keys
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 from ragbench.tables import TableError, load_yaml, read_utf8
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
 
 DEFAULT_RERANKER = "colbert-ir/colbertv2.0"
+
+logger = logging.getLogger("ragbench")
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
@@ -42,8 +46,8 @@ class EvalCasesConfig(_Strict):
     dataset: str | None = Field(default=None, description="Hugging Face dataset name or local dataset folder")
     artifact: str | None = Field(default=None, description="name of an eval set artifact from run.py testset")
     version: str | int | None = Field(default=None, description="artifact version; default: the latest")
-    split: str = "train"
-    revision: str | None = None
+    split: str = Field(default="train", description="dataset split (dataset)")
+    revision: str | None = Field(default=None, description="dataset revision (git tag, branch or commit)")
     columns: dict[str, str] = Field(
         default_factory=dict,
         description="eval-case field -> column of the table, e.g. {reference_answer: answer}; "
@@ -95,13 +99,14 @@ class GridConfig(_Strict):
     """Every field is an axis and the grid is their product (see `ragbench.grid`); a single value
     may be written without brackets. Field names match `CellSpec`'s, one field per axis."""
 
-    chunk_size: list[int] = Field(default=[128, 256], min_length=1)
+    chunk_size: list[int] = Field(default=[128, 256], min_length=1, description="chunk sizes in tokens")
     chunk_overlap: list[float] = Field(
         default=[0.1], min_length=1, description="below 1: a share of the chunk size; 1 or more: tokens"
     )
     embedding_model: list[str] = Field(
         default=["sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2"],
         min_length=1,
+        description="sentence-transformers models (Hub names, packaged names or local folders)",
     )
     top_k: list[int] = Field(default=[30], min_length=1, description="chunks retrieved per question")
     top_n: list[int] = Field(default=[7], min_length=1, description="passages given to the reader")
@@ -158,6 +163,8 @@ class GridConfig(_Strict):
 
 
 class RetrievalConfig(_Strict):
+    """Retrieval metrics, computed on every case with expected sources."""
+
     metrics_k: int = Field(default=5, ge=1, description="cut-off for hit rate, recall and failure rate")
 
 
@@ -167,7 +174,7 @@ class GenerationConfig(_Strict):
     sample_size: int | None = Field(
         default=None, ge=1, description="cases answered end to end (seeded sample, same in every cell)"
     )
-    seed: int = 42
+    seed: int = Field(default=42, description="seed of the end-to-end sample")
     reader: dict[str, Any] = Field(
         default_factory=lambda: {"max_tokens": 256},
         description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
@@ -175,12 +182,18 @@ class GenerationConfig(_Strict):
 
 
 class EvaluationConfig(_Strict):
-    keyword_tests: bool = True
+    """How answers are scored: keyword tests and the LLM judge."""
+
+    keyword_tests: bool = Field(default=True, description="run the cases' keyword suites on every answer")
     judge: dict[str, Any] = Field(
         default_factory=lambda: {"max_tokens": 320},
         description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
     )
-    rubrics: list[Literal["correctness", "context"]] = Field(default=["correctness", "context"])
+    rubrics: list[Literal["correctness", "context"]] = Field(
+        default=["correctness", "context"],
+        description="judge rubrics: correctness against the reference answer; context: faithfulness to "
+        "the passages, relevance, helpfulness, toxicity",
+    )
     judge_samples: int = Field(
         default=1,
         ge=1,
@@ -202,7 +215,7 @@ class StatisticsConfig(_Strict):
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description="level of every interval")
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5, description="significance level of paired tests")
     resamples: int = Field(default=2000, ge=100, le=100_000, description="bootstrap and permutation draws")
-    seed: int = 0
+    seed: int = Field(default=0, description="seed of bootstrap and permutation draws")
 
 
 class RegressionConfig(_Strict):
@@ -238,7 +251,7 @@ class TestsetConfig(_Strict):
         description="proportional: sources in proportion to their chunks; even: the same from each source",
     )
     min_chunk_chars: int = Field(default=200, ge=0, description="shorter chunks are never sampled")
-    seed: int = 0
+    seed: int = Field(default=0, description="seed of the chunk sample and the evolution mix")
     chunk_size: int | None = Field(default=None, ge=16, description="default: the largest grid.chunk_size")
     chunk_overlap: float | None = Field(
         default=None, ge=0, description="default: the first grid.chunk_overlap"
@@ -248,8 +261,12 @@ class TestsetConfig(_Strict):
     )
     generator: LLMEntry = Field(default=DEFAULT_LOCAL_LLM, description="writes questions and answers")
     critic: LLMEntry | None = Field(default=None, description="rates them; default: the generator")
-    generator_defaults: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 300})
-    critic_defaults: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 300})
+    generator_defaults: dict[str, Any] = Field(
+        default_factory=lambda: {"max_tokens": 300}, description="LLM settings shared by the generator"
+    )
+    critic_defaults: dict[str, Any] = Field(
+        default_factory=lambda: {"max_tokens": 300}, description="LLM settings shared by the critic"
+    )
     audience: str = Field(
         default="developers who use and look things up in this documentation",
         min_length=1,
@@ -310,14 +327,22 @@ class TestsetConfig(_Strict):
 
 
 class BenchmarkConfig(_Strict):
-    name: str = "default"
+    name: str = Field(
+        default="default",
+        description="names the config's history: runs, compare, the gate's baseline, the champion, schedules "
+        "and eval sets are per name; a config file without it is named after the file",
+    )
     tags: list[str] = Field(
         default_factory=list,
         description="tags every run of this config carries (compare --tag filters by them)",
     )
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
-    eval_cases: EvalCasesConfig = EvalCasesConfig(
-        path=str(DEFAULT_CONFIG_PATH.parent / "eval_cases" / "python_reference.yaml")
+    eval_cases: EvalCasesConfig = Field(
+        default=EvalCasesConfig(
+            path=str(DEFAULT_CONFIG_PATH.parent / "eval_cases" / "python_reference.yaml")
+        ),
+        description="where eval cases come from; default: the 50 packaged cases on the Python language "
+        "reference (configs/eval_cases/python_reference.yaml). A string is short for {path: ...}",
     )
     chunking: ChunkingConfig = ChunkingConfig()
     grid: GridConfig = GridConfig()
@@ -332,7 +357,9 @@ class BenchmarkConfig(_Strict):
     regression: RegressionConfig = RegressionConfig()
     testset: TestsetConfig = TestsetConfig()
     llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
-    output_dir: str = "output"
+    output_dir: str = Field(
+        default="output", description="where run.py writes reports, comparisons, eval sets"
+    )
 
     @field_validator("eval_cases", mode="before")
     @classmethod
@@ -386,6 +413,18 @@ class BenchmarkConfig(_Strict):
                     "evaluation.judge_samples > 1 measures how much a judge's verdicts vary when sampled, "
                     f"but judge(s) {greedy} have temperature 0; set evaluation.judge.temperature (e.g. 0.7)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_thresholds(self) -> BenchmarkConfig:
+        """A threshold under a key the gate never sees would be accepted and silently never used."""
+        tracked = tracked_metric_keys(self.retrieval.metrics_k)
+        unknown = sorted(set(self.regression.thresholds) - set(tracked))
+        if unknown:
+            raise ValueError(
+                f"regression.thresholds: {', '.join(unknown)} is not a tracked metric; tracked metrics "
+                f"(with retrieval.metrics_k {self.retrieval.metrics_k}): {', '.join(tracked)}"
+            )
         return self
 
     def prompt_templates(self) -> dict[str, PromptTemplate]:
@@ -468,6 +507,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if not isinstance(data, dict):
         raise ConfigError(f"{config_path}: top level must be a mapping")
     data = resolve_paths(data, config_path.resolve().parent)
+    if "name" not in data:  # two unnamed configs must never share one history by accident
+        data["name"] = config_path.stem
+        logger.info(
+            "config %s has no name: its runs are named after the file, %r", config_path, config_path.stem
+        )
     for override in overrides or []:
         key, value = parse_override(override)
         _set_dotted(data, key, resolve_override_paths(key, value, Path.cwd()))

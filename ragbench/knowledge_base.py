@@ -15,18 +15,27 @@ from ragbench.tables import TableError, read_dataset, read_table_file
 
 
 class KnowledgeBaseConfig(BaseModel):
-    """Where documents come from; `kind` selects which of the other fields apply. Lives here, not in the
-    config module, so the chunk and index steps do not depend on the LLM and prompt code."""
+    """Where documents come from; `kind` selects which of the other fields apply.
+
+    Lives here, not in the config module, so the chunk and index steps do not depend on LLM code."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["pydoc_topics", "folder", "file", "hf_dataset"] = "pydoc_topics"
+    kind: Literal["pydoc_topics", "folder", "file", "hf_dataset"] = Field(
+        default="pydoc_topics",
+        description="pydoc_topics: CPython's language reference topics; folder: .md .txt .rst .html files; "
+        "file: a .jsonl .json .csv .parquet table; hf_dataset: a Hugging Face dataset",
+    )
     path: str | None = Field(default=None, description="folder (kind=folder) or data file (kind=file)")
     dataset: str | None = Field(default=None, description="Hugging Face dataset name (kind=hf_dataset)")
-    split: str = "train"
-    revision: str | None = None
-    text_column: str = "text"
-    source_column: str = "source"
+    split: str = Field(default="train", description="dataset split (kind=hf_dataset)")
+    revision: str | None = Field(default=None, description="dataset revision: git tag, branch or commit")
+    text_column: str = Field(
+        default="text", description="column holding a document's text (file, hf_dataset)"
+    )
+    source_column: str = Field(
+        default="source", description="column naming a document's source (file, hf_dataset)"
+    )
     limit: int | None = Field(default=None, gt=0, description="keep only the first N documents")
     warn_chunks: int = Field(
         default=50_000, ge=1, description="warn, with the estimated index time, above this many chunks"

@@ -239,3 +239,17 @@ def test_three_cases_one_source_lost_is_a_regression_by_the_threshold_rule(tmp_p
     out = capsys.readouterr().out
     regression = next(line for line in out.splitlines() if line.startswith("REGRESSION hit_rate_at_1"))
     assert "cannot decide at n = 3" in regression and "threshold rule" in regression
+
+
+def test_an_unnamed_config_is_named_after_its_file_and_runs_carry_cli_tags(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_project(tmp_path, "unused", [], cases=2)
+    text = (tmp_path / "config.yaml").read_text().replace("name: unused\n", "")
+    (tmp_path / "nightly-docs.yaml").write_text(text)
+    assert run.main(["config", "--config", "nightly-docs.yaml"]) == 0
+    assert capsys.readouterr().out.startswith("name: nightly-docs\n")
+    assert run.main(["--config", "nightly-docs.yaml", "--tag", "nightly"]) == 0
+    tags = {tag.name for tag in newest_run().tags}
+    assert {"config-nightly-docs", "nightly"} <= tags
+    assert run.main(["compare", "--config", "nightly-docs.yaml", "--tag", "nightly"]) == 2  # one run so far
+    assert "no previous run of config 'nightly-docs'" in capsys.readouterr().err

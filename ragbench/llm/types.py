@@ -75,13 +75,13 @@ class LLMSettings(BaseModel):
         description="environment variable holding the key for api_base; without it no real key is sent "
         "to a self-hosted OpenAI-compatible server",
     )
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=512, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(default=512, ge=1, description="longest reply, in tokens")
     concurrency: int = Field(default=4, ge=1, le=256, description="requests in flight at once (local: 1)")
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0, description="seconds one request may take")
     max_retries: int = Field(default=4, ge=0, description="retries of rate limits, timeouts, 5xx")
     json_retries: int = Field(default=2, ge=0, description="re-asks after an invalid structured answer")
-    seed: int | None = 0
+    seed: int | None = Field(default=0, description="sampling seed, where the provider supports one")
     json_mode: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
         default="auto",
         description="how structured output is requested: auto picks json_schema where litellm says the "

@@ -1,0 +1,46 @@
+"""The config reference is generated from the config model: it lists every key and explains each."""
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ragbench.config import BenchmarkConfig, GridConfig
+from ragbench.config_reference import reference_markdown, rows, undescribed
+from ragbench.llm.types import LLMSettings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def all_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
+    keys = set()
+    for name, field in model.model_fields.items():
+        keys.add(prefix + name)
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            keys |= all_fields(field.annotation, f"{prefix}{name}.")
+    return keys
+
+
+def test_config_md_is_the_reference_the_model_generates():
+    assert (REPO_ROOT / "CONFIG.md").read_text() == reference_markdown(), (
+        "CONFIG.md is stale: .venv/bin/python run.py config --reference > CONFIG.md"
+    )
+
+
+def test_every_key_is_listed_with_type_default_and_description():
+    listed = {row["key"]: row for row in rows(BenchmarkConfig)}
+    assert set(listed) == all_fields(BenchmarkConfig)
+    assert {row["key"] for row in rows(LLMSettings)} == set(LLMSettings.model_fields)
+    assert undescribed() == []
+    assert listed["regression.baseline"]["type"] == 'one of: "previous", "champion", "none"'
+    assert listed["regression.baseline"]["default"] == '"previous"'
+    assert listed["grid.chunk_size"]["default"] == "[128, 256]" and listed["grid"]["type"] == "section"
+    page = reference_markdown()
+    assert "`knowledge_base.revision`" in page and "`timeout_s`" in page and "`llm_cache_dir`" in page
+
+
+def test_a_field_added_without_a_description_fails():
+    class Extended(BenchmarkConfig):
+        shiny_new_knob: int = 3
+        grid: GridConfig = Field(default=GridConfig(), description="the grid")
+
+    assert undescribed(Extended) == ["shiny_new_knob"]

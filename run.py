@@ -492,50 +492,74 @@ def _crontab(*args: str, text: str | None = None) -> str:
 
 
 def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
-    """On an orchestrator that schedules, register a ZenML Schedule; on the local one, a crontab entry."""
+    """Where a schedule lives follows the active orchestrator: ZenML registers it when the orchestrator
+    schedules (ZenML's `is_schedulable`), the crontab holds it otherwise. --list and --remove look at
+    both, the crontab only where a crontab command exists, so an orchestrator that schedules never
+    needs cron."""
+    from pipelines import schedules as zenml_schedules
     from ragbench import schedule
 
-    current = _crontab("-l")
-    if args.list:
-        print("\n".join(schedule.entries(current)) or "no ragbench schedule installed")
-        return 0
-    if args.remove:
-        text, removed = schedule.without_entry(current, config.name)
-        if removed:
-            _crontab("-", text=text)
-        print(f"removed the schedule of {config.name!r}" if removed else f"no schedule of {config.name!r}")
-        return 0
-    if not args.cron:
-        raise RunStopped("schedule needs --cron EXPRESSION (or --list / --remove)")
-    if args.overrides:
-        raise RunStopped("a schedule runs the config file as it is: put the --set values into the file")
-    try:
-        cron = schedule.check_cron(args.cron)
-    except schedule.ScheduleError as error:
-        raise RunStopped(str(error)) from None
-    run_preflight(config, plan_only=True)  # a schedule of a config that cannot run is refused now
-    from zenml.client import Client
-
+    if not (args.list or args.remove):
+        if not args.cron:
+            raise RunStopped("schedule needs --cron EXPRESSION (or --list / --remove)")
+        if args.overrides:
+            raise RunStopped("a schedule runs the config file as it is: put the --set values into the file")
+        try:
+            cron = schedule.check_cron(args.cron)
+        except schedule.ScheduleError as error:
+            raise RunStopped(str(error)) from None
+    has_crontab = shutil.which(os.environ.get("RAGBENCH_CRONTAB", "crontab")) is not None
     open_store()
-    orchestrator = Client().active_stack.orchestrator.flavor
-    if orchestrator in schedule.SCHEDULING_ORCHESTRATORS:
-        from zenml.config.schedule import Schedule
+    try:
+        if args.list:
+            lines = schedule.entries(_crontab("-l")) if has_crontab else []
+            lines += [installed.line() for installed in zenml_schedules.list_schedules()]
+            print("\n".join(lines) or "no ragbench schedule installed")
+            return 0
+        if args.remove:
+            done = []
+            if has_crontab:
+                text, removed = schedule.without_entry(_crontab("-l"), config.name)
+                if removed:
+                    _crontab("-", text=text)
+                    done.append(f"removed the crontab entry of {config.name!r}")
+            removal = zenml_schedules.remove_schedule(config.name)
+            if removal is not None:
+                done.append(removal.text())
+            print("\n".join(done) or f"no schedule of {config.name!r}")
+            return 0
+        run_preflight(config, plan_only=True)  # a schedule of a config that cannot run is refused now
+        if zenml_schedules.orchestrator_schedules():
+            installed, replaced = zenml_schedules.install_schedule(config, cron)
+            if replaced is not None:
+                print(replaced.text())
+            print(
+                f"registered the ZenML schedule {installed.name!r} ({cron}) of {config.name!r} on "
+                f"{installed.orchestrator}; it runs the config as it is now: install again after editing it"
+            )
+            try:  # the crontab is only read for a hint here: without one (or unreadable), no hint
+                in_crontab = has_crontab and schedule.without_entry(_crontab("-l"), config.name)[1]
+            except RunStopped:
+                in_crontab = False
+            if in_crontab:
+                print(f"your crontab schedules {config.name!r} too: `crontab -e` to delete that entry")
+            return 0
+        from zenml.client import Client
 
-        from pipelines import rag_benchmark
-
-        rag_benchmark.with_options(schedule=Schedule(cron_expression=cron))(
-            config=config.model_dump(mode="json")
-        )
-        print(f"registered a ZenML schedule ({cron}) of {config.name!r} on the {orchestrator} orchestrator")
+        orchestrator = Client().active_stack.orchestrator.flavor
+        current = _crontab("-l")
+        repo = Path(__file__).resolve().parent
+        config_file = Path(args.config or repo / "configs" / "default.yaml").resolve()
+        log = Path(config.output_dir).resolve() / "schedule.log"
+        command = schedule.benchmark_command(repo, sys.executable, config_file, log)
+        line = schedule.entry_line(cron, command, config.name)
+        _crontab("-", text=schedule.with_entry(current, line, config.name))
+        print(f"installed in your crontab (the {orchestrator} orchestrator cannot schedule):\n{line}")
+        if (other := zenml_schedules.find_schedule(config.name)) is not None:
+            print(f"ZenML schedules it too ({other.line()}): `run.py schedule --remove` removes both")
         return 0
-    repo = Path(__file__).resolve().parent
-    config_file = Path(args.config or repo / "configs" / "default.yaml").resolve()
-    log = Path(config.output_dir).resolve() / "schedule.log"
-    command = schedule.benchmark_command(repo, sys.executable, config_file, log)
-    line = schedule.entry_line(cron, command, config.name)
-    _crontab("-", text=schedule.with_entry(current, line, config.name))
-    print(f"installed in your crontab (the {orchestrator} orchestrator cannot schedule):\n{line}")
-    return 0
+    except zenml_schedules.ZenMLScheduleError as error:
+        raise RunStopped(str(error)) from None
 
 
 def dashboard_command(port: int, stop: bool) -> int:

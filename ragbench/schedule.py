@@ -12,10 +12,6 @@ import shlex
 from pathlib import Path
 
 MARKER = "# ragbench-schedule:"
-# Orchestrators on which ZenML itself registers `Schedule(cron_expression=...)` (zenml-notes.md).
-SCHEDULING_ORCHESTRATORS = frozenset(
-    {"airflow", "kubernetes", "kubeflow", "vertex", "sagemaker", "azureml", "databricks"}
-)
 _CRON_FIELD = re.compile(
     r"^(\*|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?(,(\*|[0-9A-Za-z]+(-[0-9A-Za-z]+)?)(/[0-9]+)?)*$"
 )

@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test lint browser bench clean
+.PHONY: setup run test lint browser postgres bench clean
 
 setup: $(READY)
 
@@ -39,7 +39,17 @@ browser:
 	      || echo "could not install chromium: the dashboard browser test will be skipped"; \
 	  else echo "no chromium and no root apt-get: the dashboard browser test will be skipped"; fi; }
 
-test: lint browser
+# The shared LLM cache tests run a real PostgreSQL server: install Debian's package when it is missing and
+# we can (root with apt-get); otherwise those tests are skipped and say why.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's postgresql for the shared LLM cache tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
+	      || echo "could not install postgresql: the shared LLM cache tests will be skipped"; \
+	  else echo "no postgresql and no root apt-get: the shared LLM cache tests will be skipped"; fi; }
+
+test: lint browser postgres
 	$(BIN)/python -m pytest -v --durations=15
 
 bench: $(READY)

@@ -418,10 +418,11 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
     if not runs:
         raise RunStopped(f"no run of config {config.name!r} to compare")
     current = runs[0]
+    failure = failure_of(current)
     mode = against or config.regression.baseline
     if mode in ("previous", "champion", "none"):
         baseline = find_baseline(config.name, mode, current, tag)
-        if baseline is None and mode != "none":
+        if baseline is None and mode != "none" and failure is None:
             how = "promote one with `run.py promote RUN`" if mode == "champion" else "run it again"
             raise RunStopped(f"no {mode} run of config {config.name!r} to compare {current.name} with: {how}")
     else:
@@ -436,7 +437,7 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
         baseline_mode=mode if mode in ("previous", "champion", "none") else f"run {mode}",
         regression=config.regression,
         statistics=config.statistics,
-        failure=failure_of(current),
+        failure=failure,
     )
     print(verdict.text())
     comparison = verdict.comparison
@@ -460,6 +461,7 @@ def promote_command(run_name: str | None) -> int:
     from zenml.client import Client
 
     from ragbench.compare import champion_tag
+    from steps.history import config_name_of
 
     if not run_name:
         raise RunStopped("promote needs a run name: run.py promote RUN")
@@ -468,7 +470,7 @@ def promote_command(run_name: str | None) -> int:
         pipeline_run = Client().get_pipeline_run(run_name)
     except KeyError:
         raise RunStopped(f"no run named {run_name!r}") from None
-    config_name = (pipeline_run.config.parameters or {}).get("config", {}).get("name")
+    config_name = config_name_of(pipeline_run)
     if pipeline_run.status.value != "completed" or not config_name:
         raise RunStopped(f"{run_name} is not a completed benchmark run: only those can be champions")
     add_tags(tags=[Tag(name=champion_tag(config_name), exclusive=True)], run=pipeline_run.id)

@@ -27,7 +27,7 @@ GOAL_FRACTION = 0.8
 def timed_batch(server: FakeOpenAIServer, concurrency: int, prompts: list[str], cache_dir: Path) -> float:
     """Wall time of one `complete_many` over `prompts`, all uncached (fresh cache dir)."""
     settings = LLMSettings(model="openai/bench-alias", api_base=server.base_url, concurrency=concurrency)
-    client = LLMClient(settings, cache_dir=cache_dir, progress=False)
+    client = LLMClient(settings, cache_location=cache_dir, progress=False)
     client.complete("warm-up")  # litellm's first call carries one-off setup time
     server.reset_counters()
     started = time.perf_counter()

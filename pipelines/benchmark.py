@@ -68,7 +68,7 @@ def rag_benchmark(config: dict):
             spec=key.identity(),
             sample_size=settings.generation.sample_size,
             seed=settings.generation.seed,
-            llm_cache_dir=settings.llm_cache_dir,
+            llm_cache=settings.llm_cache,
             id=key.step_id("answer"),
         )
     judged = [
@@ -78,7 +78,7 @@ def rag_benchmark(config: dict):
             operations,
             spec=key.identity(),
             rubrics=list(settings.evaluation.rubrics),
-            llm_cache_dir=settings.llm_cache_dir,
+            llm_cache=settings.llm_cache,
             samples=settings.evaluation.judge_samples,
             id=key.step_id("judge"),
         )

@@ -32,10 +32,8 @@ def rag_testset(config: dict):
         id=key.step_id("chunk"),
     )
     index = build_vector_index(chunks, embedding_model=key.embedding_model, id=key.step_id("index"))
-    candidates = generate_eval_candidates(index, testset=testset, llm_cache_dir=settings.llm_cache_dir)
-    critiques = critique_eval_candidates(
-        candidates, index, testset=testset, llm_cache_dir=settings.llm_cache_dir
-    )
+    candidates = generate_eval_candidates(index, testset=testset, llm_cache=settings.llm_cache)
+    critiques = critique_eval_candidates(candidates, index, testset=testset, llm_cache=settings.llm_cache)
     assemble_eval_set.with_options(substitutions={EVAL_SET_NAME: settings.eval_set_name})(
         candidates, critiques, index, testset=testset, name=settings.eval_set_name
     )

@@ -12,13 +12,12 @@ import csv
 import io
 import json
 import math
-from html import escape
 
 from pydantic import BaseModel
 
 from ragbench.config import StatisticsConfig
 from ragbench.metrics import metric_key
-from ragbench.pages import document, format_value, page_header, rows_to_html_table
+from ragbench.pages import format_value
 from ragbench.stats import Test, paired_difference_test, smallest_attainable_p
 from ragbench.uncertainty import TEST_NAMES
 
@@ -122,23 +121,6 @@ class Comparison(BaseModel):
 
     def json(self) -> str:
         return json.dumps(self.model_dump() | {"regressions": self.regressions}, indent=2)
-
-    def html(self) -> str:
-        title = f"{self.current} against {self.baseline}"
-        notes = [
-            f"{len(self.regressions)} regression(s) over {len(self.rows)} cell metrics.",
-            f"Cells only in {self.current} (added): {', '.join(self.added_cells) or 'none'}.",
-            f"Cells only in {self.baseline} (removed): {', '.join(self.removed_cells) or 'none'}.",
-        ]
-        warnings = (
-            []
-            if self.same_eval_set
-            else ["The two runs used different eval sets: numbers may differ for that."]
-        )
-        body = page_header(title, notes, warnings)
-        body += f"<h2>{escape('Regressions')}</h2>" + rows_to_html_table(self.regressions)
-        body += f"<h2>{escape('Every tracked metric')}</h2>" + rows_to_html_table(self.rows)
-        return document(title, body)
 
 
 def compare_runs(

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
 from ragbench.knowledge_base import KnowledgeBaseConfig
+from ragbench.llm.cache import check_cache_url, is_database_url
 from ragbench.llm.types import LLMSettings
 from ragbench.metrics import tracked_metric_keys
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
@@ -356,7 +357,16 @@ class BenchmarkConfig(_Strict):
     statistics: StatisticsConfig = StatisticsConfig()
     regression: RegressionConfig = RegressionConfig()
     testset: TestsetConfig = TestsetConfig()
-    llm_cache_dir: str | None = Field(default=None, description="default: $RAGBENCH_CACHE_DIR/llm")
+    llm_cache_dir: str | None = Field(
+        default=None,
+        description="folder of the LLM cache's SQLite file (one machine); default: $RAGBENCH_CACHE_DIR/llm",
+    )
+    llm_cache_url: str | None = Field(
+        default=None,
+        description="a SQL database every step and pod shares as the LLM cache instead (e.g. "
+        "postgresql+psycopg://ragbench@db:5432/ragbench); no password in it: PGPASSWORD or ~/.pgpass where "
+        "the steps run",
+    )
     output_dir: str = Field(
         default="output", description="where run.py writes reports, comparisons, eval sets"
     )
@@ -414,6 +424,23 @@ class BenchmarkConfig(_Strict):
                     f"but judge(s) {greedy} have temperature 0; set evaluation.judge.temperature (e.g. 0.7)"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _check_llm_cache(self) -> BenchmarkConfig:
+        if self.llm_cache_url is not None:
+            if self.llm_cache_dir is not None:
+                raise ValueError(
+                    "set llm_cache_dir (a SQLite folder) or llm_cache_url (a database), not both"
+                )
+            if not is_database_url(self.llm_cache_url):
+                raise ValueError(f"llm_cache_url is not a database URL: {self.llm_cache_url!r}")
+            check_cache_url(self.llm_cache_url)
+        return self
+
+    @property
+    def llm_cache(self) -> str | None:
+        """Where every LLM step caches: the database URL, else the folder (None: the default folder)."""
+        return self.llm_cache_url or self.llm_cache_dir
 
     @model_validator(mode="after")
     def _check_thresholds(self) -> BenchmarkConfig:

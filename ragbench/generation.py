@@ -48,7 +48,7 @@ def answer_cell(
     cases: Sequence[EvalCase],
     *,
     reranker: RerankerChoice | None,
-    llm_cache_dir: str | None = None,
+    llm_cache: str | None = None,
 ) -> AnswerSet:
     """Retrieve `spec.top_k`, keep `spec.top_n` (reranked or in retrieval order), answer with the reader."""
     if spec.reader is None or spec.top_n is None or spec.prompt is None:
@@ -62,7 +62,7 @@ def answer_cell(
         ColbertReranker(choice=reranker) if reranker else None,
         desc=f"rerank {spec.id}",
     )
-    with LLMClient(spec.reader, cache_dir=llm_cache_dir) as client:
+    with LLMClient(spec.reader, cache_location=llm_cache) as client:
         answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
     return AnswerSet(spec=spec, reranker=reranker, answers=answers)
 
@@ -92,7 +92,7 @@ def judge_cell(
     cases: Sequence[EvalCase],
     *,
     rubrics: Sequence[str],
-    llm_cache_dir: str | None = None,
+    llm_cache: str | None = None,
     samples: int = 1,
 ) -> JudgeResult:
     """Judge the answers that exist; failed reader calls are counted by the table, not judged."""
@@ -114,7 +114,7 @@ def judge_cell(
     judgements: list[Judgement] = []
     calibration: list[Judgement] = []
     if inputs or labelled:
-        with LLMClient(spec.judge, cache_dir=llm_cache_dir) as client:
+        with LLMClient(spec.judge, cache_location=llm_cache) as client:
             if inputs:
                 judgements = judge_answers(
                     client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples

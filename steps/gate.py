@@ -5,7 +5,7 @@ silent, whoever started the run (run.py, Python, a ZenML schedule on any orchest
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated
 
 from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
@@ -16,7 +16,7 @@ from ragbench.config import RegressionConfig, StatisticsConfig
 from ragbench.gate import GateResult, judge_run
 from ragbench.llm.redaction import redact
 from ragbench.results import ResultsTable, run_metadata
-from steps.history import find_baseline, run_record
+from steps.history import config_name_of, find_baseline, run_record
 
 logger = logging.getLogger("ragbench")
 
@@ -54,7 +54,7 @@ def alert_failed_run(exception: BaseException) -> None:
     tag yet, and compare must find it), record the failure and alert."""
     context = get_step_context()
     pipeline_run = context.pipeline_run
-    config_name = _config_name(pipeline_run)
+    config_name = config_name_of(pipeline_run)
     reason = redact(f"step {context.step_run.name} failed: {type(exception).__name__}: {exception}")
     if config_name is not None:
         add_tags(tags=[config_tag(config_name)], run=pipeline_run.id)
@@ -63,11 +63,6 @@ def alert_failed_run(exception: BaseException) -> None:
         run_id_name_or_prefix=pipeline_run.id,
     )
     post_alert(f"RAG benchmark run {pipeline_run.name} ({config_name or 'unknown config'}) failed: {reason}")
-
-
-def _config_name(pipeline_run: Any) -> str | None:
-    config = (pipeline_run.config.parameters or {}).get("config")
-    return config.get("name") if isinstance(config, dict) else None
 
 
 def post_alert(message: str) -> bool:

@@ -29,7 +29,7 @@ def answer_questions_cell(
     spec: dict,
     sample_size: int | None,
     seed: int,
-    llm_cache_dir: str | None,
+    llm_cache: str | None,
 ) -> Annotated[AnswerSet, "answers"]:
     """Retrieve, optionally rerank, answer; the LLM cache makes a re-run after a crash cheap."""
     answers = answer_cell(
@@ -38,7 +38,7 @@ def answer_questions_cell(
         load_embedder(index.manifest.embedding_model),
         sample_cases(eval_suite.cases, sample_size, seed),
         reranker=reranker,
-        llm_cache_dir=llm_cache_dir,
+        llm_cache=llm_cache,
     )
     failures = sum(answer.answer is None for answer in answers.answers)
     log_metadata(
@@ -56,7 +56,7 @@ def judge_answers_cell(
     operations: dict,
     spec: dict,
     rubrics: list[str],
-    llm_cache_dir: str | None,
+    llm_cache: str | None,
     samples: int = 1,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers."""
@@ -65,7 +65,7 @@ def judge_answers_cell(
         answers,
         eval_suite.cases,
         rubrics=rubrics,
-        llm_cache_dir=llm_cache_dir,
+        llm_cache=llm_cache,
         samples=samples,
     )
     log_metadata({"judge": judged.summary})

@@ -69,6 +69,12 @@ def run_case_values(pipeline_run: Any) -> dict:
     return table.case_values
 
 
+def config_name_of(pipeline_run: Any) -> str | None:
+    """The `name` of the config a benchmark run was started with (its pipeline parameter)."""
+    config = (pipeline_run.config.parameters or {}).get("config")
+    return config.get("name") if isinstance(config, dict) else None
+
+
 def failure_of(pipeline_run: Any) -> str | None:
     """Why a run did not finish: its failing step and error, or its status; None for a completed run."""
     status = pipeline_run.status.value

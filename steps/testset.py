@@ -20,7 +20,7 @@ EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set arti
 
 @step(cache_policy=step_cache_policy(__name__))
 def generate_eval_candidates(
-    index: VectorIndex, testset: dict, llm_cache_dir: str | None
+    index: VectorIndex, testset: dict, llm_cache: str | None
 ) -> Annotated[CandidateSet, "candidates"]:
     """Sample chunks, plan each one's kind, and have the generator write the questions and answers."""
     settings = TestsetConfig.model_validate(testset)
@@ -34,7 +34,7 @@ def generate_eval_candidates(
         evolutions=settings.evolutions,
         unanswerable_share=settings.unanswerable_share,
     )
-    with LLMClient(settings.generator_settings(), cache_dir=llm_cache_dir) as client:
+    with LLMClient(settings.generator_settings(), cache_location=llm_cache) as client:
         candidates = generate_candidates(client, seeds, audience=settings.audience)
     log_metadata({"seeds": len(seeds), "generator_failures": candidates.failures})
     if candidates.failures:
@@ -44,13 +44,13 @@ def generate_eval_candidates(
 
 @step(cache_policy=step_cache_policy(__name__))
 def critique_eval_candidates(
-    candidates: CandidateSet, index: VectorIndex, testset: dict, llm_cache_dir: str | None
+    candidates: CandidateSet, index: VectorIndex, testset: dict, llm_cache: str | None
 ) -> Annotated[CritiqueSet, "critiques"]:
     """Every critic that applies rates every candidate; unanswerable ones against a whole-KB search."""
     settings = TestsetConfig.model_validate(testset)
     embedder = load_embedder(index.manifest.embedding_model)
     retrieved = search_whole_knowledge_base(index, embedder, candidates, settings.retrieved_passages)
-    with LLMClient(settings.critic_settings(), cache_dir=llm_cache_dir) as client:
+    with LLMClient(settings.critic_settings(), cache_location=llm_cache) as client:
         critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
     log_metadata({"critic_failures": critiques.failures})
     if critiques.failures:

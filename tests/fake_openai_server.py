@@ -326,7 +326,9 @@ class FakeOpenAIServer:
         """
         fields: dict[str, Any] = {"model": "openai/fake", "api_base": self.base_url, "timeout_s": 10.0}
         fields.update(settings)
-        return LLMClient(LLMSettings(**fields), cache_dir=cache_dir, backoff_base_s=0.001, progress=False)
+        return LLMClient(
+            LLMSettings(**fields), cache_location=cache_dir, backoff_base_s=0.001, progress=False
+        )
 
     # -- configuration ---------------------------------------------------------------------------
     def inject(self, *faults: Fault | FaultKind) -> None:

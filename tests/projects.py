@@ -17,3 +17,27 @@ def write_project(root: Path, documents: dict[str, str], cases: list[dict], conf
     (root / "config.yaml").write_text(
         name + "knowledge_base: {kind: folder, path: kb}\neval_cases: cases.jsonl\noutput_dir: out\n" + config
     )
+
+
+KEYWORD_TOPICS = ["assert", "break", "with", "yield", "lambda", "global", "class", "import", "raise"]
+
+
+def write_keyword_topics(root: Path, cases: int) -> None:
+    """`root/kb/<topic>.md` and `root/cases.jsonl`: the first `cases` Python keywords, one page and one
+    case each (reference answer and expected source)."""
+    (root / "kb").mkdir(exist_ok=True)
+    for topic in KEYWORD_TOPICS[:cases]:
+        (root / "kb" / f"{topic}.md").write_text(f"# {topic}\nThe {topic} statement is a Python keyword.")
+    (root / "cases.jsonl").write_text(
+        "\n".join(
+            json.dumps(
+                {
+                    "id": topic,
+                    "question": f"What is {topic}?",
+                    "reference_answer": f"A keyword: {topic}.",
+                    "expected_sources": [f"{topic}.md"],
+                }
+            )
+            for topic in KEYWORD_TOPICS[:cases]
+        )
+    )

@@ -104,7 +104,14 @@ def test_each_metric_regresses_in_its_own_direction_past_its_threshold():
 def test_the_leaderboard_page_escapes_what_it_shows():
     planted = "<script>alert(1)</script>"
     before = record(planted, {("mrr", planted): 0.9})
-    page = compare_runs(record("b", {("mrr", planted): 0.1}), before, {}, 0.0).html()
+    page = judge_run(
+        record("b", {("mrr", planted): 0.1}),
+        before,
+        config=planted,
+        baseline_mode="previous",
+        regression=RegressionConfig(),
+        statistics=StatisticsConfig(),
+    ).html()
     assert planted not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 

@@ -15,10 +15,10 @@ from zenml.client import Client
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.projects import write_keyword_topics
 
 pytestmark = pytest.mark.integration
 
-TOPICS = ["assert", "break", "with", "yield", "lambda", "global", "class", "import", "raise"]
 STAGES = ("chunk", "index", "retrieve", "answer", "judge")
 
 
@@ -33,22 +33,7 @@ def write_project(
 ) -> None:
     """`readers`: (model, api_base) pairs, one grid cell each; relative paths throughout. Each test has
     its own config `name`: runs of one name are one history, and the gate compares within it."""
-    (root / "kb").mkdir(exist_ok=True)
-    for topic in TOPICS[:cases]:
-        (root / "kb" / f"{topic}.md").write_text(f"# {topic}\nThe {topic} statement is a Python keyword.")
-    (root / "cases.jsonl").write_text(
-        "\n".join(
-            json.dumps(
-                {
-                    "id": topic,
-                    "question": f"What is {topic}?",
-                    "reference_answer": f"A keyword: {topic}.",
-                    "expected_sources": [f"{topic}.md"],
-                }
-            )
-            for topic in TOPICS[:cases]
-        )
-    )
+    write_keyword_topics(root, cases)
     entries = ", ".join(f"{{model: {model}, api_base: {base}}}" for model, base in readers)
     judge = f"[{{model: openai/fake-judge, api_base: {readers[0][1]}}}]" if readers else "[]"
     (root / "config.yaml").write_text(

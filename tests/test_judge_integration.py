@@ -31,7 +31,7 @@ REFERENCE = "The local orchestrator, which runs the pipeline steps on your own m
 
 def test_local_judge_tells_right_from_wrong(tmp_path_factory: pytest.TempPathFactory) -> None:
     settings = default_judge_settings(DEFAULT_JUDGE_MODEL, max_tokens=256)
-    client = LLMClient(settings, cache_dir=tmp_path_factory.mktemp("judge-cache"), progress=False)
+    client = LLMClient(settings, cache_location=tmp_path_factory.mktemp("judge-cache"), progress=False)
     inputs = [
         JudgeInput(
             case_id="right",

@@ -254,7 +254,7 @@ def test_unreachable_provider_trips_the_breaker(tmp_path: Path) -> None:
         dead_base = gone.base_url  # nothing listens there once the server has stopped
     settings = LLMSettings(model="openai/fake-alias", api_base=dead_base, max_retries=1, concurrency=2)
     client = LLMClient(
-        settings, cache_dir=tmp_path, backoff_base_s=0.001, progress=False, max_consecutive_failures=3
+        settings, cache_location=tmp_path, backoff_base_s=0.001, progress=False, max_consecutive_failures=3
     )
     with pytest.raises(LLMConfigError, match="3 calls in a row failed"):
         client.complete_many([f"q{i}" for i in range(20)], desc="down")
@@ -468,7 +468,7 @@ def test_check_llm_ready_names_the_missing_key(monkeypatch: pytest.MonkeyPatch) 
 
 def test_missing_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    client = LLMClient(LLMSettings(model="openai/gpt-4o-mini"), cache_dir=tmp_path, progress=False)
+    client = LLMClient(LLMSettings(model="openai/gpt-4o-mini"), cache_location=tmp_path, progress=False)
     with pytest.raises(LLMConfigError, match="OPENAI_API_KEY"):
         client.complete("hi")
 
@@ -479,7 +479,7 @@ def test_self_hosted_server_needs_no_key(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     settings = LLMSettings(model="openai/fake-alias", api_base=server.base_url)
     check_llm_ready(settings)
-    assert LLMClient(settings, cache_dir=tmp_path, progress=False).complete("hi").ok
+    assert LLMClient(settings, cache_location=tmp_path, progress=False).complete("hi").ok
 
 
 def test_unknown_model_string_is_rejected() -> None:

@@ -32,7 +32,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> LLMClient:
     settings = LLMSettings(model=MODEL, max_tokens=64)
     readiness = check_llm_ready(settings)
     assert readiness.provider == "local" and readiness.json_mode == "json_schema"
-    return LLMClient(settings, cache_dir=tmp_path_factory.mktemp("llm-cache"), progress=False)
+    return LLMClient(settings, cache_location=tmp_path_factory.mktemp("llm-cache"), progress=False)
 
 
 def test_answers_a_trivial_question(client: LLMClient) -> None:

@@ -105,7 +105,7 @@ READER_PASSAGES = [
 @pytest.fixture(scope="module")
 def reader_client(tmp_path_factory: pytest.TempPathFactory) -> LLMClient:
     settings = LLMSettings(model=READER_MODEL, max_tokens=200)
-    return LLMClient(settings, cache_dir=tmp_path_factory.mktemp("reader-cache"), progress=False)
+    return LLMClient(settings, cache_location=tmp_path_factory.mktemp("reader-cache"), progress=False)
 
 
 def test_local_reader_answers_from_context_and_declines_without_it(reader_client: LLMClient):

@@ -10,10 +10,9 @@ import pytest
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.projects import write_keyword_topics
 
 pytestmark = pytest.mark.integration
-
-TOPICS = ["assert", "break", "with", "yield", "lambda", "global", "class", "import", "raise"]
 
 
 def responder(request: dict) -> str:
@@ -26,22 +25,7 @@ def responder(request: dict) -> str:
 
 
 def write_project(tmp_path, base_url: str, cases: int, reader_concurrency: int = 4) -> None:
-    (tmp_path / "kb").mkdir()
-    for topic in TOPICS[:cases]:
-        (tmp_path / "kb" / f"{topic}.md").write_text(f"# {topic}\nThe {topic} statement is a Python keyword.")
-    (tmp_path / "cases.jsonl").write_text(
-        "\n".join(
-            json.dumps(
-                {
-                    "id": topic,
-                    "question": f"What is {topic}?",
-                    "reference_answer": f"A keyword: {topic}.",
-                    "expected_sources": [f"{topic}.md"],
-                }
-            )
-            for topic in TOPICS[:cases]
-        )
-    )
+    write_keyword_topics(tmp_path, cases)
     llm = f"api_base: {base_url}, max_retries: 0"
     (tmp_path / "config.yaml").write_text(
         f"name: {tmp_path.parent.name}-{tmp_path.name}\n"  # a history of its own for the regression gate

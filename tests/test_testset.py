@@ -103,7 +103,7 @@ def server():
 
 def client_for(server: FakeOpenAIServer, tmp_path: Path, model: str) -> LLMClient:
     settings = LLMSettings(model=model, api_base=server.base_url, max_retries=0, json_retries=1)
-    return LLMClient(settings, cache_dir=tmp_path / "llm", backoff_base_s=0.001, progress=False)
+    return LLMClient(settings, cache_location=tmp_path / "llm", backoff_base_s=0.001, progress=False)
 
 
 def make_set(server: FakeOpenAIServer, tmp_path: Path, seeds: list[Seed], monkeypatch, thresholds=None):

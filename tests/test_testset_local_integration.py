@@ -45,7 +45,9 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
         Seed(id="plain", evolution="simple", chunks=[PASSAGES[0]]),
         Seed(id="unanswerable", evolution="unanswerable", chunks=[PASSAGES[1]]),
     ]
-    with LLMClient(settings.generator_settings(), cache_dir=tmp_path / "llm", progress=False) as generator:
+    with LLMClient(
+        settings.generator_settings(), cache_location=tmp_path / "llm", progress=False
+    ) as generator:
         candidates = generate_candidates(generator, seeds, audience=settings.audience)
     assert candidates.failures == 0  # an in-process model has no transport to fail
     written = [c for c in candidates.candidates if c.question is not None]
@@ -55,7 +57,7 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
         print(f"\n{candidate.evolution}: {candidate.question}\n  answer: {candidate.answer}")
 
     retrieved = {"unanswerable": [PASSAGES[1]]}
-    with LLMClient(settings.critic_settings(), cache_dir=tmp_path / "llm", progress=False) as critic:
+    with LLMClient(settings.critic_settings(), cache_location=tmp_path / "llm", progress=False) as critic:
         critiques = critique_candidates(critic, candidates, retrieved, audience=settings.audience)
     assert critiques.failures == 0
     for candidate in written:

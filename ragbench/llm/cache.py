@@ -1,8 +1,12 @@
-"""Disk cache of successful LLM results, so a re-run (or a run resumed after a crash) calls nothing twice.
+"""Cache of successful LLM results, so a re-run (or a run resumed after a crash) calls nothing twice;
+failed calls are remembered apart and never served.
 
-SQLite in WAL mode: readers never block, a writer waits for another (busy timeout), and it is safe
-across threads and processes. Each thread keeps its own connection: opening and closing one per
-operation made SQLite checkpoint and fsync the WAL every time (~15 ms per lookup).
+Two backends behind one interface (`open_result_cache`): a SQLite file in a folder (one machine) and a
+SQL database by URL (a team's stack, where every pod must see the same cache: PostgreSQL through
+SQLAlchemy and psycopg). SQLite runs in WAL mode: readers never block, a writer waits for another (busy
+timeout), and it is safe across threads and processes on one machine, not on a network file system.
+Each thread keeps its own SQLite connection: opening and closing one per operation made SQLite
+checkpoint and fsync the WAL every time (~15 ms per lookup).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ def cache_key(payload: dict[str, Any]) -> str:
 
 class ResultCache:
     """Key -> JSON text store in ``<directory>/llm-cache.sqlite3``."""
+
+    location_kind = "folder"
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory).expanduser()
@@ -120,6 +126,9 @@ class ResultCache:
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
+    def describe(self) -> str:
+        return str(self.path)
+
 
 class _Conn:
     """A thread's connection, closed when the thread ends (its thread-local storage is dropped)."""
@@ -134,3 +143,143 @@ class _Conn:
 
     def __del__(self) -> None:
         self.close()
+
+
+def is_database_url(location: str | Path) -> bool:
+    """`postgresql+psycopg://...` and the like, as opposed to a folder for the SQLite file."""
+    return isinstance(location, str) and "://" in location
+
+
+def open_result_cache(location: str | Path | None) -> ResultCache | SQLResultCache:
+    """The cache at `location`: a database URL, else a folder (default `default_cache_dir()`)."""
+    if location is not None and is_database_url(location):
+        return SQLResultCache(str(location))
+    return ResultCache(location if location is not None else default_cache_dir())
+
+
+class SQLResultCache:
+    """The same store in a SQL database every process and pod can reach. The URL carries no password
+    (`check_cache_url`): libpq reads it from PGPASSWORD or ~/.pgpass where the step runs. Writes are
+    upserts, so processes writing the same key at once keep one row and lose none."""
+
+    location_kind = "database"
+
+    def __init__(self, url: str) -> None:
+        from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, text
+
+        check_cache_url(url)
+        self.url = url
+        self._engine = create_engine(url, pool_pre_ping=True, future=True)
+        self._pid = os.getpid()
+        metadata = MetaData()
+        self.results = Table(
+            "ragbench_llm_results",
+            metadata,
+            Column("key", String(64), primary_key=True),
+            Column("model", Text, nullable=False),
+            Column("value", Text, nullable=False),
+            Column("created", Float, nullable=False),
+        )
+        self.failures = Table(
+            "ragbench_llm_failures",
+            metadata,
+            Column("key", String(64), primary_key=True),
+            Column("model", Text, nullable=False),
+            Column("error", Text, nullable=False),
+            Column("created", Float, nullable=False),
+        )
+        with self._engine.begin() as conn:
+            if self._engine.dialect.name == "postgresql":  # concurrent CREATE TABLE IF NOT EXISTS races
+                conn.execute(text("SELECT pg_advisory_xact_lock(74031977)"))
+            metadata.create_all(conn, checkfirst=True)
+
+    def _connection(self) -> Any:
+        """A transaction on a pooled connection (commits on leaving the `with`)."""
+        if self._pid != os.getpid():  # a forked child must not share the parent's pooled connections
+            self._engine.dispose(close=False)
+            self._pid = os.getpid()
+        return self._engine.begin()
+
+    def _upsert(self, table: Any, row: dict[str, Any], value_column: str) -> None:
+        dialect = self._engine.dialect.name
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        elif dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            raise ValueError(f"LLM cache database {dialect!r} is not supported (PostgreSQL or SQLite)")
+        statement = insert(table).values(**row)
+        statement = statement.on_conflict_do_update(
+            index_elements=["key"],
+            set_={value_column: statement.excluded[value_column], "created": statement.excluded.created},
+        )
+        with self._connection() as conn:
+            conn.execute(statement)
+
+    def get(self, key: str) -> str | None:
+        from sqlalchemy import select
+
+        with self._connection() as conn:
+            row = conn.execute(select(self.results.c.value).where(self.results.c.key == key)).first()
+        return None if row is None else str(row[0])
+
+    def put(self, key: str, model: str, value: str) -> None:
+        self._upsert(
+            self.results, {"key": key, "model": model, "value": value, "created": time.time()}, "value"
+        )
+
+    def record_failure(self, key: str, model: str, error: str) -> None:
+        self._upsert(
+            self.failures, {"key": key, "model": model, "error": error, "created": time.time()}, "error"
+        )
+
+    def failed_before(self, key: str) -> bool:
+        from sqlalchemy import select
+
+        with self._connection() as conn:
+            return (
+                conn.execute(select(self.failures.c.key).where(self.failures.c.key == key)).first()
+                is not None
+            )
+
+    def forget_failure(self, key: str) -> None:
+        with self._connection() as conn:
+            conn.execute(self.failures.delete().where(self.failures.c.key == key))
+
+    def __len__(self) -> int:
+        from sqlalchemy import func, select
+
+        with self._connection() as conn:
+            return int(conn.execute(select(func.count()).select_from(self.results)).scalar_one())
+
+    def describe(self) -> str:
+        return redacted_url(self.url)
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+
+def check_cache_url(url: str) -> None:
+    """A cache URL ends up in configs, step parameters and logs: it must not carry a password."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise ValueError(f"not a database URL: {redacted_url(url)} ({error})") from None
+    if parsed.password is not None:
+        raise ValueError(
+            "the LLM cache URL must not contain a password (it is stored with the run): give the password "
+            "to the database client where the steps run, e.g. PGPASSWORD or ~/.pgpass"
+        )
+
+
+def redacted_url(url: str) -> str:
+    """The URL with any password replaced, for messages."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is shown only by its scheme
+        return url.split("://", 1)[0] + "://..."

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 
 from ragbench.llm import local
-from ragbench.llm.cache import ResultCache, cache_key, default_cache_dir
+from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache
 from ragbench.llm.redaction import is_secret_name, redact
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
@@ -297,8 +297,9 @@ class _Outcome:
 class LLMClient:
     """Cached, retried, counted access to one configured LLM; safe to share between threads.
 
-    `cache_dir` defaults to ``$RAGBENCH_CACHE_DIR/llm`` or ``~/.cache/ragbench/llm``; `use_cache=False`
-    turns the cache off. `backoff_base_s` scales the exponential backoff (tests make it tiny).
+    `cache_location` is a folder for the SQLite cache (default ``$RAGBENCH_CACHE_DIR/llm`` or
+    ``~/.cache/ragbench/llm``) or a database URL (see `ragbench.llm.cache`); `use_cache=False` turns the
+    cache off. `backoff_base_s` scales the exponential backoff (tests make it tiny).
     `progress` controls tqdm bars in `complete_many` (None: only on a terminal).
     `max_consecutive_failures`: after that many calls in a row exhausted their retries (server down,
     wrong api_base), raise `LLMConfigError` instead of slowly failing every remaining request.
@@ -308,7 +309,7 @@ class LLMClient:
         self,
         settings: LLMSettings,
         *,
-        cache_dir: str | Path | None = None,
+        cache_location: str | Path | None = None,
         use_cache: bool = True,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 30.0,
@@ -318,8 +319,8 @@ class LLMClient:
         self.settings = settings
         self.max_consecutive_failures = max_consecutive_failures
         self._consecutive_failures = 0
-        self.cache: ResultCache | None = (
-            ResultCache(cache_dir if cache_dir is not None else default_cache_dir()) if use_cache else None
+        self.cache: ResultCache | SQLResultCache | None = (
+            open_result_cache(cache_location) if use_cache else None
         )
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s

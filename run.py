@@ -12,8 +12,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -223,12 +224,15 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         enable_cache=use_cache, run_name=run_name, tags=[config_tag(config.name), *config.tags]
     )
     try:
-        pipeline_run = pipeline(config=config.model_dump(mode="json"))
+        pipeline(config=config.model_dump(mode="json"))
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)
         raise
     except Exception:  # a step failed; ZenML has marked the run failed and kept every finished step
         raise RunStopped(describe_failed_run(run_name)) from None
+    pipeline_run = finished_run(run_name)
+    if pipeline_run.status.value != "completed":
+        raise RunStopped(describe_failed_run(run_name))
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
@@ -269,10 +273,19 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     return gate.exit_code
 
 
+def finished_run(run_name: str, poll_s: float = 5.0) -> Any:
+    """The run as the store has it once it has finished: an asynchronous orchestrator (Kubernetes...)
+    returns while the run is still going, and the object `pipeline()` returns is stale either way."""
+    from zenml.client import Client
+
+    while not (pipeline_run := Client().get_pipeline_run(run_name)).status.is_finished:
+        time.sleep(poll_s)
+    return pipeline_run
+
+
 def new_run_name(pipeline_name: str, config_name: str) -> str:
     """A name known before the run starts, so a run that fails is reported by its own name (the
     pipeline's `last_run` may be another process's run)."""
-    import time
     import uuid
 
     stamp = time.strftime("%Y_%m_%d-%H_%M_%S", time.gmtime())

@@ -9,6 +9,7 @@ import socket
 from typing import Annotated
 
 from zenml import get_step_context, log_metadata, step
+from zenml.client import Client
 
 from materializers.json_models import CorpusMaterializer
 from ragbench.config import EvalCasesConfig, KnowledgeBaseConfig
@@ -19,12 +20,14 @@ from ragbench.rerank import RerankerChoice, resolve_reranker
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)
 def ingest_knowledge_base(knowledge_base: dict) -> Annotated[Corpus, "corpus"]:
-    """Also records which process runs the pipeline, so a run whose process was killed can be marked
-    failed by the next run instead of staying "running" forever."""
-    log_metadata(
-        {"orchestrator_pid": os.getpid(), "orchestrator_host": socket.gethostname()},
-        run_id_name_or_prefix=get_step_context().pipeline_run.id,
-    )
+    """On the local orchestrator also records which process runs the pipeline, so a run whose process
+    was killed can be marked failed by the next run instead of staying "running" forever (elsewhere the
+    orchestrator tracks its own pods)."""
+    if Client().active_stack.orchestrator.flavor == "local":  # one process on this host runs every step
+        log_metadata(
+            {"orchestrator_pid": os.getpid(), "orchestrator_host": socket.gethostname()},
+            run_id_name_or_prefix=get_step_context().pipeline_run.id,
+        )
     corpus = load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base))
     log_metadata({"documents": len(corpus.documents), "skipped_files": corpus.skipped})
     return corpus

@@ -161,3 +161,20 @@ def test_terminal_summary_shows_intervals_and_how_many_cases_a_keyword_rate_rest
         "latency_p95_s": 4.9,
         "reused": "yes",
     }
+
+
+def test_latency_does_not_depend_on_which_answers_came_from_the_cache():
+    """A cached answer keeps the latency of the call that made it, so a cell's latency is the same
+    whether another cell had cached some of its prompts (a first run) or all came from the cache."""
+
+    def latency_columns(cached: list[bool]) -> tuple[float, float]:
+        answers = [
+            answer(f"c{i}", "yes", latency, cached=c)
+            for i, (latency, c) in enumerate(zip([1.0, 8.0, 2.0], cached, strict=True))
+        ]
+        row = generation_columns(
+            AnswerSet(spec=SPEC.upto("answer"), reranker=None, answers=answers), None, None
+        )
+        return row["latency_mean_s"], row["latency_p95_s"]
+
+    assert latency_columns([False, True, False]) == latency_columns([True, True, True]) == (3.667, 8.0)

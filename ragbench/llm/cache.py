@@ -172,22 +172,19 @@ class SQLResultCache:
         self._engine = create_engine(url, pool_pre_ping=True, future=True)
         self._pid = os.getpid()
         metadata = MetaData()
-        self.results = Table(
-            "ragbench_llm_results",
-            metadata,
-            Column("key", String(64), primary_key=True),
-            Column("model", Text, nullable=False),
-            Column("value", Text, nullable=False),
-            Column("created", Float, nullable=False),
-        )
-        self.failures = Table(
-            "ragbench_llm_failures",
-            metadata,
-            Column("key", String(64), primary_key=True),
-            Column("model", Text, nullable=False),
-            Column("error", Text, nullable=False),
-            Column("created", Float, nullable=False),
-        )
+
+        def keyed_table(name: str, payload: str) -> Table:
+            """key -> (model, payload, created): the same shape as the SQLite tables."""
+            return Table(
+                name,
+                metadata,
+                Column("key", String(64), primary_key=True),
+                *(Column(column, Text, nullable=False) for column in ("model", payload)),
+                Column("created", Float, nullable=False),
+            )
+
+        self.results = keyed_table("ragbench_llm_results", "value")
+        self.failures = keyed_table("ragbench_llm_failures", "error")
         with self._engine.begin() as conn:
             if self._engine.dialect.name == "postgresql":  # concurrent CREATE TABLE IF NOT EXISTS races
                 conn.execute(text("SELECT pg_advisory_xact_lock(74031977)"))

@@ -253,8 +253,11 @@ class FakeOpenAIServer:
         all_fail: bool = False,
         echo_headers: bool = False,
         port: int = 0,
+        host: str = "127.0.0.1",
     ) -> None:
         self.latency_s = latency_s
+        # 127.0.0.1, or the Docker bridge address (172.17.0.1) for steps in containers; never 0.0.0.0
+        self.host = host
         self.responder: Responder = responder or default_responder
         self.model_name = model_name
         self.rates = _checked_rates(rates or {})
@@ -282,7 +285,7 @@ class FakeOpenAIServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = _Server(("127.0.0.1", self._requested_port), _Handler)
+        httpd = _Server((self.host, self._requested_port), _Handler)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -317,7 +320,7 @@ class FakeOpenAIServer:
     @property
     def base_url(self) -> str:
         """The OpenAI-style base URL, e.g. ``http://127.0.0.1:54321/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     def client(self, cache_dir: Path, **settings: Any) -> LLMClient:
         """An `LLMClient` on this server: model ``openai/fake``, near-zero backoff, no progress bars.

@@ -31,9 +31,9 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def _free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return probe.getsockname()[1]
 
 
@@ -43,8 +43,11 @@ def _as_postgres(command: list[str]) -> list[str]:
 
 
 @contextmanager
-def postgres_server() -> Iterator[tuple[str, str]]:
-    """Yields (URL without password, password); stops the server and removes its files afterwards."""
+def postgres_server(host: str = "127.0.0.1") -> Iterator[tuple[str, str]]:
+    """Yields (URL without password, password); stops the server and removes its files afterwards.
+    `host` is the one address it listens on: 127.0.0.1, or the Docker bridge address (172.17.0.1) for
+    steps in containers, which are then let in from the default bridge subnet (172.17.0.0/16), password
+    required."""
     binaries = _binaries()
     assert binaries is not None, unavailable_reason()
     root = Path(tempfile.mkdtemp(prefix="ragbench-pg-"))
@@ -54,7 +57,7 @@ def postgres_server() -> Iterator[tuple[str, str]]:
         shutil.chown(root, "postgres")
         (root / "pw").chmod(0o600)
         shutil.chown(root / "pw", "postgres")
-    port = _free_port()
+    port = _free_port(host)
     run = {"check": True, "capture_output": True, "timeout": 120}
     subprocess.run(
         _as_postgres(
@@ -72,7 +75,10 @@ def postgres_server() -> Iterator[tuple[str, str]]:
         ),
         **run,
     )
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
+    if host != "127.0.0.1":
+        with (data / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all 172.17.0.0/16 scram-sha-256\n")
+    options = f"-c listen_addresses={host} -p {port} -k {root} -c fsync=off"
     subprocess.run(
         _as_postgres(
             [str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"), "-w", "start"]
@@ -80,7 +86,7 @@ def postgres_server() -> Iterator[tuple[str, str]]:
         **run,
     )
     try:
-        yield f"postgresql+psycopg://{USER}@127.0.0.1:{port}/postgres", password
+        yield f"postgresql+psycopg://{USER}@{host}:{port}/postgres", password
     finally:
         subprocess.run(
             _as_postgres([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),

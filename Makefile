@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test lint browser postgres bench clean
+.PHONY: setup run test lint browser postgres bench clean test-docker
 
 setup: $(READY)
 
@@ -58,3 +58,12 @@ bench: $(READY)
 
 clean:
 	rm -rf $(VENV) output
+
+# The benchmark under ZenML's local_docker orchestrator (tests/docker): docker/build.sh installs Docker and
+# debootstrap when missing, starts dockerd and builds the image (cached layers make a rebuild fast); the
+# tests then fail rather than skip if they cannot run. dockerd, if build.sh started it, is stopped after
+# (KEEP_DOCKERD=1 keeps it).
+test-docker: $(READY) postgres
+	docker/build.sh
+	RAGBENCH_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -v -rA --durations=10 -m docker tests/docker; \
+	  status=$$?; [ "$(KEEP_DOCKERD)" = 1 ] || docker/build.sh --stop-dockerd; exit $$status

@@ -27,7 +27,7 @@ from ragbench.dashboard import DEFAULT_PORT, DashboardError
 from ragbench.eval_cases import EvalCaseError
 from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
-from ragbench.models import ModelResolutionError, resolve_model
+from ragbench.models import ModelResolutionError
 from ragbench.pages import rows_to_text
 from ragbench.preflight import PreflightError, run_preflight, run_testset_preflight
 
@@ -207,12 +207,12 @@ def print_plan(config: BenchmarkConfig) -> int:
 
 
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
+    from pipelines.options import run_options, step_environment
+
     open_store()
-    run_preflight(config)
+    options = run_options(config)
+    run_preflight(config, step_environment=step_environment(config))
     check_output_dir(config)
-    models = [config.chunking_tokenizer, *config.grid.embedding_model]
-    for name in dict.fromkeys(models):
-        resolve_model(name)  # provision offline models up front, with progress, before ZenML starts
 
     from pipelines import rag_benchmark
     from ragbench.compare import config_tag
@@ -221,7 +221,10 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     mark_runs_failed(abandoned=True)
     run_name = new_run_name(PIPELINE_NAME, config.name)
     pipeline = rag_benchmark.with_options(
-        enable_cache=use_cache, run_name=run_name, tags=[config_tag(config.name), *config.tags]
+        enable_cache=use_cache,
+        run_name=run_name,
+        tags=[config_tag(config.name), *config.tags],
+        **options,
     )
     try:
         pipeline(config=config.model_dump(mode="json"))
@@ -310,11 +313,12 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
 
 def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     """Generate, critique and filter an eval set; export it as JSONL beside the ZenML artifact."""
+    from pipelines.options import run_options, step_environment
+
     open_store()
-    run_testset_preflight(config)
+    options = run_options(config)
+    run_testset_preflight(config, step_environment=step_environment(config))
     check_output_dir(config)
-    for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
-        resolve_model(name)
 
     from pipelines import rag_testset
     from ragbench.testset.assemble import EvalSet
@@ -322,7 +326,7 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     mark_runs_failed(abandoned=True)
     run_name = new_run_name(TESTSET_PIPELINE_NAME, config.name)
     try:
-        pipeline_run = rag_testset.with_options(enable_cache=use_cache, run_name=run_name)(
+        pipeline_run = rag_testset.with_options(enable_cache=use_cache, run_name=run_name, **options)(
             config=config.model_dump(mode="json")
         )
     except KeyboardInterrupt:

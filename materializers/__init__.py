@@ -2,3 +2,7 @@
 
 Import them from their modules: a step depends (for its cache key) on every module it imports.
 """
+
+from ragbench import submodules_as_attributes
+
+__getattr__ = submodules_as_attributes(__name__)

@@ -5,6 +5,7 @@ regression gate is the last step; a run that breaks before it alerts through the
 
 from zenml import pipeline
 
+from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
 from ragbench.grid import distinct_at, expand_grid, llm_operations
 from steps import (
@@ -29,8 +30,13 @@ def rag_benchmark(config: dict):
     Python or by a schedule makes the same artifacts as `run.py`."""
     settings = BenchmarkConfig.model_validate(config)
     cells = expand_grid(settings)
-    corpus = ingest_knowledge_base(knowledge_base=settings.knowledge_base.model_dump(mode="json"))
-    suite = load_eval_suite(eval_cases=settings.eval_cases.model_dump(mode="json"))
+    corpus = ingest_knowledge_base(
+        knowledge_base=settings.knowledge_base.model_dump(mode="json"),
+        snapshot=knowledge_base_snapshot(settings),
+    )
+    suite = load_eval_suite(
+        eval_cases=settings.eval_cases.model_dump(mode="json"), snapshot=eval_cases_snapshot(settings)
+    )
     rerankers = {
         name: choose_reranker(checkpoint=name, id=f"reranker_{index}")
         for index, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))

@@ -157,6 +157,7 @@ def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, 
     from zenml.config.schedule import Schedule
 
     from pipelines import rag_benchmark
+    from pipelines.options import run_options
     from ragbench.compare import config_tag
 
     name = schedule_name(config.name)
@@ -172,6 +173,7 @@ def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, 
     rag_benchmark.with_options(
         schedule=Schedule(name=name, cron_expression=cron),
         tags=[config_tag(config.name), *config.tags],
+        **run_options(config),
     )(config=config.model_dump(mode="json"))
     installed = find_schedule(config.name)
     if installed is None:  # the orchestrator's submission failed and ZenML deleted the record again

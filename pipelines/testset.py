@@ -3,6 +3,7 @@ keys, so chunks and an index a benchmark run made are reused), then generate, cr
 
 from zenml import pipeline
 
+from pipelines.inputs import knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
 from ragbench.grid import CellSpec
 from steps import (
@@ -23,7 +24,10 @@ def rag_testset(config: dict):
     size, overlap = settings.testset_chunking()
     key = CellSpec(chunk_size=size, chunk_overlap=overlap, embedding_model=settings.testset_embedding_model)
     testset = settings.testset.model_dump(mode="json")
-    corpus = ingest_knowledge_base(knowledge_base=settings.knowledge_base.model_dump(mode="json"))
+    corpus = ingest_knowledge_base(
+        knowledge_base=settings.knowledge_base.model_dump(mode="json"),
+        snapshot=knowledge_base_snapshot(settings),
+    )
     chunks = chunk_knowledge_base(
         corpus,
         chunk_size=size,

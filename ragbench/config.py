@@ -17,8 +17,10 @@ from ragbench.knowledge_base import KnowledgeBaseConfig
 from ragbench.llm.cache import check_cache_url, is_database_url
 from ragbench.llm.types import LLMSettings
 from ragbench.metrics import tracked_metric_keys
+from ragbench.models import MODEL_CACHE_ENV_VAR
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 from ragbench.tables import TableError, load_yaml, read_utf8
+from ragbench.uris import is_uri
 
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
 
@@ -68,6 +70,14 @@ class EvalCasesConfig(_Strict):
                 f"eval_cases.columns: unknown field(s) {unknown}; fields: {sorted(EvalCase.model_fields)}"
             )
         return self
+
+    @property
+    def on_client(self) -> bool:
+        """A file or dataset folder on the client's disk: the client loads the cases and hands the run a
+        snapshot artifact. URIs, Hub datasets and artifacts load in the step."""
+        if self.path is not None:
+            return not is_uri(self.path)
+        return self.dataset is not None and Path(self.dataset).expanduser().exists()
 
     @property
     def label(self) -> str:
@@ -235,6 +245,58 @@ class RegressionConfig(_Strict):
     )
 
 
+# Names that look like credentials: `orchestration.environment` is written into the run's configuration,
+# so a key or password belongs in a ZenML secret (`orchestration.secrets`) instead.
+_SECRET_LOOKING = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+class OrchestrationConfig(_Strict):
+    """Where the steps run and what they get there: on the local orchestrator every field may stay empty;
+    on a team's stack (Kubernetes, Vertex, local_docker...) these reach every step. See README "Running on a
+    team's stack"."""
+
+    docker: dict[str, Any] = Field(
+        default_factory=dict,
+        description="ZenML DockerSettings fields for the pipeline's image, e.g. {parent_image: "
+        "ragbench:local, skip_build: true}; docker/README.md builds that image",
+    )
+    orchestrator: dict[str, Any] = Field(
+        default_factory=dict,
+        description="settings of the active orchestrator, passed to ZenML as settings['orchestrator'] "
+        "(e.g. local_docker {run_args: {volumes: ...}}, kubernetes {pod_settings: ...})",
+    )
+    secrets: list[str] = Field(
+        default_factory=list,
+        description="ZenML secrets whose keys become environment variables in every step (API keys, "
+        "PGPASSWORD); preflight checks that they exist and hold the keys the models need",
+    )
+    environment: dict[str, str] = Field(
+        default_factory=dict,
+        description="plain environment variables for every step; names that look like credentials are "
+        "refused (use secrets)",
+    )
+    model_cache: str | None = Field(
+        default=None,
+        description="folder inside the steps where models are provisioned and verified (a mounted volume on "
+        "a cluster); default: $RAGBENCH_CACHE_DIR/models where the step runs",
+    )
+
+    @model_validator(mode="after")
+    def _check_environment(self) -> OrchestrationConfig:
+        leaking = sorted(name for name in self.environment if _SECRET_LOOKING.search(name))
+        if leaking:
+            raise ValueError(
+                f"orchestration.environment: {', '.join(leaking)} look like credentials; put them in a ZenML "
+                "secret and name it in orchestration.secrets"
+            )
+        return self
+
+    def step_environment(self) -> dict[str, str]:
+        """What every step's environment gets besides the secrets."""
+        cache = {MODEL_CACHE_ENV_VAR: self.model_cache} if self.model_cache else {}
+        return {**self.environment, **cache}
+
+
 class TestsetConfig(_Strict):
     """`run.py testset`: generate eval cases from the knowledge base, critique them, keep the good ones.
     See README "Eval sets for your own documents"."""
@@ -357,6 +419,7 @@ class BenchmarkConfig(_Strict):
     statistics: StatisticsConfig = StatisticsConfig()
     regression: RegressionConfig = RegressionConfig()
     testset: TestsetConfig = TestsetConfig()
+    orchestration: OrchestrationConfig = OrchestrationConfig()
     llm_cache_dir: str | None = Field(
         default=None,
         description="folder of the LLM cache's SQLite file (one machine); default: $RAGBENCH_CACHE_DIR/llm",

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ragbench.uris import is_uri
+
 Resolver = Callable[[str, Path], str]
 
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _EXPLICIT = ("./", "../")
 _LOCAL_PREFIX = "local/"  # ragbench.llm.types.LOCAL_PREFIX; not imported, to keep this module light
 _RERANKER_OFF = "off"
@@ -26,7 +26,7 @@ _RERANKER_OFF = "off"
 
 def _relative(value: str) -> bool:
     """A relative filesystem path: not empty, absolute, ``~``-based (left to expanduser) or a URI."""
-    return bool(value) and not (value.startswith("~") or _URI.match(value) or Path(value).is_absolute())
+    return bool(value) and not (value.startswith("~") or is_uri(value) or Path(value).is_absolute())
 
 
 def _absolute(value: str, base: Path) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragbench.tables import TableError, load_yaml, read_dataset, read_table_file, read_utf8
+from ragbench.uris import SourceError, local_copy
 
 if TYPE_CHECKING:
     from ragbench.config import EvalCasesConfig
@@ -212,12 +213,16 @@ def load_eval_source(source: EvalCasesConfig) -> list[EvalCase]:
             return load_eval_set_artifact(source.artifact, source.version, source.limit)[0]
         if source.dataset is not None:
             rows = read_dataset(source.dataset, source.split, source.revision, source.limit)
-        elif source.columns or Path(source.path or "").suffix.lower() in {".csv", ".parquet"}:
-            rows = read_table_file(source.path or "", source.limit)
         else:
-            return load_eval_cases(source.path or "")[: source.limit]
+            with local_copy(source.path or "") as path:  # a URI is read here, where the step runs
+                if source.columns or path.suffix.lower() in {".csv", ".parquet"}:
+                    rows = read_table_file(path, source.limit)
+                else:
+                    return load_eval_cases(path)[: source.limit]
     except TableError as error:
         raise EvalCaseError(str(error)) from error
+    except SourceError as error:
+        raise EvalCaseError(f"eval_cases: {error}") from None
     return cases_from_rows(rows, source.columns, source.label)
 
 

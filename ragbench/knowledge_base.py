@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ragbench.tables import TableError, read_dataset, read_table_file
+from ragbench.uris import SourceError, is_uri, local_copy
 
 
 class KnowledgeBaseConfig(BaseModel):
@@ -40,6 +41,12 @@ class KnowledgeBaseConfig(BaseModel):
     warn_chunks: int = Field(
         default=50_000, ge=1, description="warn, with the estimated index time, above this many chunks"
     )
+
+    @property
+    def on_client(self) -> bool:
+        """A folder or file on the client's disk: the client loads it and hands the run a snapshot artifact,
+        since a step elsewhere cannot see it. URIs, datasets and the shipped default load in the step."""
+        return self.kind in {"folder", "file"} and not is_uri(self.path or "")
 
     @model_validator(mode="after")
     def _check_kind_fields(self) -> KnowledgeBaseConfig:
@@ -85,18 +92,27 @@ def _hash_parts(*parts: bytes | str) -> str:
     return digest.hexdigest()[:16]
 
 
-def knowledge_base_fingerprint(config: KnowledgeBaseConfig) -> str:
-    """Cheap content hash, computed before the pipeline so ZenML's cache sees knowledge-base changes."""
+PYDOC_TOPICS_SNAPSHOT = Path(__file__).resolve().parent / "data" / "pydoc_topics.json.gz"
+
+
+def _pydoc_topics() -> tuple[dict[str, str], str]:
+    """The language reference topics as shipped with ragbench (taken from one Python's pydoc_data), so the
+    default knowledge base is the same documents on every Python a step may run on."""
+    snapshot = json.loads(gzip.decompress(PYDOC_TOPICS_SNAPSHOT.read_bytes()))
+    return snapshot["topics"], snapshot["python"]
+
+
+def knowledge_base_fingerprint(config: KnowledgeBaseConfig, root: Path | None = None) -> str:
+    """Content hash of the documents as read (`root`: the local copy of a folder or file), so ZenML's cache
+    sees knowledge-base changes."""
     settings = config.model_dump_json()
     if config.kind == "pydoc_topics":
-        from pydoc_data.topics import topics
-
-        return _hash_parts(settings, sys.version, json.dumps(topics, sort_keys=True))
+        return _hash_parts(settings, PYDOC_TOPICS_SNAPSHOT.read_bytes())
     if config.kind == "hf_dataset":
         return _hash_parts(settings)
-    path = Path(config.path or "")
+    path = root if root is not None else Path(config.path or "")
     if not path.exists():
-        raise KnowledgeBaseError(f"knowledge base path does not exist: {path}")
+        raise KnowledgeBaseError(f"knowledge base path does not exist: {config.path}")
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     digest_parts: list[bytes | str] = [settings]
     for file in files:
@@ -167,35 +183,42 @@ def _rows_to_documents(rows: list[dict], config: KnowledgeBaseConfig, origin: st
     return documents
 
 
-def _load_table(config: KnowledgeBaseConfig) -> list[Document]:
+def _load_table(config: KnowledgeBaseConfig, file: Path) -> list[Document]:
     try:
         if config.kind == "hf_dataset":
             origin = f"dataset {config.dataset}"
             rows = read_dataset(config.dataset or "", config.split, config.revision, config.limit)
         else:
             origin = str(config.path)
-            rows = read_table_file(config.path or "", config.limit)
+            rows = read_table_file(file, config.limit)
     except TableError as error:
         raise KnowledgeBaseError(str(error)) from error
     return _rows_to_documents(rows, config, origin)
 
 
 def load_corpus(config: KnowledgeBaseConfig) -> Corpus:
-    """Load, clean and check a knowledge base; raise if nothing usable remains."""
+    """Load, clean and check a knowledge base; raise if nothing usable remains. A URI is read with fsspec
+    here, where the step runs."""
+    try:
+        with local_copy(config.path or "") as root:
+            return _load_corpus(config, root)
+    except SourceError as error:
+        raise KnowledgeBaseError(f"knowledge base: {error}") from None
+
+
+def _load_corpus(config: KnowledgeBaseConfig, root: Path) -> Corpus:
     skipped: list[str] = []
     if config.kind == "pydoc_topics":
-        from pydoc_data.topics import topics
-
+        topics, version = _pydoc_topics()
         documents = [Document(text=text, source=name) for name, text in sorted(topics.items())]
-        description = f"Python {sys.version.split()[0]} language reference topics (pydoc_data)"
+        description = f"Python {version} language reference topics (pydoc_data, as shipped with ragbench)"
     elif config.kind == "folder":
-        folder = Path(config.path or "")
-        if not folder.is_dir():
-            raise KnowledgeBaseError(f"knowledge base folder not found: {folder}")
-        documents, skipped = _load_folder(folder)
-        description = f"folder {folder}"
+        if not root.is_dir():
+            raise KnowledgeBaseError(f"knowledge base folder not found: {config.path}")
+        documents, skipped = _load_folder(root)
+        description = f"folder {config.path}"
     else:
-        documents = _load_table(config)
+        documents = _load_table(config, root)
         description = f"dataset {config.dataset}" if config.kind == "hf_dataset" else f"file {config.path}"
     if config.limit and config.kind in {"pydoc_topics", "folder"}:
         documents = documents[: config.limit]
@@ -205,7 +228,7 @@ def load_corpus(config: KnowledgeBaseConfig) -> Corpus:
         raise KnowledgeBaseError(f"knowledge base ({description}) holds no usable text")
     return Corpus(
         documents=documents,
-        fingerprint=knowledge_base_fingerprint(config),
+        fingerprint=knowledge_base_fingerprint(config, root),
         description=description,
         skipped=skipped,
     )

@@ -7,7 +7,8 @@ on import), the files are taken out of the wheels read as zip archives, assemble
 cache folder and verified by sha256 before use. Every other name is left to the Hub, exactly as
 sentence-transformers / transformers would load it.
 
-Cache layout: ``$RAGBENCH_CACHE_DIR/models/<slug>/`` (default ``~/.cache/ragbench/models/<slug>``).
+Cache layout: ``<cache root>/<slug>/``, the root being ``$RAGBENCH_MODEL_CACHE``, else
+``$RAGBENCH_CACHE_DIR/models``, else ``~/.cache/ragbench/models``.
 An entry is valid only if its ``ragbench-manifest.json`` (written last) is present and the verified
 file still has the recorded size and sha256; anything else is deleted and rebuilt.
 """
@@ -48,6 +49,7 @@ __all__ = [
     "find_packaged_model",
     "is_untrained_standin",
     "packaged_model_names",
+    "provisioned_location",
     "resolve_model",
 ]
 
@@ -55,6 +57,8 @@ logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "ragbench-manifest.json"
 CACHE_ENV_VAR = "RAGBENCH_CACHE_DIR"
+# The model cache alone, where the steps run (config `orchestration.model_cache`: a volume on a cluster).
+MODEL_CACHE_ENV_VAR = "RAGBENCH_MODEL_CACHE"
 COLBERT_STANDIN_NAME = "ragbench/colbert-standin-minilm"
 
 ModelKind = Literal["sentence-transformers", "gguf", "colbert"]
@@ -260,7 +264,10 @@ def packaged_model_names() -> list[str]:
 
 
 def cache_root() -> Path:
-    """Folder holding the assembled models; ``$RAGBENCH_CACHE_DIR/models`` or ``~/.cache/ragbench/models``."""
+    """Folder holding the assembled models: ``$RAGBENCH_MODEL_CACHE``, else ``$RAGBENCH_CACHE_DIR/models`` or
+    ``~/.cache/ragbench/models``. Read where the step runs, never the client's."""
+    if models := os.environ.get(MODEL_CACHE_ENV_VAR):
+        return Path(models).expanduser()
     base = os.environ.get(CACHE_ENV_VAR)
     root = Path(base).expanduser() if base else Path.home() / ".cache" / "ragbench"
     return root / "models"
@@ -286,6 +293,18 @@ def resolve_model(name: str) -> ResolvedModel:
     entry = _ensure_entry(spec)
     location = entry / spec.location if spec.location else entry
     return ResolvedModel(name=spec.name, location=str(location), origin="packaged")
+
+
+def provisioned_location(name: str) -> str | None:
+    """Where `name` already is on this machine (a local path, or an assembled cache entry, unverified),
+    without provisioning anything: for checks on the client, which must not download what the steps will."""
+    if name and Path(name).expanduser().exists():
+        return str(Path(name).expanduser())
+    spec = find_packaged_model(name)
+    entry = cache_root() / spec.slug if spec is not None else None
+    if entry is None or not (entry / MANIFEST_NAME).is_file():
+        return None
+    return str(entry / spec.location if spec.location else entry)
 
 
 def check_model_available(name: str) -> None:

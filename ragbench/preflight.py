@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from ragbench.eval_cases import EvalSuite, load_eval_suite_from
 from ragbench.grid import expand_grid
 from ragbench.knowledge_base import load_corpus
 from ragbench.llm import check_llm_ready
-from ragbench.models import check_model_available, resolve_model
+from ragbench.models import check_model_available, provisioned_location
 from ragbench.rerank import resolve_reranker
 from ragbench.testset.rubrics import check_names
 
@@ -71,8 +72,11 @@ def size_warnings(config: BenchmarkConfig, characters: int) -> list[str]:
     return warnings
 
 
-def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Preflight:
-    """Check the whole run. `plan_only` (a dry run) skips what needs models or keys: it calls nothing."""
+def run_preflight(
+    config: BenchmarkConfig, *, plan_only: bool = False, step_environment: Mapping[str, str] | None = None
+) -> Preflight:
+    """Check the whole run. `plan_only` (a dry run) skips what needs models or keys: it calls nothing.
+    `step_environment`: the variables the steps will see (default: this process's)."""
     warnings: list[str] = []
     cells = expand_grid(config)
     llms = list(
@@ -82,7 +86,8 @@ def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Prefli
         for name in dict.fromkeys([config.chunking_tokenizer, *config.grid.embedding_model]):
             check_model_available(name)
         for settings in llms:
-            check_llm_ready(settings)  # missing API key, unknown provider or GGUF: fail before any work
+            # missing API key, unknown provider or GGUF: fail before any work
+            check_llm_ready(settings, step_environment)
         for checkpoint in dict.fromkeys(c.reranker for c in cells if c.reranker is not None):
             resolve_reranker(checkpoint)  # an unusable checkpoint fails here; a fallback is logged loudly
     corpus = load_corpus(config.knowledge_base)
@@ -101,7 +106,8 @@ def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Prefli
             f"{config.eval_cases.label}: no eval case names expected_sources, so retrieval cannot be measured"
         )
     for name in [] if plan_only else config.grid.embedding_model:
-        limit = max_seq_length(resolve_model(name).location)
+        location = provisioned_location(name)  # the steps provision models; a model not here yet is unchecked
+        limit = max_seq_length(location) if location else None
         too_big = [size for size in config.grid.chunk_size if limit and size > limit]
         if too_big:
             warnings.append(
@@ -113,7 +119,9 @@ def run_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> Prefli
     return Preflight(knowledge_base_fingerprint=corpus.fingerprint, eval_suite=suite, warnings=warnings)
 
 
-def run_testset_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -> int:
+def run_testset_preflight(
+    config: BenchmarkConfig, *, plan_only: bool = False, step_environment: Mapping[str, str] | None = None
+) -> int:
     """Check what `run.py testset` needs before any model loads; returns the knowledge base's estimated
     number of chunks at the testset's chunk size (what a dry run can plan with without chunking)."""
     try:
@@ -124,7 +132,7 @@ def run_testset_preflight(config: BenchmarkConfig, *, plan_only: bool = False) -
         for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
             check_model_available(name)
         for settings in (config.testset.generator_settings(), config.testset.critic_settings()):
-            check_llm_ready(settings)
+            check_llm_ready(settings, step_environment)
     corpus = load_corpus(config.knowledge_base)
     for reason in corpus.skipped:
         logger.warning("knowledge base: skipped %s", reason)

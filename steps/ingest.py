@@ -19,23 +19,31 @@ from ragbench.rerank import RerankerChoice, resolve_reranker
 
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)
-def ingest_knowledge_base(knowledge_base: dict) -> Annotated[Corpus, "corpus"]:
-    """On the local orchestrator also records which process runs the pipeline, so a run whose process
-    was killed can be marked failed by the next run instead of staying "running" forever (elsewhere the
+def ingest_knowledge_base(
+    knowledge_base: dict, snapshot: Corpus | None = None
+) -> Annotated[Corpus, "corpus"]:
+    """`snapshot`: the documents as the client read them from its own disk (see `pipelines.inputs`); otherwise
+    the knowledge base is read here, where the step runs (a URI, a dataset, the shipped default).
+
+    On the local orchestrator also records which process runs the pipeline, so a run whose process was
+    killed can be marked failed by the next run instead of staying "running" forever (elsewhere the
     orchestrator tracks its own pods)."""
     if Client().active_stack.orchestrator.flavor == "local":  # one process on this host runs every step
         log_metadata(
             {"orchestrator_pid": os.getpid(), "orchestrator_host": socket.gethostname()},
             run_id_name_or_prefix=get_step_context().pipeline_run.id,
         )
-    corpus = load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base))
+    corpus = snapshot or load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base))
     log_metadata({"documents": len(corpus.documents), "skipped_files": corpus.skipped})
     return corpus
 
 
 @step(enable_cache=False)
-def load_eval_suite(eval_cases: dict) -> Annotated[EvalSuite, "eval_cases"]:
-    suite = load_eval_suite_from(EvalCasesConfig.model_validate(eval_cases))
+def load_eval_suite(
+    eval_cases: dict, snapshot: EvalSuite | None = None
+) -> Annotated[EvalSuite, "eval_cases"]:
+    """`snapshot`: the cases as the client read them from its own disk; otherwise read here."""
+    suite = snapshot or load_eval_suite_from(EvalCasesConfig.model_validate(eval_cases))
     log_metadata({"cases": len(suite.cases), "eval_fingerprint": suite.fingerprint})
     return suite
 

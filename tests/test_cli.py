@@ -2,7 +2,7 @@
 
 import pytest
 
-import ragbench.preflight
+import ragbench.models
 import run
 
 
@@ -11,8 +11,7 @@ def no_expensive_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("expensive work started despite invalid input")
 
-    monkeypatch.setattr(ragbench.preflight, "resolve_model", forbidden)
-    monkeypatch.setattr(run, "resolve_model", forbidden)
+    monkeypatch.setattr(ragbench.models, "_build_entry", forbidden)  # no model is provisioned
 
 
 def run_cli(tmp_path, capsys, yaml_text, *extra):
@@ -39,6 +38,17 @@ def run_cli(tmp_path, capsys, yaml_text, *extra):
         ("knowledge_base: {kind: folder, path: /nonexistent/kb}\n", [], "folder not found: /nonexistent/kb"),
         ("eval_cases: /nonexistent/cases.yaml\n", [], "eval case file not found"),
         ("grid: {embedding_model: [no-such-model-anywhere]}\n", [], "no-such-model-anywhere"),
+        (
+            "orchestration: {docker: {parent_imag: x}}\n",
+            [],
+            "orchestration.docker: unknown field(s) parent_imag",
+        ),
+        ("orchestration: {docker: {skip_build: maybe}}\n", [], "orchestration.docker: skip_build"),
+        (
+            "orchestration: {environment: {OPENAI_API_KEY: sk-x}}\n",
+            [],
+            "OPENAI_API_KEY look like credentials",
+        ),
     ],
 )
 def test_invalid_input_exits_2_with_a_clear_message(

@@ -46,12 +46,44 @@ def test_knowledge_base_without_usable_text_is_an_error(tmp_path):
         load_corpus(KnowledgeBaseConfig(kind="folder", path=str(tmp_path / "missing")))
 
 
-def test_default_knowledge_base_is_one_document_per_pydoc_topic():
-    from pydoc_data.topics import topics
+def test_default_knowledge_base_is_the_shipped_snapshot_of_the_pydoc_topics():
+    """The same documents (and fingerprint) on every Python a step may run on: not this one's pydoc_data."""
+    import gzip
+    import sys
 
+    from ragbench.knowledge_base import PYDOC_TOPICS_SNAPSHOT
+
+    snapshot = json.loads(gzip.decompress(PYDOC_TOPICS_SNAPSHOT.read_bytes()))
     corpus = load_corpus(KnowledgeBaseConfig())
-    assert len(corpus.documents) == len(topics)
-    assert {document.source for document in corpus.documents} == set(topics)
+    assert {document.source for document in corpus.documents} == set(snapshot["topics"]) >= {"if", "with"}
+    assert (
+        f"Python {snapshot['python']}" in corpus.description and "shipped with ragbench" in corpus.description
+    )
+    if sys.version.split()[0] == snapshot["python"]:  # taken from this very Python: nothing lost on the way
+        from pydoc_data.topics import topics
+
+        assert {d.source: d.text for d in corpus.documents} == topics
+
+
+def test_a_uri_knowledge_base_is_read_where_the_step_runs_and_matches_the_folder(tmp_path):
+    """`file://` stands in for s3:// or gs:// (same fsspec code path, no bucket needed)."""
+    folder = make_folder(tmp_path / "kb")
+    local = load_corpus(KnowledgeBaseConfig(kind="folder", path=str(folder)))
+    remote_config = KnowledgeBaseConfig(kind="folder", path=folder.as_uri())
+    remote = load_corpus(remote_config)
+    assert remote.documents == local.documents and remote.skipped == local.skipped
+    assert remote.description == f"folder {folder.as_uri()}"
+    assert not remote_config.on_client and KnowledgeBaseConfig(kind="folder", path=str(folder)).on_client
+    (folder / "notes.txt").write_text("Edited note.")
+    assert load_corpus(remote_config).fingerprint != remote.fingerprint
+    table = tmp_path / "docs.jsonl"
+    table.write_text(json.dumps({"text": "Row text.", "source": "r1"}) + "\n")
+    from_uri = load_corpus(KnowledgeBaseConfig(kind="file", path=table.as_uri()))
+    assert [(d.source, d.text) for d in from_uri.documents] == [("r1", "Row text.")]
+    with pytest.raises(KnowledgeBaseError, match="does not exist"):
+        load_corpus(KnowledgeBaseConfig(kind="folder", path=(tmp_path / "missing").as_uri()))
+    with pytest.raises(KnowledgeBaseError, match="cannot read nosuchscheme://bucket/kb"):
+        load_corpus(KnowledgeBaseConfig(kind="folder", path="nosuchscheme://bucket/kb"))
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])

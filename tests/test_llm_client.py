@@ -466,6 +466,21 @@ def test_check_llm_ready_names_the_missing_key(monkeypatch: pytest.MonkeyPatch) 
     assert DUMMY_KEY not in repr(readiness)
 
 
+def test_check_llm_ready_looks_where_the_steps_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the steps' environment, the client's own variables count for nothing, and litellm's check
+    sees the steps' variables only for the check."""
+    monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
+    with pytest.raises(LLMConfigError, match="OPENAI_API_KEY, which are not set where the steps run"):
+        check_llm_ready(LLMSettings(model="openai/gpt-4o-mini"), environment={})
+    assert os.environ["OPENAI_API_KEY"] == DUMMY_KEY  # the process's environment is back as it was
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert check_llm_ready(LLMSettings(model="openai/gpt-4o-mini"), {"OPENAI_API_KEY": "<secret>"})
+    assert "OPENAI_API_KEY" not in os.environ
+    settings = LLMSettings(model="openai/m", api_base="http://127.0.0.1:9/v1", api_key_env="MY_KEY")
+    with pytest.raises(LLMConfigError, match="MY_KEY, which is not set or empty where the steps run"):
+        check_llm_ready(settings, {"MY_KEY": " "})
+
+
 def test_missing_key_fails_before_any_request(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     client = LLMClient(LLMSettings(model="openai/gpt-4o-mini"), cache_location=tmp_path, progress=False)

@@ -647,3 +647,19 @@ def test_cache_dir_default_and_override(monkeypatch, tmp_path):
     monkeypatch.setenv("RAGBENCH_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert models.cache_root() == tmp_path / "elsewhere" / "models"
     assert os.fspath(models.cache_root()).endswith("models")
+
+
+def test_model_cache_of_its_own_and_what_is_already_here(monkeypatch, tmp_path):
+    """`orchestration.model_cache` reaches a step as RAGBENCH_MODEL_CACHE; the client's checks read only
+    what is already provisioned and never start a download."""
+    monkeypatch.setenv("RAGBENCH_CACHE_DIR", str(tmp_path / "general"))
+    monkeypatch.setenv(models.MODEL_CACHE_ENV_VAR, str(tmp_path / "volume"))
+    assert models.cache_root() == tmp_path / "volume"
+    monkeypatch.setattr(models, "_build_entry", lambda *a: pytest.fail("provisioned"))
+    assert models.provisioned_location("sentence-transformers/all-MiniLM-L6-v2") is None
+    entry = tmp_path / "volume" / "sentence-transformers--all-MiniLM-L6-v2"
+    entry.mkdir(parents=True)
+    (entry / models.MANIFEST_NAME).write_text("{}")
+    assert models.provisioned_location("all-MiniLM-L6-v2") == str(entry)
+    assert models.provisioned_location(str(tmp_path)) == str(tmp_path)
+    assert models.provisioned_location("some-org/not-packaged") is None

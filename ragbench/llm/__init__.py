@@ -8,6 +8,7 @@ Importing this package is cheap; litellm (seconds to import) and llama-cpp-pytho
     if result.ok: use(result.parsed)
 """
 
+from ragbench import submodules_as_attributes
 from ragbench.llm.cache import ResultCache, default_cache_dir
 from ragbench.llm.client import (
     LLMClient,
@@ -45,3 +46,5 @@ __all__ = [
     "parse_structured",
     "unload_local_models",
 ]
+
+__getattr__ = submodules_as_attributes(__name__)

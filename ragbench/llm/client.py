@@ -99,49 +99,68 @@ def _json_mode(settings: LLMSettings) -> str:
     return "json_schema" if supported else "json_object"
 
 
-def check_llm_ready(settings: LLMSettings) -> LLMReadiness:
+def check_llm_ready(settings: LLMSettings, environment: Mapping[str, str] | None = None) -> LLMReadiness:
     """Pre-flight: fail in seconds, with a clear message, if the model string or its credentials are wrong.
 
     Checks that litellm knows the provider and that the environment variables it needs are set (names
-    only; values are never read out or printed). For ``local/`` models: the GGUF is known and
-    llama-cpp-python is installed. Makes no LLM call.
+    only; values are never read out or printed) in `environment`, the variables the steps will see
+    (default: this process's, which is where the local orchestrator runs them). For ``local/`` models:
+    the GGUF is known and llama-cpp-python is installed. Makes no LLM call.
     """
     if settings.is_local:
         local.check_local_model(local.local_model_name(settings.model))
         return LLMReadiness(settings.model, local.PROVIDER, cost_known=True, json_mode=_json_mode(settings))
+    env = os.environ if environment is None else environment
+    where = "" if environment is None else " where the steps run"
     litellm = get_litellm()
     provider = _provider(settings.model, settings.api_base)
-    if settings.api_key_env is not None and not os.environ.get(settings.api_key_env, "").strip():
+    if settings.api_key_env is not None and not env.get(settings.api_key_env, "").strip():
         raise LLMConfigError(
-            f"model {settings.model!r}: api_key_env names {settings.api_key_env}, which is not set or empty"
+            f"model {settings.model!r}: api_key_env names {settings.api_key_env}, which is not set or "
+            f"empty{where}"
         )
     prefix = provider.upper().replace("-", "_") + "_"
     empty = sorted(
         name
-        for name, value in os.environ.items()
+        for name, value in env.items()
         if name.startswith(prefix) and is_secret_name(name) and not value.strip()
     )
     if empty and not _sends_placeholder_key(settings, provider):
         raise LLMConfigError(
             f"model {settings.model!r} (provider {provider}): environment variable(s) {', '.join(empty)} "
-            "are set but empty"
+            f"are set but empty{where}"
         )
     if not (settings.api_base and provider in _OPENAI_COMPATIBLE):
-        env = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
+        with nullcontext() if environment is None else _process_environment(environment):
+            required = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
         missing = [
             name
-            for name in env.get("missing_keys", [])
+            for name in required.get("missing_keys", [])
             if not (name.endswith("_API_BASE") and (settings.api_base or provider in _DEFAULT_BASE_PROVIDERS))
         ]
         if missing:
             raise LLMConfigError(
                 f"model {settings.model!r} (provider {provider}) needs environment variable(s) "
-                f"{', '.join(missing)}, which are not set"
+                f"{', '.join(missing)}, which are not set{where}"
                 + ("" if settings.api_base else "; for a self-hosted OpenAI-compatible server set api_base")
             )
     return LLMReadiness(
         settings.model, provider, cost_known=_price_known(settings.model), json_mode=_json_mode(settings)
     )
+
+
+@contextmanager
+def _process_environment(environment: Mapping[str, str]) -> Iterator[None]:
+    """litellm reads only os.environ: show it the steps' variables for one check (pre-flight runs before
+    any thread starts), then put the process's own back."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def _sends_placeholder_key(settings: LLMSettings, provider: str) -> bool:

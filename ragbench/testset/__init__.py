@@ -7,3 +7,7 @@ rate each case, and keep those that pass, without near-duplicates.
 - `generate`: the generator's calls; `critique`: the critics' calls;
 - `assemble`: keyword candidates, the filter, de-duplication, and the `EvalSet` artifact.
 """
+
+from ragbench import submodules_as_attributes
+
+__getattr__ = submodules_as_attributes(__name__)

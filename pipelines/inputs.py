@@ -1,0 +1,45 @@
+"""Inputs only the client can read (a folder or file on its disk) are loaded while the pipeline compiles on
+the client and stored in the artifact store as the steps' `snapshot`, so a step on another machine never
+looks for the client's paths. A snapshot whose content the newest version already holds is reused, and
+the steps after ingest are keyed on content either way: an unchanged folder changes no cache key.
+A ZenML schedule compiles once, so its runs keep the snapshot taken when it was installed (a URI is read
+anew by every run)."""
+
+import hashlib
+from typing import Any
+
+from pydantic import BaseModel
+
+from ragbench.config import BenchmarkConfig
+from ragbench.eval_cases import load_eval_suite_from
+from ragbench.knowledge_base import load_corpus
+
+KNOWLEDGE_BASE_SNAPSHOT = "knowledge_base_snapshot"
+EVAL_CASES_SNAPSHOT = "eval_cases_snapshot"
+
+
+def knowledge_base_snapshot(settings: BenchmarkConfig) -> Any:
+    if not settings.knowledge_base.on_client:
+        return None
+    return _stored(KNOWLEDGE_BASE_SNAPSHOT, load_corpus(settings.knowledge_base))
+
+
+def eval_cases_snapshot(settings: BenchmarkConfig) -> Any:
+    if not settings.eval_cases.on_client:
+        return None
+    return _stored(EVAL_CASES_SNAPSHOT, load_eval_suite_from(settings.eval_cases))
+
+
+def _stored(name: str, value: BaseModel) -> Any:
+    """The artifact version holding `value`: the newest one if it holds the same content, else a new one."""
+    from zenml import save_artifact
+    from zenml.client import Client
+
+    digest = hashlib.sha256(value.model_dump_json().encode()).hexdigest()
+    try:
+        newest = Client().get_artifact_version(name)
+    except KeyError:
+        newest = None
+    if newest is not None and newest.run_metadata.get("snapshot_sha256") == digest:
+        return newest
+    return save_artifact(value, name=name, user_metadata={"snapshot_sha256": digest})

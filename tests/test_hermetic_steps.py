@@ -1,0 +1,175 @@
+"""Steps need nothing from the client: the tiny benchmark with every step in a fresh process of its own
+(`tests.subprocess_orchestrator`: another cwd and HOME, none of the client's environment, an empty model
+cache, the client's knowledge-base folder moved away while steps run) gets the same results as a normal
+run. The reader's key reaches the steps only through a ZenML secret; pre-flight checks it there."""
+
+from __future__ import annotations
+
+import csv
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from zenml.client import Client
+
+import run
+from tests.conftest import REPO_ROOT
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.projects import write_keyword_topics
+from tests.subprocess_orchestrator import FLAVOR
+from tests.test_gate import responder
+
+pytestmark = pytest.mark.integration
+
+KEY_NAME = "HERMETIC_READER_KEY"
+KEY_VALUE = "sk-hermetic-secret-3f9a"
+# Columns that measure the machine, not the benchmark.
+TIMING = ("latency", "seconds", "duration", "_s")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A folder knowledge base on the client's disk; the eval cases in a 'bucket' read by URI."""
+    root = tmp_path / "project"
+    root.mkdir()
+    write_keyword_topics(root, 3)
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    (root / "cases.jsonl").rename(bucket / "cases.jsonl")
+    return root
+
+
+@pytest.fixture
+def secret_name() -> str:
+    name = f"hermetic-{uuid.uuid4().hex[:8]}"
+    run.open_store()
+    Client().create_secret(name=name, values={KEY_NAME: KEY_VALUE})
+    yield name
+    Client().delete_secret(name)
+
+
+@pytest.fixture
+def pod_stack(tmp_path: Path, project: Path):
+    """Yields a function that activates the subprocess orchestrator's stack (with the default artifact
+    store) and returns its step records; the previous stack is active again afterwards."""
+    from zenml.enums import StackComponentType
+
+    run.open_store()
+    client = Client()
+    previous = client.active_stack_model.id
+    created_flavor = False
+    try:
+        client.get_flavor_by_name_and_type(FLAVOR, StackComponentType.ORCHESTRATOR)
+    except KeyError:
+        client.create_flavor(
+            source="tests.subprocess_orchestrator.SubprocessOrchestratorFlavor",
+            component_type=StackComponentType.ORCHESTRATOR,
+        )
+        created_flavor = True
+    name = f"pods-{uuid.uuid4().hex[:8]}"
+    records = tmp_path / "steps.jsonl"
+    component = client.create_stack_component(
+        name=name,
+        flavor=FLAVOR,
+        component_type=StackComponentType.ORCHESTRATOR,
+        configuration={
+            "home": str(tmp_path / "pod-home"),
+            "code_root": str(REPO_ROOT),
+            "record_file": str(records),
+            "hidden_paths": [str(project / "kb")],
+        },
+    )
+    stack = client.create_stack(
+        name=name,
+        components={StackComponentType.ORCHESTRATOR: name, StackComponentType.ARTIFACT_STORE: "default"},
+    )
+
+    def activate() -> Path:
+        client.activate_stack(stack.id)
+        return records
+
+    try:
+        yield activate
+    finally:
+        client.activate_stack(previous)
+        client.delete_stack(stack.id)
+        client.delete_stack_component(component.id, StackComponentType.ORCHESTRATOR)
+        if created_flavor:
+            client.delete_flavor(FLAVOR)
+
+
+def write_config(project: Path, base_url: str, secret: str, name: str) -> None:
+    llm = f"{{model: openai/fake-reader, api_base: {base_url}, api_key_env: {KEY_NAME}}}"
+    (project / "config.yaml").write_text(
+        f"name: {name}\n"
+        "knowledge_base: {kind: folder, path: kb}\n"
+        f"eval_cases: {(project.parent / 'bucket' / 'cases.jsonl').as_uri()}\n"
+        "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, top_n: 1,"
+        f" reader: [{llm}], judge: [{llm}]}}\n"
+        "retrieval: {metrics_k: 1}\n"
+        "generation: {reader: {max_retries: 0}}\n"
+        "evaluation: {judge: {max_retries: 0}, rubrics: [correctness]}\n"
+        f"orchestration: {{secrets: [{secret}]}}\n"
+        "regression: {baseline: none}\n"
+        "output_dir: out\n"
+    )
+
+
+def benchmark_rows(folder: Path) -> list[dict[str, str]]:
+    (results,) = folder.glob("out/rag_benchmark-*/results.csv")
+    with results.open() as file:
+        rows = list(csv.DictReader(file))
+    return [{k: v for k, v in row.items() if not any(t in k for t in TIMING)} for row in rows]
+
+
+def test_every_step_in_a_fresh_process_gets_the_same_results(
+    tmp_path, project, secret_name, pod_stack, monkeypatch, capsys
+):
+    with FakeOpenAIServer(responder=responder) as provider:
+        write_config(project, provider.base_url, secret_name, f"hermetic-{uuid.uuid4().hex[:6]}")
+        monkeypatch.chdir(project)
+        # the normal run: the local orchestrator, steps in this process, the key in this environment
+        monkeypatch.setenv(KEY_NAME, KEY_VALUE)
+        assert run.main(["--config", "config.yaml", "--set", "llm_cache_dir=client-llm-cache"]) == 0
+        normal = benchmark_rows(project)
+        normal_calls = provider.request_count
+        (project / "out").rename(tmp_path / "normal-out")
+
+        # the same config with every step in a fresh process: no key here, an empty model cache there
+        monkeypatch.delenv(KEY_NAME)
+        records = pod_stack()
+        model_cache = tmp_path / "pod-models"
+        code = run.main(["--config", "config.yaml", "--set", f"orchestration.model_cache={model_cache}"])
+        assert code == 0, capsys.readouterr().err
+        hermetic = benchmark_rows(project)
+
+    assert hermetic == normal and normal
+    assert provider.request_count == 2 * normal_calls  # the steps' own LLM cache started empty too
+    assert set(provider.authorizations) == {f"Bearer {KEY_VALUE}"}  # from the secret, in the steps
+    steps = [json.loads(line) for line in records.read_text().splitlines()]
+    assert {step["exit"] for step in steps} == {0} and len(steps) >= 8
+    assert len({step["pid"] for step in steps}) == len(steps)  # one fresh process per step
+    assert {step["cwd"] for step in steps} == {str(tmp_path / "pod-home")}
+    assert (project / "kb").is_dir()  # moved away while the steps ran, back now
+    (manifest,) = model_cache.glob("*/ragbench-manifest.json")  # provisioned in the step, where it ran
+    assert "all-MiniLM-L6-v2" in manifest.parent.name
+
+
+def test_preflight_checks_secrets_where_the_steps_run(project, secret_name, pod_stack, monkeypatch, capsys):
+    """No run starts when a named secret is missing, or holds none of the keys the models need, even if
+    the client's own environment has the key: a step elsewhere never sees the client's environment."""
+    monkeypatch.setenv(KEY_NAME, KEY_VALUE)
+    monkeypatch.chdir(project)
+    pod_stack()
+    write_config(project, "http://127.0.0.1:9/v1", "no-such-secret", f"preflight-{uuid.uuid4().hex[:6]}")
+    assert run.main(["--config", "config.yaml"]) == 2
+    assert "no ZenML secret named 'no-such-secret'" in capsys.readouterr().err
+    Client().create_secret(name=f"{secret_name}-other", values={"UNRELATED": "x"})
+    try:
+        write_config(project, "http://127.0.0.1:9/v1", f"{secret_name}-other", "preflight-x")
+        assert run.main(["--config", "config.yaml"]) == 2
+        assert f"{KEY_NAME}, which is not set or empty where the steps run" in capsys.readouterr().err
+    finally:
+        Client().delete_secret(f"{secret_name}-other")
+    assert not (project / "out").exists()

@@ -77,7 +77,9 @@ def postgres_server(host: str = "127.0.0.1") -> Iterator[tuple[str, str]]:
     )
     if host != "127.0.0.1":
         with (data / "pg_hba.conf").open("a") as hba:
-            hba.write("host all all 172.17.0.0/16 scram-sha-256\n")
+            # containers on the default bridge, and this machine itself (which may reach the bridge
+            # address from another of its own addresses)
+            hba.write("host all all 172.17.0.0/16 scram-sha-256\nhost all all samehost scram-sha-256\n")
     options = f"-c listen_addresses={host} -p {port} -k {root} -c fsync=off"
     subprocess.run(
         _as_postgres(

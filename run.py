@@ -29,6 +29,13 @@ from ragbench.knowledge_base import KnowledgeBaseError
 from ragbench.llm import LLMConfigError
 from ragbench.models import ModelResolutionError
 from ragbench.pages import rows_to_text
+from ragbench.pipeline_names import (
+    BENCHMARK_PIPELINE,
+    EVAL_SET_STEP,
+    GATE_STEP,
+    RESULTS_STEP,
+    TESTSET_PIPELINE,
+)
 from ragbench.preflight import PreflightError, run_preflight, run_testset_preflight
 
 if TYPE_CHECKING:
@@ -49,11 +56,6 @@ USER_ERRORS = (
     PreflightError,
     DashboardError,
 )
-PIPELINE_NAME = "rag_benchmark"
-TESTSET_PIPELINE_NAME = "rag_testset"
-RESULTS_STEP = "build_results_table"
-GATE_STEP = "regression_gate"
-EVAL_SET_STEP = "assemble_eval_set"
 logger = logging.getLogger("ragbench")
 
 
@@ -169,7 +171,7 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
     open_store()
     client = Client()
     try:
-        pipeline = client.get_pipeline(PIPELINE_NAME)
+        pipeline = client.get_pipeline(BENCHMARK_PIPELINE)
     except KeyError:
         return set()
     done: set[str] = set()
@@ -219,7 +221,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     from ragbench.gate import GateResult
 
     mark_runs_failed(abandoned=True)
-    run_name = new_run_name(PIPELINE_NAME, config.name)
+    run_name = new_run_name(BENCHMARK_PIPELINE, config.name)
     pipeline = rag_benchmark.with_options(
         enable_cache=use_cache,
         run_name=run_name,
@@ -324,9 +326,9 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     from ragbench.testset.assemble import EvalSet
 
     mark_runs_failed(abandoned=True)
-    run_name = new_run_name(TESTSET_PIPELINE_NAME, config.name)
+    run_name = new_run_name(TESTSET_PIPELINE, config.name)
     try:
-        pipeline_run = rag_testset.with_options(enable_cache=use_cache, run_name=run_name, **options)(
+        rag_testset.with_options(enable_cache=use_cache, run_name=run_name, **options)(
             config=config.model_dump(mode="json")
         )
     except KeyboardInterrupt:
@@ -334,6 +336,9 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
         raise
     except Exception:
         raise RunStopped(describe_failed_run(run_name)) from None
+    pipeline_run = finished_run(run_name)
+    if pipeline_run.status.value != "completed":
+        raise RunStopped(describe_failed_run(run_name))
     artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary
@@ -380,7 +385,7 @@ def open_store() -> None:
 
 
 def mark_runs_failed(abandoned: bool) -> None:
-    for name in (PIPELINE_NAME, TESTSET_PIPELINE_NAME):
+    for name in (BENCHMARK_PIPELINE, TESTSET_PIPELINE):
         mark_pipeline_runs_failed(name, abandoned)
 
 
@@ -547,8 +552,11 @@ def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
                 done.append(removal.text())
             print("\n".join(done) or f"no schedule of {config.name!r}")
             return 0
-        run_preflight(config, plan_only=True)  # a schedule of a config that cannot run is refused now
         if zenml_schedules.orchestrator_schedules():
+            from pipelines.options import step_environment
+
+            # refused now if it cannot run where its steps will: keys checked in the secrets it names
+            run_preflight(config, step_environment=step_environment(config))
             installed, replaced = zenml_schedules.install_schedule(config, cron)
             if replaced is not None:
                 print(replaced.text())
@@ -556,6 +564,19 @@ def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
                 f"registered the ZenML schedule {installed.name!r} ({cron}) of {config.name!r} on "
                 f"{installed.orchestrator}; it runs the config as it is now: install again after editing it"
             )
+            frozen = [
+                label
+                for label, on_client in (
+                    ("knowledge base", config.knowledge_base.on_client),
+                    ("eval cases", config.eval_cases.on_client),
+                )
+                if on_client
+            ]
+            if frozen:
+                print(
+                    f"its {' and '.join(frozen)} are files on this machine, stored with the schedule as they "
+                    "are now: give them as URIs (s3://, gs://...) for scheduled runs to read them anew"
+                )
             try:  # the crontab is only read for a hint here: without one (or unreadable), no hint
                 in_crontab = has_crontab and schedule.without_entry(_crontab("-l"), config.name)[1]
             except RunStopped:
@@ -563,6 +584,7 @@ def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
             if in_crontab:
                 print(f"your crontab schedules {config.name!r} too: `crontab -e` to delete that entry")
             return 0
+        run_preflight(config, plan_only=True)  # a schedule of a config that cannot run is refused now
         from zenml.client import Client
 
         orchestrator = Client().active_stack.orchestrator.flavor
@@ -596,7 +618,7 @@ def dashboard_command(port: int, stop: bool) -> int:
     url = dashboard.start(port)
     print(f"ZenML dashboard: {url}  (bound to {dashboard.HOST}; stop it with `run.py dashboard --stop`)")
     try:
-        newest = Client().get_pipeline(PIPELINE_NAME).last_run
+        newest = Client().get_pipeline(BENCHMARK_PIPELINE).last_run
     except (KeyError, RuntimeError):
         print("no benchmark run yet: runs appear there as they happen")
         return 0

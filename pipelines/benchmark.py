@@ -8,6 +8,7 @@ from zenml import pipeline
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
 from ragbench.grid import distinct_at, expand_grid, llm_operations
+from ragbench.pipeline_names import BENCHMARK_PIPELINE
 from steps import (
     answer_questions_cell,
     build_results_table,
@@ -24,7 +25,7 @@ from steps import (
 from steps.gate import alert_failed_run
 
 
-@pipeline(name="rag_benchmark", on_failure=alert_failed_run)
+@pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
 def rag_benchmark(config: dict):
     """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
     Python or by a schedule makes the same artifacts as `run.py`."""

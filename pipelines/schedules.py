@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ragbench.pipeline_names import BENCHMARK_PIPELINE
+
 if TYPE_CHECKING:
     from zenml.models import ScheduleResponse
 
@@ -107,7 +109,7 @@ def _benchmark_schedules(name: str | None = None) -> list[ScheduleResponse]:
 
     client = Client()
     try:
-        pipeline_id = client.get_pipeline("rag_benchmark").id
+        pipeline_id = client.get_pipeline(BENCHMARK_PIPELINE).id
     except KeyError:  # never registered: nothing was scheduled either
         return []
     return depaginate(

@@ -6,6 +6,7 @@ from zenml import pipeline
 from pipelines.inputs import knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
 from ragbench.grid import CellSpec
+from ragbench.pipeline_names import TESTSET_PIPELINE
 from steps import (
     assemble_eval_set,
     build_vector_index,
@@ -17,7 +18,7 @@ from steps import (
 from steps.testset import EVAL_SET_NAME
 
 
-@pipeline(name="rag_testset")
+@pipeline(name=TESTSET_PIPELINE)
 def rag_testset(config: dict):
     """`config` is a `BenchmarkConfig` as JSON; its `testset` section says what to generate."""
     settings = BenchmarkConfig.model_validate(config)

@@ -8,9 +8,8 @@ from typing import Any
 from zenml.client import Client
 
 from ragbench.compare import RunRecord, champion_tag, config_tag
+from ragbench.pipeline_names import BENCHMARK_PIPELINE, RESULTS_STEP
 
-PIPELINE_NAME = "rag_benchmark"
-RESULTS_STEP = "build_results_table"
 BASELINE_MODES = ("previous", "champion", "none")
 
 
@@ -19,7 +18,7 @@ def config_runs(config_name: str, tag: str | None = None, last: int = 50) -> lis
     tags = [f"equals:{config_tag(config_name)}", *([f"equals:{tag}"] if tag else [])]
     client = Client()
     try:
-        pipeline = client.get_pipeline(PIPELINE_NAME)
+        pipeline = client.get_pipeline(BENCHMARK_PIPELINE)
     except KeyError:
         return []
     return client.list_pipeline_runs(

@@ -176,7 +176,10 @@ def test_schedule_command_without_cron_on_an_orchestrator_that_schedules(
     name = schedules.schedule_name(config.name)
     command = ["schedule", "--config", str(config_file)]
     assert run.main([*command, "--cron", "0 3 * * *"]) == 0
-    assert f"registered the ZenML schedule {name!r}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"registered the ZenML schedule {name!r}" in out
+    # a folder and a file on this machine: the schedule keeps their snapshot, and says so
+    assert "knowledge base and eval cases are files on this machine, stored with the schedule" in out
     assert run.main([*command, "--cron", "0 5 * * *"]) == 0
     out = capsys.readouterr().out
     assert "removed the ZenML schedule" in out and "(0 5 * * *)" in out

@@ -1,0 +1,9 @@
+"""The names by which runs and their outputs are found in the ZenML store: one place, read by the pipeline
+definitions, the steps that look up earlier runs and `run.py` (which must not import the steps to know
+them: that would import ZenML and every model library at start-up)."""
+
+BENCHMARK_PIPELINE = "rag_benchmark"
+TESTSET_PIPELINE = "rag_testset"
+RESULTS_STEP = "build_results_table"
+GATE_STEP = "regression_gate"
+EVAL_SET_STEP = "assemble_eval_set"

@@ -17,6 +17,7 @@ import run
 from tests.conftest import REPO_ROOT
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.projects import write_keyword_topics
+from tests.stacks import orchestrator_stack
 from tests.subprocess_orchestrator import FLAVOR
 from tests.test_gate import responder
 
@@ -51,52 +52,23 @@ def secret_name() -> str:
 
 @pytest.fixture
 def pod_stack(tmp_path: Path, project: Path):
-    """Yields a function that activates the subprocess orchestrator's stack (with the default artifact
-    store) and returns its step records; the previous stack is active again afterwards."""
-    from zenml.enums import StackComponentType
-
-    run.open_store()
-    client = Client()
-    previous = client.active_stack_model.id
-    created_flavor = False
-    try:
-        client.get_flavor_by_name_and_type(FLAVOR, StackComponentType.ORCHESTRATOR)
-    except KeyError:
-        client.create_flavor(
-            source="tests.subprocess_orchestrator.SubprocessOrchestratorFlavor",
-            component_type=StackComponentType.ORCHESTRATOR,
-        )
-        created_flavor = True
-    name = f"pods-{uuid.uuid4().hex[:8]}"
+    """Yields a function that activates the subprocess orchestrator's stack and returns the file its
+    steps are recorded in."""
     records = tmp_path / "steps.jsonl"
-    component = client.create_stack_component(
-        name=name,
-        flavor=FLAVOR,
-        component_type=StackComponentType.ORCHESTRATOR,
-        configuration={
-            "home": str(tmp_path / "pod-home"),
-            "code_root": str(REPO_ROOT),
-            "record_file": str(records),
-            "hidden_paths": [str(project / "kb")],
-        },
-    )
-    stack = client.create_stack(
-        name=name,
-        components={StackComponentType.ORCHESTRATOR: name, StackComponentType.ARTIFACT_STORE: "default"},
-    )
+    configuration = {
+        "home": str(tmp_path / "pod-home"),
+        "code_root": str(REPO_ROOT),
+        "record_file": str(records),
+        "hidden_paths": [str(project / "kb")],
+    }
+    source = "tests.subprocess_orchestrator.SubprocessOrchestratorFlavor"
+    with orchestrator_stack(FLAVOR, source, configuration) as stack:
 
-    def activate() -> Path:
-        client.activate_stack(stack.id)
-        return records
+        def activate() -> Path:
+            Client().activate_stack(stack.id)
+            return records
 
-    try:
         yield activate
-    finally:
-        client.activate_stack(previous)
-        client.delete_stack(stack.id)
-        client.delete_stack_component(component.id, StackComponentType.ORCHESTRATOR)
-        if created_flavor:
-            client.delete_flavor(FLAVOR)
 
 
 def write_config(project: Path, base_url: str, secret: str, name: str) -> None:

@@ -17,6 +17,7 @@ from ragbench.config import load_config
 from ragbench.schedule import MARKER
 from tests.projects import write_project
 from tests.scheduling_orchestrator import FLAVOR
+from tests.stacks import orchestrator_stack
 
 pytestmark = pytest.mark.integration
 
@@ -37,47 +38,15 @@ esac
 
 @pytest.fixture
 def scheduling_stack(tmp_path, monkeypatch):
-    """The stand-in orchestrator with the default artifact store, active; everything created is deleted
-    and the previous stack active again afterwards (the session shares one ZenML store)."""
+    """The stand-in orchestrator with the default artifact store, active for the test."""
     from zenml.client import Client
-    from zenml.enums import StackComponentType
 
     monkeypatch.setenv("RAGBENCH_CRONTAB", NO_CRONTAB)  # no cron on this machine, as in most containers
-    run.open_store()
-    client = Client()
-    previous = client.active_stack_model.id
-    created_flavor = False
-    try:
-        client.get_flavor_by_name_and_type(FLAVOR, StackComponentType.ORCHESTRATOR)
-    except KeyError:
-        client.create_flavor(
-            source="tests.scheduling_orchestrator.SchedulingOrchestratorFlavor",
-            component_type=StackComponentType.ORCHESTRATOR,
-        )
-        created_flavor = True
-    name = f"scheduling-{uuid.uuid4().hex[:8]}"
     records = tmp_path / "orchestrator.jsonl"
-    component = client.create_stack_component(
-        name=name,
-        flavor=FLAVOR,
-        component_type=StackComponentType.ORCHESTRATOR,
-        configuration={"record_file": str(records)},
-    )
-    stack = client.create_stack(
-        name=name,
-        components={StackComponentType.ORCHESTRATOR: name, StackComponentType.ARTIFACT_STORE: "default"},
-    )
-    client.activate_stack(stack.id)
-    try:
+    source = "tests.scheduling_orchestrator.SchedulingOrchestratorFlavor"
+    with orchestrator_stack(FLAVOR, source, {"record_file": str(records)}) as stack:
+        Client().activate_stack(stack.id)
         yield records
-    finally:
-        for leftover in client.list_schedules(orchestrator_id=component.id, is_archived=None, size=1000):
-            client.zen_store.delete_schedule(leftover.id, soft=False)
-        client.activate_stack(previous)
-        client.delete_stack(stack.id)
-        client.delete_stack_component(component.id, StackComponentType.ORCHESTRATOR)
-        if created_flavor:
-            client.delete_flavor(FLAVOR)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
 from ragbench.knowledge_base import KnowledgeBaseConfig
 from ragbench.llm.cache import check_cache_url, is_database_url
+from ragbench.llm.redaction import is_secret_name
 from ragbench.llm.types import LLMSettings
 from ragbench.metrics import tracked_metric_keys
 from ragbench.models import MODEL_CACHE_ENV_VAR
@@ -245,11 +246,6 @@ class RegressionConfig(_Strict):
     )
 
 
-# Names that look like credentials: `orchestration.environment` is written into the run's configuration,
-# so a key or password belongs in a ZenML secret (`orchestration.secrets`) instead.
-_SECRET_LOOKING = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-
-
 class OrchestrationConfig(_Strict):
     """Where the steps run and what they get there: on the local orchestrator every field may stay empty;
     on a team's stack (Kubernetes, Vertex, local_docker...) these reach every step. See README "Running on a
@@ -283,12 +279,19 @@ class OrchestrationConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_environment(self) -> OrchestrationConfig:
-        leaking = sorted(name for name in self.environment if _SECRET_LOOKING.search(name))
-        if leaking:
-            raise ValueError(
-                f"orchestration.environment: {', '.join(leaking)} look like credentials; put them in a ZenML "
-                "secret and name it in orchestration.secrets"
-            )
+        """Environment variables given here are stored with the run's configuration (and baked into an
+        image for docker's): a key or password belongs in a ZenML secret named in `secrets` instead."""
+        for where, variables in (
+            ("orchestration.environment", self.environment),
+            ("orchestration.docker.environment", self.docker.get("environment") or {}),
+            ("orchestration.docker.runtime_environment", self.docker.get("runtime_environment") or {}),
+        ):
+            leaking = sorted(name for name in variables if is_secret_name(name))
+            if leaking:
+                raise ValueError(
+                    f"{where}: {', '.join(leaking)} look like credentials; put them in a ZenML secret "
+                    "and name it in orchestration.secrets"
+                )
         return self
 
     def step_environment(self) -> dict[str, str]:

@@ -90,6 +90,12 @@ def run_preflight(
             check_llm_ready(settings, step_environment)
         for checkpoint in dict.fromkeys(c.reranker for c in cells if c.reranker is not None):
             resolve_reranker(checkpoint)  # an unusable checkpoint fails here; a fallback is logged loudly
+    url = config.llm_cache_url or ""
+    if url.startswith("postgresql") and step_environment is not None and "PGPASSWORD" not in step_environment:
+        warnings.append(
+            "llm_cache_url: no PGPASSWORD where the steps run (no named secret holds one); the database "
+            "client there needs ~/.pgpass, or the first LLM step fails after indexing"
+        )
     corpus = load_corpus(config.knowledge_base)
     warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
     warnings += size_warnings(config, corpus.total_characters)

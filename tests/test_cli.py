@@ -49,6 +49,11 @@ def run_cli(tmp_path, capsys, yaml_text, *extra):
             [],
             "OPENAI_API_KEY look like credentials",
         ),
+        (
+            "orchestration: {docker: {environment: {PGPASSWORD: x}}}\n",
+            [],
+            "orchestration.docker.environment: PGPASSWORD look like credentials",
+        ),
     ],
 )
 def test_invalid_input_exits_2_with_a_clear_message(

@@ -145,3 +145,21 @@ def test_preflight_checks_secrets_where_the_steps_run(project, secret_name, pod_
     finally:
         Client().delete_secret(f"{secret_name}-other")
     assert not (project / "out").exists()
+
+
+def test_preflight_warns_when_no_database_password_reaches_the_steps(tmp_path, caplog):
+    from ragbench.config import load_config
+    from ragbench.preflight import run_preflight
+    from tests.projects import write_project
+
+    write_project(
+        tmp_path,
+        {"a.md": "Some text about bread."},
+        [{"id": "a", "question": "Bread?", "expected_sources": ["a.md"]}],
+        "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 1, "
+        "reader: []}\nretrieval: {metrics_k: 1}\nllm_cache_url: postgresql+psycopg://ragbench@db:5432/x\n",
+    )
+    config = load_config(tmp_path / "config.yaml")
+    warned = run_preflight(config, step_environment={}).warnings
+    assert any("no PGPASSWORD where the steps run" in warning for warning in warned)
+    assert not run_preflight(config, step_environment={"PGPASSWORD": "<secret>"}).warnings

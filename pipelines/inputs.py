@@ -36,10 +36,8 @@ def _stored(name: str, value: BaseModel) -> Any:
     from zenml.client import Client
 
     digest = hashlib.sha256(value.model_dump_json().encode()).hexdigest()
-    try:
-        newest = Client().get_artifact_version(name)
-    except KeyError:
-        newest = None
-    if newest is not None and newest.run_metadata.get("snapshot_sha256") == digest:
-        return newest
+    # a list, not `get_artifact_version`: inside a pipeline definition that one returns a lazy placeholder
+    newest = Client().list_artifact_versions(artifact=name, sort_by="desc:created", size=1, hydrate=True)
+    if newest.items and newest.items[0].run_metadata.get("snapshot_sha256") == digest:
+        return newest.items[0]
     return save_artifact(value, name=name, user_metadata={"snapshot_sha256": digest})

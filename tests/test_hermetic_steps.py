@@ -88,6 +88,12 @@ def write_config(project: Path, base_url: str, secret: str, name: str) -> None:
     )
 
 
+def snapshot_versions() -> list[str]:
+    from pipelines.inputs import KNOWLEDGE_BASE_SNAPSHOT
+
+    return [str(v.id) for v in Client().list_artifact_versions(artifact=KNOWLEDGE_BASE_SNAPSHOT, size=1000)]
+
+
 def benchmark_rows(folder: Path) -> list[dict[str, str]]:
     (results,) = folder.glob("out/rag_benchmark-*/results.csv")
     with results.open() as file:
@@ -106,6 +112,7 @@ def test_every_step_in_a_fresh_process_gets_the_same_results(
         assert run.main(["--config", "config.yaml", "--set", "llm_cache_dir=client-llm-cache"]) == 0
         normal = benchmark_rows(project)
         normal_calls = provider.request_count
+        snapshots = snapshot_versions()
         (project / "out").rename(tmp_path / "normal-out")
 
         # the same config with every step in a fresh process: no key here, an empty model cache there
@@ -115,6 +122,9 @@ def test_every_step_in_a_fresh_process_gets_the_same_results(
         code = run.main(["--config", "config.yaml", "--set", f"orchestration.model_cache={model_cache}"])
         assert code == 0, capsys.readouterr().err
         hermetic = benchmark_rows(project)
+        assert (
+            snapshot_versions() == snapshots
+        )  # the unchanged folder's snapshot was reused, not stored again
 
     assert hermetic == normal and normal
     assert provider.request_count == 2 * normal_calls  # the steps' own LLM cache started empty too

@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zenml.orchestrators import BaseOrchestratorConfig, SubmissionResult
+from zenml.orchestrators import SubmissionResult
 from zenml.orchestrators.local.local_orchestrator import (
     LocalOrchestrator,
     LocalOrchestratorConfig,
-    LocalOrchestratorFlavor,
 )
+
+from tests.stacks import FlavorForTests
 
 if TYPE_CHECKING:
     from zenml.models import PipelineRunResponse, PipelineSnapshotResponse, ScheduleResponse
@@ -70,15 +71,7 @@ class SchedulingOrchestrator(LocalOrchestrator):
         self._record(event="delete", name=schedule.name, cron=schedule.cron_expression)
 
 
-class SchedulingOrchestratorFlavor(LocalOrchestratorFlavor):
-    @property
-    def name(self) -> str:
-        return FLAVOR
-
-    @property
-    def config_class(self) -> type[BaseOrchestratorConfig]:
-        return SchedulingOrchestratorConfig
-
-    @property
-    def implementation_class(self) -> type[LocalOrchestrator]:
-        return SchedulingOrchestrator
+class SchedulingOrchestratorFlavor(FlavorForTests):
+    NAME = FLAVOR
+    CONFIG = SchedulingOrchestratorConfig
+    IMPLEMENTATION = SchedulingOrchestrator

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING
 from zenml.config.global_config import GlobalConfiguration
 from zenml.constants import ENV_ZENML_LOCAL_STORES_PATH
 from zenml.entrypoints.step_entrypoint_configuration import StepEntrypointConfiguration
-from zenml.orchestrators import BaseOrchestratorConfig, SubmissionResult
+from zenml.orchestrators import SubmissionResult
 from zenml.orchestrators.local.local_orchestrator import (
     LocalOrchestrator,
     LocalOrchestratorConfig,
-    LocalOrchestratorFlavor,
 )
+
+from tests.stacks import FlavorForTests
 
 if TYPE_CHECKING:
     from zenml.models import PipelineRunResponse, PipelineSnapshotResponse
@@ -116,15 +117,7 @@ def _moved_away(paths: list[Path]) -> Iterator[None]:
             hidden.rename(path)
 
 
-class SubprocessOrchestratorFlavor(LocalOrchestratorFlavor):
-    @property
-    def name(self) -> str:
-        return FLAVOR
-
-    @property
-    def config_class(self) -> type[BaseOrchestratorConfig]:
-        return SubprocessOrchestratorConfig
-
-    @property
-    def implementation_class(self) -> type[LocalOrchestrator]:
-        return SubprocessOrchestrator
+class SubprocessOrchestratorFlavor(FlavorForTests):
+    NAME = FLAVOR
+    CONFIG = SubprocessOrchestratorConfig
+    IMPLEMENTATION = SubprocessOrchestrator

@@ -54,7 +54,10 @@ def rag_benchmark(config: dict):
         )
     for key in distinct_at(cells, "index"):
         outputs[key.step_id("index")] = build_vector_index(
-            outputs[key.step_id("chunk")], embedding_model=key.embedding_model, id=key.step_id("index")
+            outputs[key.step_id("chunk")],
+            embedding_model=key.embedding_model,
+            shard_size=settings.embedding.shard_size,
+            id=key.step_id("index"),
         )
     retrievals = [
         evaluate_retrieval_cell(

@@ -36,7 +36,12 @@ def rag_testset(config: dict):
         tokenizer=settings.chunking_tokenizer,
         id=key.step_id("chunk"),
     )
-    index = build_vector_index(chunks, embedding_model=key.embedding_model, id=key.step_id("index"))
+    index = build_vector_index(
+        chunks,
+        embedding_model=key.embedding_model,
+        shard_size=settings.embedding.shard_size,
+        id=key.step_id("index"),
+    )
     candidates = generate_eval_candidates(index, testset=testset, llm_cache=settings.llm_cache)
     critiques = critique_eval_candidates(candidates, index, testset=testset, llm_cache=settings.llm_cache)
     assemble_eval_set.with_options(substitutions={EVAL_SET_NAME: settings.eval_set_name})(

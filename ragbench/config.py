@@ -96,6 +96,17 @@ class ChunkingConfig(_Strict):
     )
 
 
+class EmbeddingConfig(_Strict):
+    """How indexes are built (not what they contain: vectors do not depend on these)."""
+
+    shard_size: int = Field(
+        default=2048,
+        ge=1,
+        description="chunks embedded per shard; each finished shard is checkpointed in the artifact store, "
+        "so an index build that was killed resumes and re-embeds at most one shard",
+    )
+
+
 # Names the grid had before every axis became a list field of the same name as the cell's field.
 _RENAMED_AXES = {
     "chunk_sizes": "chunk_size",
@@ -411,6 +422,7 @@ class BenchmarkConfig(_Strict):
         "reference (configs/eval_cases/python_reference.yaml). A string is short for {path: ...}",
     )
     chunking: ChunkingConfig = ChunkingConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
     grid: GridConfig = GridConfig()
     prompts: dict[str, str | dict[str, str]] = Field(
         default_factory=dict,

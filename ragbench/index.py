@@ -74,11 +74,14 @@ class Embedder:
 
 @lru_cache(maxsize=4)
 def load_embedder(model_name: str) -> Embedder:
-    """Loaded once per process: the local orchestrator runs every step in one process."""
+    """Loaded once per process (the local orchestrator runs every step in one process), on a GPU where the
+    step has one."""
+    import torch
     from sentence_transformers import SentenceTransformer
 
     location = resolve_model(model_name).location
-    return Embedder(name=model_name, model=SentenceTransformer(location, device="cpu"))
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return Embedder(name=model_name, model=SentenceTransformer(location, device=device))
 
 
 @dataclass
@@ -97,8 +100,86 @@ class VectorIndex:
         return self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)
 
 
-def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool | None = None) -> VectorIndex:
-    """Embed every chunk exactly once and load the vectors into an exact cosine index."""
+class ShardCheckpoints:
+    """Finished shards of one index build, kept (as .npy files under `location`, a local folder or any fsspec
+    URI: the artifact store where the step runs) until the build completes, so a build that was killed
+    resumes and re-embeds at most the shard it was in. Keyed by chunk-set fingerprint, model and shard size:
+    a shard is only ever reused for exactly the texts it was made from."""
+
+    def __init__(self, location: str, chunks: ChunkSet, model_name: str, shard_size: int) -> None:
+        import hashlib
+
+        key = hashlib.sha256(f"{chunks.fingerprint}\0{model_name}\0{shard_size}".encode()).hexdigest()[:16]
+        self.folder = f"{location.rstrip('/')}/{key}"
+
+    def _path(self, shard: int) -> str:
+        return f"{self.folder}/shard-{shard:06d}.npy"
+
+    def load(self, shard: int, rows: int, dimension: int | None) -> np.ndarray | None:
+        """The shard's vectors if a complete, well-formed checkpoint exists; anything else is ignored."""
+        import fsspec
+
+        try:
+            with fsspec.open(self._path(shard), "rb") as file:
+                vectors = np.load(file, allow_pickle=False)
+        except (FileNotFoundError, ValueError, OSError):
+            return None
+        if vectors.ndim != 2 or vectors.shape[0] != rows or (dimension and vectors.shape[1] != dimension):
+            return None
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def save(self, shard: int, vectors: np.ndarray) -> None:
+        """Written under a temporary name and renamed, so a kill mid-write leaves no shard that loads."""
+        import fsspec
+
+        filesystem, path = fsspec.core.url_to_fs(self._path(shard))
+        filesystem.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        partial = path + ".partial"
+        with filesystem.open(partial, "wb") as file:
+            np.save(file, vectors, allow_pickle=False)
+        filesystem.mv(partial, path)
+
+    def clear(self) -> None:
+        import fsspec
+
+        filesystem, path = fsspec.core.url_to_fs(self.folder)
+        if filesystem.exists(path):
+            filesystem.rm(path, recursive=True)
+
+
+def embed_in_shards(
+    texts: list[str],
+    embedder: Embedder,
+    shard_size: int,
+    checkpoints: ShardCheckpoints | None = None,
+    show_progress: bool = False,
+) -> tuple[np.ndarray, int]:
+    """Every text's vector, shard by shard; returns (vectors, shards reused from checkpoints)."""
+    parts, reused, dimension = [], 0, None
+    starts = range(0, len(texts), shard_size)
+    for shard, start in enumerate(starts):
+        batch = texts[start : start + shard_size]
+        vectors = checkpoints.load(shard, len(batch), dimension) if checkpoints else None
+        if vectors is None:
+            vectors = embedder.encode_documents(batch, show_progress=show_progress)
+            if checkpoints is not None and len(starts) > 1:  # one shard: nothing to resume
+                checkpoints.save(shard, vectors)
+        else:
+            reused += 1
+        dimension = vectors.shape[1]
+        parts.append(vectors)
+    return np.concatenate(parts), reused
+
+
+def build_index(
+    chunks: ChunkSet,
+    embedder: Embedder,
+    show_progress: bool | None = None,
+    shard_size: int = 2048,
+    checkpoint_location: str | None = None,
+) -> VectorIndex:
+    """Embed every chunk exactly once (in shards, checkpointed at `checkpoint_location` when given) and load
+    the vectors into an exact cosine index."""
     import faiss
 
     if not chunks.chunks:
@@ -117,7 +198,15 @@ def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool | None
         )
     started = time.perf_counter()
     on_terminal = sys.stderr.isatty() if show_progress is None else show_progress
-    vectors = embedder.encode_documents(chunks.texts, show_progress=on_terminal)
+    checkpoints = (
+        ShardCheckpoints(checkpoint_location, chunks, embedder.name, shard_size)
+        if checkpoint_location
+        else None
+    )
+    encoded_before = embedder.encoded_texts
+    vectors, reused = embed_in_shards(chunks.texts, embedder, shard_size, checkpoints, on_terminal)
+    if reused:
+        logger.info("resumed %s's index build: %d shard(s) came from checkpoints", embedder.name, reused)
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
     seconds = time.perf_counter() - started
@@ -131,8 +220,10 @@ def build_index(chunks: ChunkSet, embedder: Embedder, show_progress: bool | None
         max_seq_length=embedder.max_seq_length,
         chunks_over_max_length=too_long,
         longest_chunk_tokens=max(lengths),
-        encoded_texts=len(chunks.chunks),
+        encoded_texts=embedder.encoded_texts - encoded_before,
         build_seconds=round(seconds, 3),
         chunks_per_second=round(len(chunks.chunks) / seconds, 2) if seconds > 0 else 0.0,
     )
+    if checkpoints is not None:
+        checkpoints.clear()  # the index artifact holds the vectors from here on
     return VectorIndex(manifest=manifest, chunks=chunks, faiss_index=index)

@@ -1,5 +1,6 @@
 """Thin ZenML steps: unpack artifacts, call the core in `ragbench`, log metadata."""
 
+from ragbench import submodules_as_attributes
 from steps.chunk import chunk_knowledge_base
 from steps.evaluate import evaluate_retrieval_cell
 from steps.gate import regression_gate
@@ -25,3 +26,5 @@ __all__ = [
     "pass_llm_operations",
     "regression_gate",
 ]
+
+__getattr__ = submodules_as_attributes(__name__)

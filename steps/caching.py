@@ -52,7 +52,7 @@ def _dependency_closure(module_name: str, packages: frozenset[str]) -> tuple[str
     found = set(_with_parent_packages(module_name, packages))
     pending = [module_name, *found]
     while pending:
-        for imported in _imported_modules(pending.pop(), packages):
+        for imported in _imported_modules(pending.pop(), packages, module_name.partition(".")[0]):
             if imported not in found:
                 found.add(imported)
                 pending.append(imported)
@@ -60,8 +60,9 @@ def _dependency_closure(module_name: str, packages: frozenset[str]) -> tuple[str
     return tuple(sorted(found))
 
 
-def _imported_modules(module_name: str, packages: frozenset[str]) -> Iterator[str]:
-    """The modules of `packages`, with their parent packages, that the import statements of a module load."""
+def _imported_modules(module_name: str, packages: frozenset[str], step_package: str) -> Iterator[str]:
+    """The modules of `packages`, with their parent packages, that the import statements of a module load;
+    and helper modules of the step's own package (`steps.history`), without that package's `__init__`."""
     spec = _find_spec(module_name)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         return
@@ -82,8 +83,11 @@ def _imported_modules(module_name: str, packages: frozenset[str]) -> Iterator[st
         else:
             continue
         for name in candidates:
-            if name.partition(".")[0] in packages and _find_spec(name) is not None:
+            top, _, rest = name.partition(".")
+            if top in packages and _find_spec(name) is not None:
                 yield from _with_parent_packages(name, packages)
+            elif top == step_package and rest and _find_spec(name) is not None:
+                yield name
 
 
 def _absolute_name(node: ast.ImportFrom, own_package: str) -> str | None:

@@ -1,6 +1,7 @@
 from typing import Annotated
 
 from zenml import log_metadata, step
+from zenml.client import Client
 
 from materializers.vector_index import VectorIndexMaterializer
 from ragbench.chunking import ChunkSet
@@ -9,8 +10,14 @@ from steps.caching import step_cache_policy
 
 
 @step(cache_policy=step_cache_policy(__name__), output_materializers=VectorIndexMaterializer)
-def build_vector_index(chunks: ChunkSet, embedding_model: str) -> Annotated[VectorIndex, "vector_index"]:
-    """Built once per (chunk size, overlap, embedding model) and shared by every later setting."""
-    index = build_index(chunks, load_embedder(embedding_model))
+def build_vector_index(
+    chunks: ChunkSet, embedding_model: str, shard_size: int
+) -> Annotated[VectorIndex, "vector_index"]:
+    """Built once per (chunk size, overlap, embedding model) and shared by every later setting. Finished
+    shards are checkpointed in the artifact store (every pod of the stack sees it) until the index is done."""
+    checkpoints = f"{Client().active_stack.artifact_store.path.rstrip('/')}/ragbench-embedding-checkpoints"
+    index = build_index(
+        chunks, load_embedder(embedding_model), shard_size=shard_size, checkpoint_location=checkpoints
+    )
     log_metadata(index.manifest.model_dump())
     return index

@@ -35,7 +35,7 @@ def run_options(config: BenchmarkConfig) -> dict[str, Any]:
     if orchestration.orchestrator:
         settings["orchestrator"] = orchestration.orchestrator
     options: dict[str, Any] = {"settings": settings} if settings else {}
-    if environment := orchestration.step_environment():
+    if environment := orchestration.added_environment():
         options["environment"] = environment
     if orchestration.secrets:
         options["secrets"] = list(orchestration.secrets)
@@ -71,6 +71,6 @@ def step_environment(config: BenchmarkConfig) -> dict[str, str]:
     return {
         **(dict(os.environ) if in_this_process else {}),
         **{name: str(value) for name, value in {**docker.environment, **docker.runtime_environment}.items()},
-        **config.orchestration.step_environment(),
+        **config.orchestration.added_environment(),
         **{name: "<secret>" if str(value).strip() else "" for name, value in secrets.items()},
     }

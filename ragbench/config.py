@@ -305,8 +305,8 @@ class OrchestrationConfig(_Strict):
                 )
         return self
 
-    def step_environment(self) -> dict[str, str]:
-        """What every step's environment gets besides the secrets."""
+    def added_environment(self) -> dict[str, str]:
+        """The variables this section adds to every step's environment, secrets aside."""
         cache = {MODEL_CACHE_ENV_VAR: self.model_cache} if self.model_cache else {}
         return {**self.environment, **cache}
 

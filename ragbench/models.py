@@ -178,6 +178,10 @@ class PackagedModel:
     def slug(self) -> str:
         return self.name.replace("/", "--")
 
+    def loader_path(self, entry: Path) -> Path:
+        """What loaders are handed: the assembled entry folder, or the file in it (``location``)."""
+        return entry / self.location if self.location else entry
+
 
 def _parts(fmt: str, version: str, numbers: Sequence[object]) -> tuple[tuple[str, str], ...]:
     return tuple((fmt.format(n), version) for n in numbers)
@@ -284,27 +288,32 @@ def resolve_model(name: str) -> ResolvedModel:
     Order: an existing local path wins (as in sentence-transformers), then the packaged registry,
     then the Hub (the name is returned unchanged and the loader does its usual thing).
     """
-    local = Path(name).expanduser()
-    if name and local.exists():
+    if (local := _local_path(name)) is not None:
         return ResolvedModel(name=name, location=str(local), origin="local")
     spec = find_packaged_model(name)
     if spec is None:
         return ResolvedModel(name=name, location=name, origin="hub")
-    entry = _ensure_entry(spec)
-    location = entry / spec.location if spec.location else entry
-    return ResolvedModel(name=spec.name, location=str(location), origin="packaged")
+    return ResolvedModel(
+        name=spec.name, location=str(spec.loader_path(_ensure_entry(spec))), origin="packaged"
+    )
+
+
+def _local_path(name: str) -> Path | None:
+    """`name` as an existing local file or folder (which wins over any registry or Hub name), else None."""
+    path = Path(name).expanduser()
+    return path if name and path.exists() else None
 
 
 def provisioned_location(name: str) -> str | None:
     """Where `name` already is on this machine (a local path, or an assembled cache entry, unverified),
     without provisioning anything: for checks on the client, which must not download what the steps will."""
-    if name and Path(name).expanduser().exists():
-        return str(Path(name).expanduser())
+    if (local := _local_path(name)) is not None:
+        return str(local)
     spec = find_packaged_model(name)
     entry = cache_root() / spec.slug if spec is not None else None
     if entry is None or not (entry / MANIFEST_NAME).is_file():
         return None
-    return str(entry / spec.location if spec.location else entry)
+    return str(spec.loader_path(entry))
 
 
 def check_model_available(name: str) -> None:
@@ -313,7 +322,7 @@ def check_model_available(name: str) -> None:
     Local paths and packaged names pass without downloading anything. Other names pass if they are
     in the local Hugging Face cache, or, unless HF_HUB_OFFLINE is set, if the Hub answers for them.
     """
-    if name and Path(name).expanduser().exists():
+    if _local_path(name) is not None:
         return
     if find_packaged_model(name) is not None:
         return

@@ -1,4 +1,5 @@
-"""A FAISS index stored as the native index file, its chunk set and a manifest."""
+"""A FAISS index stored as the native index file and a manifest; its chunk set is an artifact of its own
+(stored once, whatever the number of embeddings and index types), matched by fingerprint."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ from zenml.enums import ArtifactType, VisualizationType
 from zenml.io import fileio
 from zenml.materializers.base_materializer import BaseMaterializer
 
-from ragbench.chunking import ChunkSet
+from ragbench.ann import FLAT_INDEX, IndexSpec, configure_search
 from ragbench.index import IndexManifest, VectorIndex
 from ragbench.pages import html_page, rows_to_html_table
 
 INDEX_FILE = "index.faiss"
-CHUNKS_FILE = "chunks.json"
 MANIFEST_FILE = "manifest.json"
 
 
@@ -28,13 +28,13 @@ class VectorIndexMaterializer(BaseMaterializer):
 
         with self.artifact_store.open(os.path.join(self.uri, MANIFEST_FILE), "r") as file:
             manifest = IndexManifest.model_validate_json(file.read())
-        with self.artifact_store.open(os.path.join(self.uri, CHUNKS_FILE), "r") as file:
-            chunks = ChunkSet.model_validate_json(file.read())
         with tempfile.TemporaryDirectory() as folder:
             local_path = os.path.join(folder, INDEX_FILE)
             fileio.copy(os.path.join(self.uri, INDEX_FILE), local_path)
             faiss_index = faiss.read_index(local_path)
-        return VectorIndex(manifest=manifest, chunks=chunks, faiss_index=faiss_index)
+        if manifest.index_type != FLAT_INDEX:
+            configure_search(faiss_index, IndexSpec.parse(manifest.index_type))
+        return VectorIndex(manifest=manifest, faiss_index=faiss_index)
 
     def save(self, data: VectorIndex) -> None:
         import faiss
@@ -43,8 +43,6 @@ class VectorIndexMaterializer(BaseMaterializer):
             local_path = os.path.join(folder, INDEX_FILE)
             faiss.write_index(data.faiss_index, local_path)
             fileio.copy(local_path, os.path.join(self.uri, INDEX_FILE), overwrite=True)
-        with self.artifact_store.open(os.path.join(self.uri, CHUNKS_FILE), "w") as file:
-            file.write(data.chunks.model_dump_json())
         with self.artifact_store.open(os.path.join(self.uri, MANIFEST_FILE), "w") as file:
             file.write(data.manifest.model_dump_json(indent=2))
 
@@ -57,7 +55,8 @@ class VectorIndexMaterializer(BaseMaterializer):
                 f"({data.manifest.max_seq_length} tokens) and were truncated when embedded."
             )
         page = html_page(
-            f"FAISS index: {data.manifest.embedding_model}, chunk size {data.manifest.chunk_size}",
+            f"FAISS index ({data.manifest.index_type}): {data.manifest.embedding_model}, "
+            f"chunk size {data.manifest.chunk_size}",
             [rows_to_html_table(manifest_rows)],
             warnings=warnings,
         )

@@ -1,5 +1,6 @@
 """Pipeline wiring only: the grid is expanded once (`ragbench.grid`) and fanned out statically, one step
-per distinct stage key, with the key's readable id as the step id. A step gets its key's identity as a
+per distinct stage key, with the key's readable id as the step id (plus one BM25 index per chunk set and one
+set of ColBERT encodings per reranker and chunk set). A step gets its key's identity as a
 parameter (cache-keyed) and the LLMs' operational settings as an artifact its cache key ignores. The
 regression gate is the last step; a run that breaks before it alerts through the failure hook."""
 
@@ -7,20 +8,23 @@ from zenml import pipeline
 
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
-from ragbench.grid import distinct_at, expand_grid, llm_operations
+from ragbench.grid import distinct_at, expand_grid, lexical_keys, llm_operations
 from ragbench.pipeline_names import BENCHMARK_PIPELINE
 from steps import (
     answer_questions_cell,
+    build_approximate_vector_index,
+    build_bm25_index,
     build_results_table,
     build_vector_index,
     choose_reranker,
     chunk_knowledge_base,
-    evaluate_retrieval_cell,
+    encode_chunks_for_reranking,
     ingest_knowledge_base,
     judge_answers_cell,
     load_eval_suite,
     pass_llm_operations,
     regression_gate,
+    retrieve_cell,
 )
 from steps.gate import alert_failed_run
 
@@ -38,9 +42,13 @@ def rag_benchmark(config: dict):
     suite = load_eval_suite(
         eval_cases=settings.eval_cases.model_dump(mode="json"), snapshot=eval_cases_snapshot(settings)
     )
+    reranker_numbers = {
+        name: number
+        for number, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
+    }
     rerankers = {
-        name: choose_reranker(checkpoint=name, id=f"reranker_{index}")
-        for index, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
+        name: choose_reranker(checkpoint=name, id=f"reranker_{number}")
+        for name, number in reranker_numbers.items()
     }
     operations = pass_llm_operations(operations=llm_operations(cells))
     outputs: dict = {}  # step id -> its output artifact
@@ -52,28 +60,49 @@ def rag_benchmark(config: dict):
             tokenizer=settings.chunking_tokenizer,
             id=key.step_id("chunk"),
         )
-    for key in distinct_at(cells, "index"):
-        outputs[key.step_id("index")] = build_vector_index(
+    for key in distinct_at(cells, "index"):  # the exact index first: approximate ones read its vectors
+        exact = key.exact_index_key
+        if exact.step_id("index") not in outputs:
+            outputs[exact.step_id("index")] = build_vector_index(
+                outputs[key.step_id("chunk")],
+                embedding_model=key.embedding_model,
+                shard_size=settings.embedding.shard_size,
+                device=settings.embedding.device,
+                id=exact.step_id("index"),
+            )
+        if key.index is not None:
+            outputs[key.step_id("index")] = build_approximate_vector_index(
+                outputs[exact.step_id("index")], index_type=key.index, id=key.step_id("index")
+            )
+    for key in lexical_keys(cells):
+        outputs[key.lexical_step_id] = build_bm25_index(outputs[key.step_id("chunk")], id=key.lexical_step_id)
+    retrievals = []
+    for key in distinct_at(cells, "retrieve"):
+        outputs[key.step_id("retrieve")], result = retrieve_cell(
             outputs[key.step_id("chunk")],
-            embedding_model=key.embedding_model,
-            shard_size=settings.embedding.shard_size,
-            id=key.step_id("index"),
-        )
-    retrievals = [
-        evaluate_retrieval_cell(
-            outputs[key.step_id("index")],
             suite,
+            outputs[key.step_id("index")] if key.uses_dense_index else None,
+            outputs[key.exact_index_key.step_id("index")] if key.index is not None else None,
+            outputs[key.lexical_step_id] if key.uses_lexical_index else None,
             spec=key.identity(),
             metrics_k=settings.retrieval.metrics_k,
+            rrf_k=settings.retrieval.rrf_k,
             id=key.step_id("retrieve"),
         )
-        for key in distinct_at(cells, "retrieve")
-    ]
+        retrievals.append(result)
     for key in distinct_at(cells, "answer"):
+        encodings = None
+        if key.reranker is not None:
+            encodings_id = f"colbert_{reranker_numbers[key.reranker]}_{key.upto('chunk').id}"
+            if encodings_id not in outputs:
+                outputs[encodings_id] = encode_chunks_for_reranking(
+                    outputs[key.step_id("chunk")], rerankers[key.reranker], id=encodings_id
+                )
+            encodings = outputs[encodings_id]
         outputs[key.step_id("answer")] = answer_questions_cell(
-            outputs[key.step_id("index")],
+            outputs[key.step_id("retrieve")],
             suite,
-            rerankers[key.reranker] if key.reranker is not None else None,
+            encodings,
             operations,
             spec=key.identity(),
             sample_size=settings.generation.sample_size,

@@ -40,10 +40,13 @@ def rag_testset(config: dict):
         chunks,
         embedding_model=key.embedding_model,
         shard_size=settings.embedding.shard_size,
+        device=settings.embedding.device,
         id=key.step_id("index"),
     )
-    candidates = generate_eval_candidates(index, testset=testset, llm_cache=settings.llm_cache)
-    critiques = critique_eval_candidates(candidates, index, testset=testset, llm_cache=settings.llm_cache)
+    candidates = generate_eval_candidates(chunks, index, testset=testset, llm_cache=settings.llm_cache)
+    critiques = critique_eval_candidates(
+        candidates, chunks, index, testset=testset, llm_cache=settings.llm_cache
+    )
     assemble_eval_set.with_options(substitutions={EVAL_SET_NAME: settings.eval_set_name})(
-        candidates, critiques, index, testset=testset, name=settings.eval_set_name
+        candidates, critiques, chunks, index, testset=testset, name=settings.eval_set_name
     )

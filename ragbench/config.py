@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ragbench.ann import FLAT_INDEX, IndexSpec
 from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
 from ragbench.knowledge_base import KnowledgeBaseConfig
@@ -99,6 +100,10 @@ class ChunkingConfig(_Strict):
 class EmbeddingConfig(_Strict):
     """How indexes are built (not what they contain: vectors do not depend on these)."""
 
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="where the index step encodes: auto = a GPU where the step has one"
+    )
+
     shard_size: int = Field(
         default=2048,
         ge=1,
@@ -130,6 +135,18 @@ class GridConfig(_Strict):
         default=["sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2"],
         min_length=1,
         description="sentence-transformers models (Hub names, packaged names or local folders)",
+    )
+    retriever: list[Literal["dense", "bm25", "hybrid"]] = Field(
+        default=["dense"],
+        min_length=1,
+        description="dense (the embedding's FAISS index), bm25 (lexical: bm25s, see ragbench.lexical) or "
+        "hybrid (reciprocal-rank fusion of both); a bm25 cell has no embedding_model or index",
+    )
+    index: list[str] = Field(
+        default=[FLAT_INDEX],
+        min_length=1,
+        description="FAISS index types: flat (exact), hnsw, ivf, or with parameters, e.g. "
+        "hnsw(m=32,ef_search=128), ivf(nlist=1024,nprobe=16,encoding=sq8) (see ragbench.ann)",
     )
     top_k: list[int] = Field(default=[30], min_length=1, description="chunks retrieved per question")
     top_n: list[int] = Field(default=[7], min_length=1, description="passages given to the reader")
@@ -169,6 +186,12 @@ class GridConfig(_Strict):
             for value in values
         ]
 
+    @field_validator("index")
+    @classmethod
+    def _canonical_index_names(cls, values: list[str]) -> list[str]:
+        """Each index type by its canonical name, so equal specs written differently are one index."""
+        return [IndexSpec.parse(value).name for value in values]
+
     @model_validator(mode="after")
     def _check_values(self) -> GridConfig:
         if any(size < 16 for size in self.chunk_size):
@@ -189,6 +212,12 @@ class RetrievalConfig(_Strict):
     """Retrieval metrics, computed on every case with expected sources."""
 
     metrics_k: int = Field(default=5, ge=1, description="cut-off for hit rate, recall and failure rate")
+    rrf_k: int = Field(
+        default=60,
+        ge=1,
+        description="hybrid retrieval: the k of reciprocal-rank fusion, score = sum of 1/(k + rank) over "
+        "bm25 and dense, each ranking top_k deep",
+    )
 
 
 class GenerationConfig(_Strict):

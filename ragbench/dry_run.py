@@ -59,7 +59,7 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
     rows = []
     for cell in cells:
         stages = STAGES[: STAGES.index(cell.last_stage) + 1]
-        new_steps = [cell.step_id(stage) for stage in stages if cell.step_id(stage) not in finished_steps]
+        new_steps = [step for step in [cell.step_id("chunk"), *cell.step_ids()] if step not in finished_steps]
         row: dict = {
             "cell": cell_label(cell.axis_columns(), varying),
             "status": "new" if new_steps else "reused",

@@ -1,4 +1,5 @@
-"""The end-to-end part of one grid cell: retrieve, optionally rerank, answer, then test and judge."""
+"""The end-to-end part of one grid cell: optionally rerank the retrieved candidates, answer, then test and
+judge."""
 
 from __future__ import annotations
 
@@ -8,16 +9,16 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel
 
+from ragbench.colbert_maxsim import PrecomputedColbertReranker
 from ragbench.eval_cases import EvalCase
 from ragbench.grid import CellSpec
-from ragbench.index import Embedder, VectorIndex
 from ragbench.judge import JudgeInput, Judgement, context_scored, judge_answers, summarise_judgements
 from ragbench.keyword_tests import KeywordReport, run_keyword_tests
 from ragbench.llm import LLMClient
 from ragbench.llm.types import nearest_rank_percentile, total_cost
 from ragbench.reader import ReaderAnswer, answer_questions
-from ragbench.rerank import ColbertReranker, RerankerChoice, select_contexts
-from ragbench.retrieval import retrieve
+from ragbench.rerank import RerankerChoice, select_contexts
+from ragbench.retrieval import RetrievedCandidates
 
 
 def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) -> list[EvalCase]:
@@ -43,28 +44,25 @@ class AnswerSet(BaseModel):
 
 def answer_cell(
     spec: CellSpec,
-    index: VectorIndex,
-    embedder: Embedder,
+    candidates: RetrievedCandidates,
     cases: Sequence[EvalCase],
     *,
-    reranker: RerankerChoice | None,
+    reranker: PrecomputedColbertReranker | None,
     llm_cache: str | None = None,
 ) -> AnswerSet:
-    """Retrieve `spec.top_k`, keep `spec.top_n` (reranked or in retrieval order), answer with the reader."""
+    """Keep `spec.top_n` of the retrieve key's candidates (reranked or in retrieval order), answer with the
+    reader."""
     if spec.reader is None or spec.top_n is None or spec.prompt is None:
         raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
+    if candidates.spec != spec.upto("retrieve"):
+        raise ValueError(f"candidates of {candidates.spec.id} given to cell {spec.id}")
     questions = [case.question for case in cases]
-    retrieved = retrieve(index, embedder, questions, spec.top_k)
     contexts = select_contexts(
-        questions,
-        retrieved,
-        spec.top_n,
-        ColbertReranker(choice=reranker) if reranker else None,
-        desc=f"rerank {spec.id}",
+        questions, candidates.for_cases(cases), spec.top_n, reranker, desc=f"rerank {spec.id}"
     )
     with LLMClient(spec.reader, cache_location=llm_cache) as client:
         answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
-    return AnswerSet(spec=spec, reranker=reranker, answers=answers)
+    return AnswerSet(spec=spec, reranker=reranker.choice if reranker else None, answers=answers)
 
 
 class JudgeResult(BaseModel):

@@ -16,12 +16,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragbench.ann import FLAT_INDEX
 from ragbench.config import BenchmarkConfig, llm_settings, overlap_tokens
 from ragbench.llm.types import LLMSettings
 from ragbench.prompts import PromptTemplate
 
 Stage = Literal["chunk", "index", "retrieve", "answer", "judge"]
 STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "answer", "judge")
+Retriever = Literal["bm25", "hybrid"]
 
 
 def _axis(stage: Stage, tag: str, label: str, default: Any = ..., description: str = "") -> Any:
@@ -38,7 +40,10 @@ class CellSpec(BaseModel):
 
     chunk_size: int = _axis("chunk", "cs", "cs")
     chunk_overlap: int = _axis("chunk", "o", "overlap ", description="tokens")
+    # Before the embedding (so a bm25 cell has none) but keyed at retrieve: dense and hybrid share one index.
+    retriever: Retriever | None = _axis("retrieve", "", "", None, "bm25 or hybrid; None = dense")
     embedding_model: str | None = _axis("index", "", "", None)
+    index: str | None = _axis("index", "ix-", "index ", None, "an IndexSpec name; None = exact (flat)")
     top_k: int | None = _axis("retrieve", "k", "top_k ", None)
     top_n: int | None = _axis("answer", "n", "top_n ", None)
     reranker: str | None = _axis(
@@ -77,6 +82,10 @@ class CellSpec(BaseModel):
             return value.name
         if axis == "reranker" and value is None and self.reader is not None:
             return "off"
+        if axis == "retriever" and value is None:
+            return "dense"
+        if axis == "index" and value is None and self.embedding_model is not None:
+            return "flat"
         return "" if value is None else str(value)
 
     def _slug(self, axis: str) -> str:
@@ -132,6 +141,32 @@ class CellSpec(BaseModel):
         """The ZenML step id of this cell's work at `stage` (shared by every cell with the same key)."""
         return f"{stage}_{self.upto(stage).id}"
 
+    @property
+    def exact_index_key(self) -> CellSpec:
+        """The index-stage key of the flat index this cell's vectors are in (an approximate index is built
+        from it, and its recall measured against it)."""
+        return self.upto("index").model_copy(update={"index": None})
+
+    @property
+    def uses_dense_index(self) -> bool:
+        return self.embedding_model is not None
+
+    @property
+    def uses_lexical_index(self) -> bool:
+        return self.retriever is not None
+
+    @property
+    def lexical_step_id(self) -> str:
+        """The BM25 index's step: one per chunk set, whatever the embedding."""
+        return f"bm25_{self.upto('chunk').id}"
+
+    def step_ids(self) -> list[str]:
+        """Every step after chunking whose output this cell's row is made of."""
+        ids = [self.step_id("index")] if self.uses_dense_index else []
+        ids += [self.lexical_step_id] if self.uses_lexical_index else []
+        stages = STAGES[STAGES.index("retrieve") : STAGES.index(self.last_stage) + 1]
+        return ids + [self.step_id(stage) for stage in stages]
+
     def axis_columns(self) -> dict[str, Any]:
         """Every axis as a results-table column: numbers as numbers, models and prompts by name."""
         return {
@@ -145,6 +180,8 @@ def cell_label(columns: dict[str, Any], varying: list[str]) -> str:
     parts = []
     for axis in varying:
         text = str(columns[axis])
+        if not text:  # an axis this cell does not have (a bm25 cell's embedding)
+            continue
         if axis == "embedding_model":
             text = text.rstrip("/").split("/")[-1]
         parts.append(f"{CellSpec.model_fields[axis].json_schema_extra['label']}{text}")  # type: ignore[index]
@@ -159,6 +196,16 @@ def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> lis
         return [None]
     if axis == "chunk_overlap":
         return [overlap_tokens(cell["chunk_size"], overlap) for overlap in grid.chunk_overlap]
+    if axis == "retriever":
+        return [None if retriever == "dense" else retriever for retriever in grid.retriever]
+    if axis == "embedding_model" and cell["retriever"] == "bm25":
+        return [None]
+    if axis == "index":
+        return (
+            [None if name == FLAT_INDEX else name for name in grid.index]
+            if cell["embedding_model"]
+            else [None]
+        )
     if axis == "reader":
         return [llm_settings(entry, config.generation.reader) for entry in grid.reader]
     if axis == "judge":
@@ -204,10 +251,18 @@ def llm_operations(cells: list[CellSpec]) -> dict[str, dict[str, Any]]:
 
 
 def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
-    """The distinct keys of the cells' work at `stage`, in grid order (one pipeline step each)."""
+    """The distinct keys of the cells' work at `stage`, in grid order (one pipeline step each); at the
+    index stage, the dense indexes (a bm25 cell has none)."""
     keys = {
         (key := cell.upto(stage)).id: key
         for cell in cells
         if STAGES.index(cell.last_stage) >= STAGES.index(stage)
+        and (stage != "index" or cell.uses_dense_index)
     }
+    return list(keys.values())
+
+
+def lexical_keys(cells: list[CellSpec]) -> list[CellSpec]:
+    """One BM25 index per chunk set that a bm25 or hybrid cell retrieves from."""
+    keys = {cell.lexical_step_id: cell.upto("chunk") for cell in cells if cell.uses_lexical_index}
     return list(keys.values())

@@ -1,4 +1,6 @@
-"""Embedding and FAISS search: one index per (chunk set, embedding model), built once and shared."""
+"""Embedding and FAISS search: every chunk set is embedded once per embedding model into an exact (flat)
+index; approximate indexes (`ragbench.ann`) are built from its vectors, never by embedding again. An index
+holds vectors only: the chunk set is its own artifact, matched by fingerprint."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.ann import FLAT_INDEX, IndexSpec, build_faiss_index, index_bytes
 from ragbench.chunking import ChunkSet
 from ragbench.models import resolve_model
 
@@ -32,9 +35,13 @@ class IndexManifest(BaseModel):
     chunks_over_max_length: int
     longest_chunk_tokens: int
     encoded_texts: int
-    build_seconds: float
+    build_seconds: float  # embedding and the exact index
     chunks_per_second: float
-    similarity: str = "cosine (inner product of L2-normalised vectors, exact FAISS IndexFlatIP)"
+    device: str = "cpu"
+    index_type: str = FLAT_INDEX
+    index_build_seconds: float = 0.0  # the approximate index from the vectors (0 for flat)
+    index_bytes: int = 0
+    similarity: str = "cosine (inner product of L2-normalised vectors)"
 
 
 @dataclass
@@ -73,31 +80,46 @@ class Embedder:
 
 
 @lru_cache(maxsize=4)
-def load_embedder(model_name: str) -> Embedder:
-    """Loaded once per process (the local orchestrator runs every step in one process), on a GPU where the
-    step has one."""
+def load_embedder(model_name: str, device: str = "auto") -> Embedder:
+    """Loaded once per process (the local orchestrator runs every step in one process); `device` auto = a GPU
+    where the step has one."""
     import torch
     from sentence_transformers import SentenceTransformer
 
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("embedding.device is cuda, but torch sees no CUDA device where this step runs")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     location = resolve_model(model_name).location
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     return Embedder(name=model_name, model=SentenceTransformer(location, device=device))
 
 
 @dataclass
 class VectorIndex:
+    """A FAISS index over one chunk set's vectors; row i is `ChunkSet.chunks[i]` of the chunk set whose
+    fingerprint the manifest names."""
+
     manifest: IndexManifest
-    chunks: ChunkSet
     faiss_index: object  # faiss.Index
 
     def search(self, query_vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (scores, chunk positions) per query; positions index `chunks.chunks`."""
+        """Top-k (scores, chunk positions) per query, -1 where fewer."""
         k = min(k, self.faiss_index.ntotal)
         return self.faiss_index.search(np.ascontiguousarray(query_vectors, dtype=np.float32), k)
 
     def vectors(self) -> np.ndarray:
-        """Every chunk's normalised vector in chunk order, read back from the index (no re-embedding)."""
+        """Every chunk's normalised vector in chunk order, from the exact index (no re-embedding)."""
+        if self.manifest.index_type != FLAT_INDEX:
+            raise ValueError(f"vectors come from the flat index, not from {self.manifest.index_type}")
         return self.faiss_index.reconstruct_n(0, self.faiss_index.ntotal)
+
+    def check_matches(self, chunks: ChunkSet) -> None:
+        """Refuse to read positions of this index as rows of another chunk set."""
+        if chunks.fingerprint != self.manifest.chunk_set_fingerprint:
+            raise ValueError(
+                f"index of chunk set {self.manifest.chunk_set_fingerprint} used with chunk set "
+                f"{chunks.fingerprint}"
+            )
 
 
 class ShardCheckpoints:
@@ -210,9 +232,10 @@ def build_index(
     index = faiss.IndexFlatIP(vectors.shape[1])
     index.add(vectors)
     seconds = time.perf_counter() - started
+    del vectors  # the index holds them: peak memory is one copy of the vectors
     manifest = IndexManifest(
         embedding_model=embedder.name,
-        dimension=int(vectors.shape[1]),
+        dimension=int(index.d),
         chunk_size=chunks.chunk_size,
         chunk_overlap=chunks.chunk_overlap,
         chunk_count=len(chunks.chunks),
@@ -223,7 +246,25 @@ def build_index(
         encoded_texts=embedder.encoded_texts - encoded_before,
         build_seconds=round(seconds, 3),
         chunks_per_second=round(len(chunks.chunks) / seconds, 2) if seconds > 0 else 0.0,
+        device=str(embedder.model.device),
+        index_bytes=index_bytes(index),
     )
     if checkpoints is not None:
         checkpoints.clear()  # the index artifact holds the vectors from here on
-    return VectorIndex(manifest=manifest, chunks=chunks, faiss_index=index)
+    return VectorIndex(manifest=manifest, faiss_index=index)
+
+
+def build_approximate_index(exact: VectorIndex, index_type: str) -> VectorIndex:
+    """An approximate index (`ragbench.ann.IndexSpec` name) over the exact index's vectors: nothing is
+    embedded again, and the exact index stays the reference its recall is measured against."""
+    spec = IndexSpec.parse(index_type)
+    started = time.perf_counter()
+    index = build_faiss_index(exact.vectors(), spec)
+    manifest = exact.manifest.model_copy(
+        update={
+            "index_type": spec.name,
+            "index_build_seconds": round(time.perf_counter() - started, 3),
+            "index_bytes": index_bytes(index),
+        }
+    )
+    return VectorIndex(manifest=manifest, faiss_index=index)

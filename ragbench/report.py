@@ -477,6 +477,49 @@ def _tradeoff_section(report: ReportInput) -> str:
     return f'{title}<div class="charts">{"".join(parts)}</div>'
 
 
+INDEX_COST_COLUMNS = (
+    "recall_vs_exact",
+    "search_ms_per_query",
+    "exact_search_ms_per_query",
+    "index_build_s",
+    "index_mb",
+)
+
+
+def _approximate_rows(report: ReportInput) -> list[dict]:
+    return [row for row in report.rows if row.get("recall_vs_exact") is not None]
+
+
+def _index_section(report: ReportInput) -> str:
+    """What an approximate index's speed costs in quality, on the eval set's own queries."""
+    rows = _approximate_rows(report)
+    if not rows:
+        return ""
+    quality = _first_metric_with_values(report)
+    table = []
+    for row in rows:
+        exact, approximate = row.get("exact_search_ms_per_query"), row.get("search_ms_per_query")
+        speedup = exact / approximate if exact and approximate else None
+        table.append(
+            {
+                "cell": row["label"],
+                "index": row.get("index"),
+                "top_k": row.get("top_k"),
+                **{column: row.get(column) for column in INDEX_COST_COLUMNS},
+                "speed-up vs flat": None if speedup is None else round(speedup, 2),
+                **({quality.label: row.get(quality.column)} if quality else {}),
+            }
+        )
+    return (
+        '<h2 id="indexes">Approximate indexes: speed against recall</h2><p class="note">recall_vs_exact: the '
+        "share of the exact (flat) search's top_k that the approximate index returns for the same eval "
+        "questions (1.0 = identical sets). Search times are per query, query encoding excluded, measured on "
+        "the eval set's questions in one batch: a few dozen queries on a small knowledge base time noise "
+        "more than the index; bench/bench_scale.py measures them at 100k chunks.</p>"
+        f'<div class="scroll sortable">{rows_to_html_table(table)}</div>'
+    )
+
+
 def _full_table_section(report: ReportInput) -> str:
     return (
         '<h2 id="full">All results</h2><p class="note">Every column; click a header to sort.</p>'
@@ -580,6 +623,7 @@ def _navigation(report: ReportInput) -> str:
         *([("case-types", "By case type")] if report.case_type_rows else []),
         ("axes", "Settings"),
         ("tradeoffs", "Trade-offs"),
+        *([("indexes", "Index speed vs recall")] if _approximate_rows(report) else []),
         ("full", "All results"),
     ]
     if report.cases:
@@ -721,6 +765,7 @@ def render_report(report: ReportInput) -> str:
         _case_type_section(report),
         _axis_effect_section(report),
         _tradeoff_section(report),
+        _index_section(report),
         _full_table_section(report),
         _case_section(report),
         _failure_sections(report),

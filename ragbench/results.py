@@ -419,7 +419,7 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
                 "are NOT ColBERT results."
             )
     for result in results.retrievals.values():
-        if result.index.chunks_over_max_length:
+        if result.index is not None and result.index.chunks_over_max_length:
             warnings.append(
                 f"{result.index.chunks_over_max_length} chunks of size {result.index.chunk_size} exceed "
                 f"{result.index.embedding_model}'s maximum sequence length and were truncated when embedded"

@@ -1,15 +1,21 @@
-"""Retrieval and its metrics against expected sources (computed with ir-measures / trec_eval)."""
+"""First-stage retrieval (dense, BM25 or their fusion), once per retrieve key, and its metrics against
+expected sources (computed with ir-measures / trec_eval)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from statistics import fmean
 
+import numpy as np
 from pydantic import BaseModel
 
+from ragbench.ann import recall_vs_exact
+from ragbench.chunking import ChunkSet
 from ragbench.eval_cases import EvalCase
 from ragbench.grid import CellSpec
 from ragbench.index import Embedder, IndexManifest, VectorIndex, load_embedder
+from ragbench.lexical import LexicalIndex, LexicalIndexManifest, reciprocal_rank_fusion
 
 
 class RetrievedChunk(BaseModel):
@@ -59,31 +65,114 @@ class RetrievalReport(BaseModel):
     cases: list[CaseRetrieval]
 
 
+def ranked_chunks(
+    chunks: ChunkSet, positions: Sequence[int], scores: Sequence[float]
+) -> list[RetrievedChunk]:
+    """One question's ranking as chunks, best first; -1 (no hit) is skipped."""
+    return [
+        RetrievedChunk(
+            position=int(position),
+            source=(chunk := chunks.chunks[int(position)]).source,
+            score=float(score),
+            text=chunk.text,
+            retrieval_rank=rank,
+        )
+        for rank, (position, score) in enumerate(
+            ((p, s) for p, s in zip(positions, scores, strict=True) if p >= 0), start=1
+        )
+    ]
+
+
 def retrieve(
-    index: VectorIndex, embedder: Embedder, questions: list[str], top_k: int
+    index: VectorIndex, chunks: ChunkSet, embedder: Embedder, questions: list[str], top_k: int
 ) -> list[list[RetrievedChunk]]:
-    """Top-k chunks per question, best first; one batched encode for all questions."""
+    """Top-k chunks per question from a dense index, best first; one batched encode for all questions."""
     if embedder.name != index.manifest.embedding_model:
         raise ValueError(f"index was built with {index.manifest.embedding_model}, not {embedder.name}")
+    index.check_matches(chunks)
     scores, positions = index.search(embedder.encode_queries(questions), top_k)
-    results = []
-    for row_scores, row_positions in zip(scores, positions, strict=True):
-        row = []
-        for score, position in zip(row_scores, row_positions, strict=True):
-            if position < 0:
-                continue
-            chunk = index.chunks.chunks[position]
-            row.append(
-                RetrievedChunk(
-                    position=int(position),
-                    source=chunk.source,
-                    score=float(score),
-                    text=chunk.text,
-                    retrieval_rank=len(row) + 1,
-                )
-            )
-        results.append(row)
-    return results
+    return [ranked_chunks(chunks, row, row_scores) for row, row_scores in zip(positions, scores, strict=True)]
+
+
+class SearchStats(BaseModel):
+    """What a retriever's speed costs in quality: search time per query (query encoding excluded) and, for
+    an approximate index, the share of the exact search's top_k it finds on the same queries."""
+
+    queries: int
+    ms_per_query: float
+    exact_ms_per_query: float | None = None  # flat search of the same vectors (approximate indexes only)
+    recall_vs_exact: float | None = None  # mean over queries of |approximate top_k ∩ exact top_k| / top_k
+
+
+class RetrievedCandidates(BaseModel):
+    """Every eval case's first-stage ranking for one retrieve key, computed once and read by every answer
+    key after it (each reranker, reader, prompt): case id -> chunks, best first."""
+
+    spec: CellSpec
+    chunk_set_fingerprint: str  # positions are rows of this chunk set
+    by_case: dict[str, list[RetrievedChunk]]
+
+    def for_cases(self, cases: Sequence[EvalCase]) -> list[list[RetrievedChunk]]:
+        return [self.by_case[case.id] for case in cases]
+
+
+def _timed(search: Callable[[], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, float]:
+    started = time.perf_counter()
+    scores, positions = search()
+    return scores, positions, time.perf_counter() - started
+
+
+def retrieve_candidates(
+    spec: CellSpec,
+    chunks: ChunkSet,
+    cases: Sequence[EvalCase],
+    *,
+    dense: VectorIndex | None = None,
+    exact: VectorIndex | None = None,
+    lexical: LexicalIndex | None = None,
+    rrf_k: int = 60,
+) -> tuple[RetrievedCandidates, SearchStats]:
+    """Rank `spec.top_k` chunks per case with the cell's retriever: the dense index, BM25, or their
+    reciprocal-rank fusion (each ranking top_k deep). `exact`: the flat index of the same vectors when
+    `dense` is approximate, searched with the same query vectors for `recall_vs_exact`."""
+    questions = [case.question for case in cases]
+    top_k = spec.top_k or 0
+    seconds, stats = 0.0, {}
+    rankings: list[list[tuple[list[int], list[float]]]] = [[] for _ in cases]
+    if spec.retriever != "bm25":
+        if dense is None:
+            raise ValueError(f"cell {spec.id} retrieves from a dense index, and none was given")
+        dense.check_matches(chunks)
+        query_vectors = load_embedder(dense.manifest.embedding_model).encode_queries(questions)
+        scores, positions, elapsed = _timed(lambda: dense.search(query_vectors, top_k))
+        seconds += elapsed
+        if exact is not None:
+            exact.check_matches(chunks)
+            _, exact_positions, exact_seconds = _timed(lambda: exact.search(query_vectors, top_k))
+            stats["exact_ms_per_query"] = round(1000 * exact_seconds / max(len(cases), 1), 4)
+            stats["recall_vs_exact"] = round(recall_vs_exact(positions, exact_positions), 4)
+        for ranking, row, row_scores in zip(rankings, positions, scores, strict=True):
+            ranking.append((row.tolist(), row_scores.tolist()))
+    if spec.retriever is not None:
+        if lexical is None:
+            raise ValueError(f"cell {spec.id} retrieves with bm25, and no BM25 index was given")
+        lexical.check_matches(chunks)
+        scores, positions, elapsed = _timed(lambda: lexical.search(questions, top_k))
+        seconds += elapsed
+        for ranking, row, row_scores in zip(rankings, positions, scores, strict=True):
+            ranking.append((row.tolist(), row_scores.tolist()))
+    by_case = {}
+    for case, ranking in zip(cases, rankings, strict=True):
+        if len(ranking) == 1:
+            positions_row, scores_row = ranking[0]
+        else:  # hybrid: fused by rank, so bm25's and cosine's different scales do not matter
+            fused = reciprocal_rank_fusion([row for row, _ in ranking], k=rrf_k)[:top_k]
+            positions_row, scores_row = [p for p, _ in fused], [s for _, s in fused]
+        by_case[case.id] = ranked_chunks(chunks, positions_row, scores_row)
+    search = SearchStats(
+        queries=len(cases), ms_per_query=round(1000 * seconds / max(len(cases), 1), 4), **stats
+    )
+    return RetrievedCandidates(spec=spec, chunk_set_fingerprint=chunks.fingerprint, by_case=by_case), search
 
 
 def distinct_sources(chunks: list[RetrievedChunk]) -> list[str]:
@@ -146,10 +235,14 @@ def retrieval_metrics(
 
 
 class RetrievalResult(BaseModel):
-    """Retrieval metrics of one retrieve key (chunking, embedding, top_k) over every case with sources."""
+    """Retrieval metrics of one retrieve key (chunking, retriever, embedding, index, top_k) over every case
+    with expected sources, with what its indexes cost."""
 
     spec: CellSpec
-    index: IndexManifest
+    chunk_count: int
+    index: IndexManifest | None  # the dense index searched (None for bm25)
+    lexical: LexicalIndexManifest | None  # the BM25 index (bm25 and hybrid)
+    search: SearchStats
     retrieval: RetrievalReport
 
     def case_values(self) -> dict[str, dict[str, float]]:
@@ -165,27 +258,48 @@ class RetrievalResult(BaseModel):
         }
 
     def columns(self) -> dict:
+        """Quality first, then cost: an approximate index's recall_vs_exact, build time, size and search
+        time sit beside the flat cell's, so what speed costs in quality is one row apart."""
         metrics = self.retrieval.metrics
         k = metrics.metrics_k
+        dense, lexical = self.index, self.lexical
+        build = (dense.build_seconds + dense.index_build_seconds if dense else 0.0) + (
+            lexical.build_seconds if lexical else 0.0
+        )
         return {
-            "chunks": self.index.chunk_count,
-            "chunks_truncated": self.index.chunks_over_max_length,
+            "chunks": self.chunk_count,
+            "chunks_truncated": dense.chunks_over_max_length if dense else 0,
             "retrieval_cases": metrics.cases_used,
             f"failure_rate@{k}": metrics.failure_rate,
             f"hit_rate@{k}": metrics.hit_rate,
             f"recall@{k}": metrics.recall,
             "mrr": metrics.mrr,
             "ndcg@10": metrics.ndcg_at_10,
-            "index_build_s": self.index.build_seconds,
-            "chunks_per_s": self.index.chunks_per_second,
+            "recall_vs_exact": self.search.recall_vs_exact,  # at the cell's top_k
+            "search_ms_per_query": self.search.ms_per_query,
+            "exact_search_ms_per_query": self.search.exact_ms_per_query,
+            "index_build_s": round(build, 3),
+            "index_mb": round(
+                ((dense.index_bytes if dense else 0) + (lexical.index_bytes if lexical else 0)) / 2**20, 3
+            ),
+            "chunks_per_s": dense.chunks_per_second if dense else None,
         }
 
 
 def evaluate_retrieval(
-    spec: CellSpec, index: VectorIndex, cases: Sequence[EvalCase], metrics_k: int
+    candidates: RetrievedCandidates,
+    search: SearchStats,
+    cases: Sequence[EvalCase],
+    metrics_k: int,
+    *,
+    chunk_count: int,
+    index: IndexManifest | None,
+    lexical: LexicalIndexManifest | None,
 ) -> RetrievalResult:
+    """Metrics over the cases with expected sources, from the candidates the answer keys read too."""
     with_sources = [case for case in cases if case.expected_sources]
-    embedder = load_embedder(index.manifest.embedding_model)
-    retrieved = retrieve(index, embedder, [case.question for case in with_sources], spec.top_k)
-    report = retrieval_metrics(with_sources, retrieved, metrics_k=metrics_k, top_k=spec.top_k)
-    return RetrievalResult(spec=spec, index=index.manifest, retrieval=report)
+    spec = candidates.spec
+    report = retrieval_metrics(with_sources, candidates.for_cases(with_sources), metrics_k, spec.top_k)
+    return RetrievalResult(
+        spec=spec, chunk_count=chunk_count, index=index, lexical=lexical, search=search, retrieval=report
+    )

@@ -2,29 +2,34 @@
 
 from ragbench import submodules_as_attributes
 from steps.chunk import chunk_knowledge_base
-from steps.evaluate import evaluate_retrieval_cell
+from steps.colbert import encode_chunks_for_reranking
 from steps.gate import regression_gate
 from steps.generate import answer_questions_cell, judge_answers_cell, pass_llm_operations
-from steps.index import build_vector_index
+from steps.index import build_approximate_vector_index, build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
+from steps.lexical import build_bm25_index
 from steps.results import build_results_table
+from steps.retrieve import retrieve_cell
 from steps.testset import assemble_eval_set, critique_eval_candidates, generate_eval_candidates
 
 __all__ = [
     "answer_questions_cell",
     "assemble_eval_set",
+    "build_approximate_vector_index",
+    "build_bm25_index",
     "build_results_table",
     "build_vector_index",
     "choose_reranker",
     "chunk_knowledge_base",
     "critique_eval_candidates",
-    "evaluate_retrieval_cell",
+    "encode_chunks_for_reranking",
     "generate_eval_candidates",
     "ingest_knowledge_base",
     "judge_answers_cell",
     "load_eval_suite",
     "pass_llm_operations",
     "regression_gate",
+    "retrieve_cell",
 ]
 
 __getattr__ = submodules_as_attributes(__name__)

@@ -2,11 +2,11 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
+from ragbench.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
 from ragbench.eval_cases import EvalSuite
 from ragbench.generation import AnswerSet, JudgeResult, answer_cell, judge_cell, sample_cases
 from ragbench.grid import CellSpec
-from ragbench.index import VectorIndex, load_embedder
-from ragbench.rerank import RerankerChoice
+from ragbench.retrieval import RetrievedCandidates
 from steps.caching import never_reuse_this_step_run, step_cache_policy
 
 # The LLMs' concurrency, timeouts and retries: they change how a provider is reached, never an answer.
@@ -22,22 +22,28 @@ def pass_llm_operations(operations: dict) -> Annotated[dict, OPERATIONS]:
 
 @step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
 def answer_questions_cell(
-    index: VectorIndex,
+    candidates: RetrievedCandidates,
     eval_suite: EvalSuite,
-    reranker: RerankerChoice | None,
+    reranker_encodings: ColbertEncodings | None,
     operations: dict,
     spec: dict,
     sample_size: int | None,
     seed: int,
     llm_cache: str | None,
 ) -> Annotated[AnswerSet, "answers"]:
-    """Retrieve, optionally rerank, answer; the LLM cache makes a re-run after a crash cheap."""
+    """Optionally rerank (against the chunks' stored ColBERT encodings), answer; the LLM cache makes a re-run
+    after a crash cheap."""
     answers = answer_cell(
         CellSpec.model_validate(spec).with_operations(operations),
-        index,
-        load_embedder(index.manifest.embedding_model),
+        candidates,
         sample_cases(eval_suite.cases, sample_size, seed),
-        reranker=reranker,
+        reranker=PrecomputedColbertReranker(
+            reranker_encodings,
+            choice=reranker_encodings.choice,
+            chunk_set_fingerprint=candidates.chunk_set_fingerprint,
+        )
+        if reranker_encodings
+        else None,
         llm_cache=llm_cache,
     )
     failures = sum(answer.answer is None for answer in answers.answers)

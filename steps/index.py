@@ -5,19 +5,31 @@ from zenml.client import Client
 
 from materializers.vector_index import VectorIndexMaterializer
 from ragbench.chunking import ChunkSet
-from ragbench.index import VectorIndex, build_index, load_embedder
+from ragbench.index import VectorIndex, build_approximate_index, build_index, load_embedder
 from steps.caching import step_cache_policy
 
 
 @step(cache_policy=step_cache_policy(__name__), output_materializers=VectorIndexMaterializer)
 def build_vector_index(
-    chunks: ChunkSet, embedding_model: str, shard_size: int
+    chunks: ChunkSet, embedding_model: str, shard_size: int, device: str = "auto"
 ) -> Annotated[VectorIndex, "vector_index"]:
-    """Built once per (chunk size, overlap, embedding model) and shared by every later setting. Finished
-    shards are checkpointed in the artifact store (every pod of the stack sees it) until the index is done."""
+    """The exact index, once per (chunk size, overlap, embedding model): every approximate index and setting
+    after it reads its vectors. Finished shards are checkpointed in the artifact store (every pod of the stack
+    sees it) until the index is done."""
     checkpoints = f"{Client().active_stack.artifact_store.path.rstrip('/')}/ragbench-embedding-checkpoints"
     index = build_index(
-        chunks, load_embedder(embedding_model), shard_size=shard_size, checkpoint_location=checkpoints
+        chunks, load_embedder(embedding_model, device), shard_size=shard_size, checkpoint_location=checkpoints
     )
+    log_metadata(index.manifest.model_dump())
+    return index
+
+
+@step(cache_policy=step_cache_policy(__name__), output_materializers=VectorIndexMaterializer)
+def build_approximate_vector_index(
+    exact: VectorIndex, index_type: str
+) -> Annotated[VectorIndex, "vector_index"]:
+    """One approximate index (HNSW, IVF, ...) per type, from the exact index's vectors: nothing is embedded
+    again."""
+    index = build_approximate_index(exact, index_type)
     log_metadata(index.manifest.model_dump())
     return index

@@ -8,7 +8,7 @@ from ragbench.compare import config_tag
 from ragbench.config import StatisticsConfig
 from ragbench.eval_cases import EvalSuite
 from ragbench.generation import AnswerSet, JudgeResult
-from ragbench.grid import STAGES, CellSpec
+from ragbench.grid import CellSpec
 from ragbench.knowledge_base import Corpus
 from ragbench.results import (
     CaseRecords,
@@ -26,11 +26,7 @@ def reused_cells(cells: list[CellSpec]) -> set[str]:
     """Cells whose every step this run was served from ZenML's cache."""
     pipeline_run = Client().get_pipeline_run(get_step_context().pipeline_run.id)
     cached = {name for name, step_run in pipeline_run.steps.items() if step_run.status.value == "cached"}
-    return {
-        cell.id
-        for cell in cells
-        if all(cell.step_id(stage) in cached for stage in STAGES[1 : STAGES.index(cell.last_stage) + 1])
-    }
+    return {cell.id for cell in cells if all(step_id in cached for step_id in cell.step_ids())}
 
 
 @step(enable_cache=False, output_materializers={"results": ResultsTableMaterializer})

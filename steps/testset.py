@@ -5,6 +5,7 @@ from typing import Annotated
 from zenml import ArtifactConfig, log_metadata, step
 
 from materializers.eval_set import EvalSetMaterializer
+from ragbench.chunking import ChunkSet
 from ragbench.config import TestsetConfig
 from ragbench.index import VectorIndex, load_embedder
 from ragbench.llm import LLMClient
@@ -20,12 +21,13 @@ EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set arti
 
 @step(cache_policy=step_cache_policy(__name__))
 def generate_eval_candidates(
-    index: VectorIndex, testset: dict, llm_cache: str | None
+    chunks: ChunkSet, index: VectorIndex, testset: dict, llm_cache: str | None
 ) -> Annotated[CandidateSet, "candidates"]:
     """Sample chunks, plan each one's kind, and have the generator write the questions and answers."""
     settings = TestsetConfig.model_validate(testset)
+    index.check_matches(chunks)
     seeds = plan_seeds(
-        index.chunks.chunks,
+        chunks.chunks,
         index.vectors(),
         count=settings.chunks,
         sampling=settings.sampling,
@@ -44,12 +46,12 @@ def generate_eval_candidates(
 
 @step(cache_policy=step_cache_policy(__name__))
 def critique_eval_candidates(
-    candidates: CandidateSet, index: VectorIndex, testset: dict, llm_cache: str | None
+    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, testset: dict, llm_cache: str | None
 ) -> Annotated[CritiqueSet, "critiques"]:
     """Every critic that applies rates every candidate; unanswerable ones against a whole-KB search."""
     settings = TestsetConfig.model_validate(testset)
     embedder = load_embedder(index.manifest.embedding_model)
-    retrieved = search_whole_knowledge_base(index, embedder, candidates, settings.retrieved_passages)
+    retrieved = search_whole_knowledge_base(index, chunks, embedder, candidates, settings.retrieved_passages)
     with LLMClient(settings.critic_settings(), cache_location=llm_cache) as client:
         critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
     log_metadata({"critic_failures": critiques.failures})
@@ -60,7 +62,12 @@ def critique_eval_candidates(
 
 @step(cache_policy=step_cache_policy(__name__), output_materializers=EvalSetMaterializer)
 def assemble_eval_set(
-    candidates: CandidateSet, critiques: CritiqueSet, index: VectorIndex, testset: dict, name: str
+    candidates: CandidateSet,
+    critiques: CritiqueSet,
+    chunks: ChunkSet,
+    index: VectorIndex,
+    testset: dict,
+    name: str,
 ) -> Annotated[EvalSet, ArtifactConfig(name=f"{{{EVAL_SET_NAME}}}")]:
     """Filter by the thresholds, drop near-duplicates; a new version of the named eval set artifact."""
     settings = TestsetConfig.model_validate(testset)
@@ -70,7 +77,7 @@ def assemble_eval_set(
         candidates,
         critiques,
         thresholds=thresholds_with_defaults(settings.thresholds),
-        corpus_texts=index.chunks.texts,
+        corpus_texts=chunks.texts,
         embed=embedder.encode_queries,
         duplicate_similarity=settings.duplicate_similarity,
         max_good_words=settings.max_good_words,

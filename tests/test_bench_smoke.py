@@ -65,6 +65,58 @@ def check_llm_concurrency(stdout: str) -> None:
     assert stdout.rstrip().endswith("PASS")
 
 
+def check_scale(stdout: str) -> None:
+    """Every part printed its table (a. builds, b. kill and resume, c. ANN vs flat, d. 1M on paper), the
+    counts add up, and the resumed build encoded only the texts of the shards the killed one had not saved."""
+    sections = re.split(r"\n(?=[a-d]\. )", stdout)
+    tables = {section[0]: parse_table(section) for section in sections[1:]}
+    assert list(tables) == ["a", "b", "c", "d"], stdout
+    assert [int(row["chunks"]) for row in tables["a"]] == [100, 200]
+    for row in tables["a"]:
+        assert int(row["texts_encoded"]) == int(row["chunks"])
+        assert 0 < int(row["peak_rss_mib"]) < 3 * 1024
+        assert float(row["ms_per_chunk"]) > 0 and row["goals_met"] == "True"
+    assert float(tables["a"][0]["vs_smallest"]) == 1
+    (resume,) = tables["b"]
+    chunks, shards, saved = int(resume["chunks"]), int(resume["shards"]), int(resume["saved_at_kill"])
+    assert (chunks, shards, resume["killed"]) == (100, 5, "True")
+    assert 0 < saved < shards and int(resume["reused"]) == saved
+    assert int(resume["encoded_on_resume"]) == int(resume["expected"]) == chunks - 20 * saved
+    assert int(resume["embedded_twice_at_most"]) <= 20
+    assert float(resume["max_vector_diff"]) <= 1e-4 and resume["goals_met"] == "True"
+    flat, *approximate = tables["c"]
+    assert [row["index"] for row in tables["c"]] == ["flat", "hnsw", "ivf"]
+    assert (flat["recall@10"], flat["speedup"], flat["bytes_per_vector"]) == ("1", "1", str(384 * 4))
+    for row in approximate:
+        assert 0 <= float(row["recall@10"]) <= 1 and float(row["ms_per_query"]) > 0
+        assert int(row["bytes_per_vector"]) >= 384 * 4  # float32 vectors plus graph links or list ids
+    for index, paper in zip(tables["c"], tables["d"], strict=True):
+        assert paper["index"] == index["index"]
+        gib = int(index["bytes_per_vector"]) * 1e6 / 2**30
+        assert float(paper["gib_at_1m"]) == pytest.approx(gib, abs=0.01)
+        assert float(paper["embed_hours_at_1m"]) > 0
+    assert stdout.rstrip().endswith("(smoke: build-time ratio, recall and speed-up not enforced) -> PASS")
+
+
+def check_colbert_rerank(stdout: str) -> None:
+    """Every question reranked its 30 candidates identically on both paths, the chunk set was encoded once
+    (reported apart), and the speed-up is the ratio of the two paths' mean seconds per question."""
+    rows = parse_table(stdout)
+    assert list(rows[0]) == ["case", "candidates", "reencode_s", "precomputed_s", "speedup", "identical"]
+    assert len(rows) == 3
+    for row in rows:
+        assert row["candidates"] == "30" and row["identical"] == "True"
+        assert float(row["reencode_s"]) > 0 and float(row["precomputed_s"]) > 0
+    encoded = r"encoding (\d+) chunks \((\d+) tokens, [\d.]+ MiB float32\) [\d.]+ s"
+    chunks, tokens = map(int, re.search(encoded, stdout).groups())
+    assert 30 <= chunks < tokens
+    per_question = r"re-encoding ([\d.]+) s, precomputed ([\d.]+) s, speed-up ([\d.]+)x \(goal >= 5x\)"
+    reencode, precomputed, speedup = map(float, re.search(per_question, stdout).groups())
+    assert speedup == pytest.approx(reencode / precomputed, rel=0.05)
+    assert "identical rankings: 3/3 questions" in stdout
+    assert stdout.rstrip().endswith("(smoke: speed-up not enforced) -> PASS")
+
+
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # The first document ('assert') is the expected source of one case; two chunk sizes make two index
     # steps and two top_k values two retrieve steps per index, so re-embedding would show in the count.
@@ -81,6 +133,13 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     "bench_llm_concurrency.py": (
         ["--requests=8", "--latency=0.25", "--concurrency=4"],
         check_llm_concurrency,
+    ),
+    # Pydoc topics, sizes 100 and 200 in shards of 20: the kill/resume path really runs, no apt install.
+    "bench_scale.py": (["--smoke"], check_scale),
+    # The first 4 documents at 128 tokens make 48 chunks, enough for 30 candidates per question.
+    "bench_colbert_rerank.py": (
+        ["--documents=4", "--chunk-size=128", "--questions=3", "--smoke"],
+        check_colbert_rerank,
     ),
 }
 

@@ -18,7 +18,7 @@ from ragbench.results import (
     headline_metrics,
     run_notes,
 )
-from ragbench.retrieval import CaseRetrieval, RetrievalMetrics, RetrievalReport, RetrievalResult
+from ragbench.retrieval import CaseRetrieval, RetrievalMetrics, RetrievalReport, RetrievalResult, SearchStats
 
 STATS = StatisticsConfig(resamples=999)
 CORRECTNESS = MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)
@@ -216,7 +216,14 @@ def retrieval_result(spec: CellSpec, hits: dict[str, float]) -> RetrievalResult:
         build_seconds=0.1,
         chunks_per_second=30.0,
     )
-    return RetrievalResult(spec=spec, index=index, retrieval=RetrievalReport(metrics=metrics, cases=traces))
+    return RetrievalResult(
+        spec=spec,
+        chunk_count=3,
+        index=index,
+        lexical=None,
+        search=SearchStats(queries=len(hits), ms_per_query=0.1),
+        retrieval=RetrievalReport(metrics=metrics, cases=traces),
+    )
 
 
 def test_build_results_breaks_the_run_down_by_the_cases_types():

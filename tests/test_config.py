@@ -1,6 +1,6 @@
 import pytest
 
-from ragbench.config import BenchmarkConfig, ConfigError, load_config, overlap_tokens
+from ragbench.config import DEFAULT_CONFIG_PATH, BenchmarkConfig, ConfigError, load_config, overlap_tokens
 
 
 def write(tmp_path, text):
@@ -9,11 +9,18 @@ def write(tmp_path, text):
     return path
 
 
-def test_default_config_is_valid_and_offline_grid_is_two_by_two():
+def test_default_config_is_valid_and_sweeps_chunk_size_and_retriever_with_real_models_only():
     config = load_config()
     assert config.grid.chunk_size == [128, 256]
-    assert len(config.grid.embedding_model) == 2
+    assert config.grid.retriever == ["dense", "bm25", "hybrid"]
+    assert config.grid.reranker == [None]  # the UNTRAINED stand-in is in configs/rerank_standin.yaml
     assert overlap_tokens(256, config.grid.chunk_overlap[0]) == 26
+
+
+def test_the_reranking_example_config_is_valid_and_names_the_standin():
+    path = DEFAULT_CONFIG_PATH.parent / "rerank_standin.yaml"
+    assert load_config(path).grid.reranker == [None, "colbert-ir/colbertv2.0"]
+    assert "UNTRAINED" in path.read_text()
 
 
 def test_set_overrides_parse_yaml_values(tmp_path):

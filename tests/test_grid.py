@@ -3,22 +3,31 @@
 import pytest
 
 from ragbench.config import ConfigError, load_config
-from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, varying_axes
+from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, lexical_keys, varying_axes
+
+
+SWEEP = [
+    "grid.retriever=dense",
+    "grid.embedding_model=[sentence-transformers/all-MiniLM-L6-v2, sentence-transformers/all-mpnet-base-v2]",
+    "grid.reranker=[off, true]",
+]
 
 
 def config(tmp_path, *overrides):
-    """The default config (2 chunk sizes x 2 embeddings x rerank off/on) with overrides."""
-    return load_config(None, list(overrides))
+    """The default config swept over 2 chunk sizes x 2 embeddings x rerank off/on (dense), with overrides."""
+    return load_config(None, [*SWEEP, *overrides])
 
 
-def test_default_grid_shares_indexes_and_answer_sets(tmp_path):
-    cells = expand_grid(config(tmp_path))
-    assert len(cells) == 2 * 2 * 2  # chunk size x embedding x reranker
+def test_default_grid_shares_indexes_and_answer_sets():
+    cells = expand_grid(load_config())
+    assert len(cells) == 2 * 3  # chunk size x retriever
     assert len(distinct_at(cells, "chunk")) == 2
-    assert len(distinct_at(cells, "index")) == 4
-    assert len(distinct_at(cells, "answer")) == 8
-    assert varying_axes(cells) == ["chunk_size", "embedding_model", "reranker"]
+    assert len(distinct_at(cells, "index")) == 2  # dense and hybrid share one exact index per chunk size
+    assert len(lexical_keys(cells)) == 2  # bm25 and hybrid share one BM25 index per chunk size
+    assert len(distinct_at(cells, "answer")) == 6
+    assert varying_axes(cells) == ["chunk_size", "retriever"]
     assert {cell.chunk_overlap for cell in cells} == {13, 26}  # 10 % of each size, in tokens
+    assert not any(cell.reranker for cell in cells)  # no stand-in in the default grid
 
 
 def test_every_axis_is_a_list_and_a_scalar_is_one_value(tmp_path):
@@ -112,3 +121,69 @@ def test_bad_axes_are_refused_with_a_message_naming_them(tmp_path, overrides, me
     with pytest.raises(ConfigError) as raised:
         config(tmp_path, *overrides)
     assert message in str(raised.value)
+
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+MPNET = "sentence-transformers/all-mpnet-base-v2"
+
+
+def test_bm25_cells_have_no_embedding_and_hybrid_shares_the_dense_index(tmp_path):
+    cells = expand_grid(
+        config(
+            tmp_path,
+            "grid.chunk_size=[128]",
+            "grid.retriever=[dense, bm25, hybrid]",
+            f"grid.embedding_model=[{MINILM}, {MPNET}]",
+            "grid.index=[flat, hnsw]",
+            "grid.reranker=off",
+        )
+    )
+    bm25 = [cell for cell in cells if cell.retriever == "bm25"]
+    assert len(bm25) == 1 and bm25[0].embedding_model is None and bm25[0].index is None
+    assert len(cells) == 1 + 2 * 2 * 2  # bm25 once; dense and hybrid per embedding and index type
+    # indexes: one exact and one HNSW per embedding, shared by dense and hybrid; one BM25 per chunk set
+    assert {key.step_id("index") for key in distinct_at(cells, "index")} == {
+        cell.upto("index").step_id("index") for cell in cells if cell.embedding_model
+    }
+    assert len(distinct_at(cells, "index")) == 4
+    assert len(lexical_keys(cells)) == 1
+    assert len(distinct_at(cells, "retrieve")) == len(cells)
+    hybrid_hnsw = next(c for c in cells if c.retriever == "hybrid" and c.index == "hnsw")
+    assert hybrid_hnsw.step_ids()[:2] == [hybrid_hnsw.step_id("index"), hybrid_hnsw.lexical_step_id]
+    assert hybrid_hnsw.exact_index_key.index is None
+    assert varying_axes(cells) == ["retriever", "embedding_model", "index"]
+    labels = {cell_label(cell.axis_columns(), varying_axes(cells)) for cell in cells}
+    assert "bm25" in labels and "hybrid · all-MiniLM-L6-v2 · index hnsw" in labels
+    assert bm25[0].value_text("retriever") == "bm25" and bm25[0].value_text("index") == ""
+
+
+def test_dense_flat_cells_keep_the_ids_they_had_before_the_retriever_and_index_axes(tmp_path):
+    """Ids are the gate's history: a config that does not use the new axes must compare with old runs."""
+    cell = CellSpec(chunk_size=128, chunk_overlap=13, embedding_model=MINILM, top_k=30)
+    assert cell.value_text("retriever") == "dense" and cell.value_text("index") == "flat"
+    assert "retriever" not in cell.identity() and "index" not in cell.identity()
+    (expanded,) = expand_grid(
+        config(
+            tmp_path,
+            "grid.chunk_size=128",
+            "grid.retriever=dense",
+            f"grid.embedding_model={MINILM}",
+            "grid.reader=[]",
+        )
+    )
+    assert expanded.id == cell.id
+
+
+@pytest.mark.parametrize(
+    ("written", "canonical"),
+    [("hnsw", "hnsw"), ("ivf(nprobe=8)", "ivf(nprobe=8)"), ("flat", "flat")],
+)
+def test_index_types_are_validated_and_canonical(tmp_path, written, canonical):
+    assert config(tmp_path, f"grid.index=[{written}]").grid.index == [canonical]
+
+
+def test_unknown_index_type_or_retriever_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="annoy"):
+        config(tmp_path, "grid.index=[annoy]")
+    with pytest.raises(ConfigError, match="retriever"):
+        config(tmp_path, "grid.retriever=[splade]")

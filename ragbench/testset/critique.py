@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from ragbench.chunking import ChunkSet
 from ragbench.eval_cases import Critique, SourceChunk
 from ragbench.index import Embedder, VectorIndex
 from ragbench.llm import LLMClient, LLMRequest
@@ -68,7 +69,7 @@ def critic_request(
 
 
 def search_whole_knowledge_base(
-    index: VectorIndex, embedder: Embedder, candidates: CandidateSet, top_k: int
+    index: VectorIndex, chunks: ChunkSet, embedder: Embedder, candidates: CandidateSet, top_k: int
 ) -> dict[str, list[SourceChunk]]:
     """For each candidate rated by a critic that reads retrieved passages, the best `top_k` chunks of the
     whole knowledge base for its question (the unanswerable check: none of them may answer it)."""
@@ -80,9 +81,9 @@ def search_whole_knowledge_base(
     ]
     if not chosen or not any("retrieved" in critic.shows for critic in CRITICS.values()):
         return {}
-    found = retrieve(index, embedder, [c.question or "" for c in chosen], top_k)
+    found = retrieve(index, chunks, embedder, [c.question or "" for c in chosen], top_k)
     return {
-        candidate.id: [source_chunk(index.chunks.chunks[hit.position]) for hit in hits]
+        candidate.id: [source_chunk(chunks.chunks[hit.position]) for hit in hits]
         for candidate, hits in zip(chosen, found, strict=True)
     }
 

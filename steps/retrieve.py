@@ -1,0 +1,47 @@
+from typing import Annotated
+
+from zenml import log_metadata, step
+
+from ragbench.chunking import ChunkSet
+from ragbench.eval_cases import EvalSuite
+from ragbench.grid import CellSpec
+from ragbench.index import VectorIndex
+from ragbench.lexical import LexicalIndex
+from ragbench.retrieval import RetrievalResult, RetrievedCandidates, evaluate_retrieval, retrieve_candidates
+from steps.caching import step_cache_policy
+
+
+@step(cache_policy=step_cache_policy(__name__))
+def retrieve_cell(
+    chunks: ChunkSet,
+    eval_suite: EvalSuite,
+    dense_index: VectorIndex | None,
+    exact_index: VectorIndex | None,
+    lexical_index: LexicalIndex | None,
+    spec: dict,
+    metrics_k: int,
+    rrf_k: int,
+) -> tuple[Annotated[RetrievedCandidates, "candidates"], Annotated[RetrievalResult, "retrieval_result"]]:
+    """Once per retrieve key: every case's candidates (read by every answer key after it) and the retrieval
+    metrics over every case with expected sources (not only the end-to-end sample)."""
+    cell = CellSpec.model_validate(spec)
+    candidates, search = retrieve_candidates(
+        cell,
+        chunks,
+        eval_suite.cases,
+        dense=dense_index,
+        exact=exact_index,
+        lexical=lexical_index,
+        rrf_k=rrf_k,
+    )
+    result = evaluate_retrieval(
+        candidates,
+        search,
+        eval_suite.cases,
+        metrics_k,
+        chunk_count=len(chunks.chunks),
+        index=dense_index.manifest if dense_index else None,
+        lexical=lexical_index.manifest if lexical_index else None,
+    )
+    log_metadata({key: value for key, value in result.columns().items() if value is not None})
+    return candidates, result

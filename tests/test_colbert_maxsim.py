@@ -193,7 +193,7 @@ def real_setup() -> tuple[list[str], list[list[RetrievedChunk]], ColbertEncoding
 
     chunks = chunk_corpus(load_corpus(KnowledgeBaseConfig(limit=4)), 128, 13, MINILM)
     assert 30 < len(chunks.chunks) < 100
-    cases = load_eval_cases(EVAL_CASES)[:5]
+    cases = load_eval_cases(EVAL_CASES)[:4]
     embedder = load_embedder(MINILM)
     similarities = (
         embedder.encode_queries([case.question for case in cases])

@@ -79,17 +79,22 @@ class Embedder:
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-@lru_cache(maxsize=4)
 def load_embedder(model_name: str, device: str = "auto") -> Embedder:
-    """Loaded once per process (the local orchestrator runs every step in one process); `device` auto = a GPU
-    where the step has one."""
+    """Loaded once per process and device (the local orchestrator runs every step in one process); `device`
+    auto = a GPU where the step has one."""
     import torch
-    from sentence_transformers import SentenceTransformer
 
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("embedding.device is cuda, but torch sees no CUDA device where this step runs")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    return _load_embedder(model_name, device)
+
+
+@lru_cache(maxsize=4)
+def _load_embedder(model_name: str, device: str) -> Embedder:
+    from sentence_transformers import SentenceTransformer
+
     location = resolve_model(model_name).location
     return Embedder(name=model_name, model=SentenceTransformer(location, device=device))
 

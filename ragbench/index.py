@@ -56,10 +56,20 @@ class Embedder:
     def max_seq_length(self) -> int:
         return int(self.model.max_seq_length)
 
-    def token_lengths(self, texts: list[str]) -> list[int]:
-        """Lengths as the encoder sees them, special tokens included."""
-        encoded = self.model.tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
-        return [len(ids) for ids in encoded]
+    def token_lengths(self, texts: list[str], batch_size: int = 1024) -> list[int]:
+        """Lengths as the encoder sees them, special tokens included; in batches, without masks, because the
+        tokenizer's output for 100k chunks at once took 2 GB (bench_scale.py)."""
+        lengths: list[int] = []
+        for start in range(0, len(texts), batch_size):
+            encoded = self.model.tokenizer(
+                texts[start : start + batch_size],
+                add_special_tokens=True,
+                truncation=False,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )["input_ids"]
+            lengths += [len(ids) for ids in encoded]
+        return lengths
 
     def encode_documents(self, texts: list[str], show_progress: bool = True) -> np.ndarray:
         self.encoded_texts += len(texts)

@@ -64,7 +64,8 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int = 10) -> np.ndarr
         ("hnsw()", "hnsw"),
         (" HNSW ( m = 16 ) ", "hnsw(m=16)"),
         ("hnsw(ef_search=128,m=32)", "hnsw(ef_search=128)"),  # m=32 is the default: left out
-        ("ivf(nlist=1024,nprobe=16,encoding=sq8)", "ivf(nlist=1024,encoding=sq8)"),
+        ("ivf(nlist=1024,nprobe=64,encoding=sq8)", "ivf(nlist=1024,encoding=sq8)"),  # nprobe=64: default
+        ("ivf(nlist=1024,nprobe=16,encoding=sq8)", "ivf(nlist=1024,nprobe=16,encoding=sq8)"),
         ("ivf(encoding=PQ,pq_m=8,nprobe=4)", "ivf(nprobe=4,encoding=pq,pq_m=8)"),
         ("flat(encoding=sq8)", "flat(encoding=sq8)"),
         ("flat(encoding=flat)", "flat"),

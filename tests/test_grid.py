@@ -5,7 +5,6 @@ import pytest
 from ragbench.config import ConfigError, load_config
 from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, lexical_keys, varying_axes
 
-
 SWEEP = [
     "grid.retriever=dense",
     "grid.embedding_model=[sentence-transformers/all-MiniLM-L6-v2, sentence-transformers/all-mpnet-base-v2]",

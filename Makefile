@@ -55,6 +55,8 @@ test: lint browser postgres
 bench: $(READY)
 	$(BIN)/python bench/bench_index_build.py
 	$(BIN)/python bench/bench_llm_concurrency.py
+	HF_HUB_OFFLINE=1 $(BIN)/python bench/bench_colbert_rerank.py
+	$(BIN)/python bench/bench_scale.py  # 1-2 h on 2 cores; installs linux-doc-6.1 with apt-get as root
 
 clean:
 	rm -rf $(VENV) output

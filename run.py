@@ -264,6 +264,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     if table.judge_reliability is not None:
         for line in table.judge_reliability.lines():
             print(line)
+    for comparison in table.pairwise:
+        print(comparison.text())
     for note in table.notes:
         print(note)
     for warning in table.warnings:

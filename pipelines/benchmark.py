@@ -8,7 +8,15 @@ from zenml import pipeline
 
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
-from ragbench.grid import distinct_at, expand_grid, lexical_keys, llm_operations
+from ragbench.grid import (
+    cell_label,
+    distinct_at,
+    expand_grid,
+    lexical_keys,
+    llm_operations,
+    pairwise_pairs,
+    varying_axes,
+)
 from ragbench.pipeline_names import BENCHMARK_PIPELINE
 from steps import (
     answer_questions_cell,
@@ -21,6 +29,7 @@ from steps import (
     encode_chunks_for_reranking,
     ingest_knowledge_base,
     judge_answers_cell,
+    judge_pairwise_cell,
     load_eval_suite,
     pass_llm_operations,
     regression_gate,
@@ -116,13 +125,34 @@ def rag_benchmark(config: dict):
             suite,
             operations,
             spec=key.identity(),
-            rubrics=list(settings.evaluation.rubrics),
+            rubrics=[rubric.model_dump(mode="json") for rubric in settings.scoring().rubrics],
             llm_cache=settings.llm_cache,
             samples=settings.evaluation.judge_samples,
             id=key.step_id("judge"),
         )
         for key in distinct_at(cells, "judge")
     ]
+    pairwise = []
+    if (comparing := settings.evaluation.pairwise) is not None:
+        varying = varying_axes(cells)
+        judges = distinct_at(cells, "judge")
+        for candidate, baseline in pairwise_pairs(cells, comparing.baseline):
+            for judge_key in (key for key in judges if key.upto("answer") == candidate):
+                pairwise.append(
+                    judge_pairwise_cell(
+                        outputs[candidate.step_id("answer")],
+                        outputs[baseline.step_id("answer")],
+                        suite,
+                        operations,
+                        spec=judge_key.identity(),
+                        labels=[cell_label(key.axis_columns(), varying) for key in (candidate, baseline)],
+                        criterion=comparing.criterion,
+                        seed=comparing.seed,
+                        confidence=settings.statistics.confidence,
+                        llm_cache=settings.llm_cache,
+                        id=f"pairwise_{judge_key.id}",
+                    )
+                )
     results, _ = build_results_table(
         cells=[cell.identity() for cell in cells],
         corpus=corpus,
@@ -130,10 +160,11 @@ def rag_benchmark(config: dict):
         retrievals=retrievals,
         answer_sets=[outputs[key.step_id("answer")] for key in distinct_at(cells, "answer")],
         judged=judged,
+        pairwise=pairwise,
         title=f"RAG benchmark: {settings.name}",
         config_name=settings.name,
         metrics_k=settings.retrieval.metrics_k,
-        keyword_tests=settings.evaluation.keyword_tests,
+        evaluation=settings.evaluation.model_dump(mode="json"),
         sample_size=settings.generation.sample_size,
         seed=settings.generation.seed,
         statistics=settings.statistics.model_dump(mode="json"),

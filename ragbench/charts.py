@@ -16,6 +16,7 @@ from html import escape
 import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.transforms import ScaledTranslation
 
 _STYLE = {
     "svg.fonttype": "none",
@@ -79,9 +80,12 @@ def bar_panels(
     panels: Sequence[tuple[str, Sequence[Number | None], bool]],
     chart_id: str,
     intervals: Sequence[Sequence[Interval]] | None = None,
+    cases: Sequence[Sequence[int | None]] | None = None,
 ) -> str:
     """Horizontal bars, one small panel per metric (title, value per label, higher_is_better), with
-    each bar's interval (low, high) as an error bar when `intervals` gives one per panel and label.
+    each bar's interval (low, high) as an error bar when `intervals` gives one per panel and label,
+    and the number of cases behind each bar when `cases` does: in the panel's title when every bar
+    rests on the same number, else beside each bar's value.
 
     The best bar of each panel is drawn darker so the winner stands out without reading numbers;
     a missing value shows "n/a" instead of a zero-length bar that would read as a score of 0.
@@ -113,12 +117,21 @@ def bar_panels(
                 below = [max(0.0, x - low) for x, (low, _) in zip(xs, bounds, strict=True)]
                 above = [max(0.0, high - x) for x, (_, high) in zip(xs, bounds, strict=True)]
                 axes.errorbar(xs, ys, xerr=[below, above], fmt="none", ecolor="#333333", capsize=3, lw=1)
-            axes.bar_label(bars, labels=["n/a" if v is None else f"{v:.3g}" for v in values], padding=2)
+            counts = list(cases[slot]) if cases is not None else [None] * len(values)
+            counts += [None] * (len(values) - len(counts))
+            known_counts = {n for v, n in zip(values, counts, strict=False) if v is not None}
+            shared = known_counts.pop() if len(known_counts) == 1 else None  # None when unknown or mixed
+            texts = [
+                "n/a" if v is None else f"{v:.3g}" if shared is not None or n is None else f"{v:.3g} n={n}"
+                for v, n in zip(values, counts, strict=False)
+            ]
+            axes.bar_label(bars, labels=texts, padding=2)
             direction = "higher is better" if higher_is_better else "lower is better"
-            axes.set_title(f"{shorten(title, 40)}\n({direction})", fontsize=9)
+            each = "" if shared is None else f"; n={shared} cases each"
+            axes.set_title(f"{shorten(title, 40)}\n({direction}{each})", fontsize=9)
             axes.set_yticks(positions, [shorten(label) for label in labels])
             axes.grid(axis="y", visible=False)
-            axes.margins(x=0.22)
+            axes.margins(x=0.22 if shared is not None or all(n is None for n in counts) else 0.34)
         grid.flat[0].invert_yaxis()  # the y axis is shared: inverting it once reads top-down everywhere
         return _to_svg(figure, chart_id, "Headline scores per configuration")
 
@@ -139,24 +152,71 @@ def axis_effect(
     series: dict[str, Sequence[float | None]],
     group_axis: str | None,
     chart_id: str,
+    spans: dict[str, Sequence[Interval]] | None = None,
+    point_labels: dict[str, Sequence[str | None]] | None = None,
 ) -> str:
     """Mean metric per value of `axis`, one line per value of `group_axis` (series name -> means).
+
+    `spans` (series name -> (low, high) per axis value) draws an error bar at each point and
+    `point_labels` (series name -> text per axis value) writes a small label beside it, e.g. the
+    number of cases the point rests on. Lines are nudged sideways a little so that the bars of
+    several series at the same axis value do not hide each other.
 
     A missing mean (no cell with that combination) leaves a gap rather than a misleading zero.
     """
     positions, tick_labels, numeric = _x_positions(x_values)
     with matplotlib.rc_context(_STYLE):
-        figure = _new_figure(4.2, 3.0)
+        figure = _new_figure(4.6, 3.2)
         axes: Axes = figure.subplots()
-        for name, means in series.items():
+        extent: list[tuple[float, float]] = []
+        for index, (name, means) in enumerate(series.items()):
+            shift = (index - (len(series) - 1) / 2) * 0.06  # inches
+            moved = axes.transData + ScaledTranslation(shift, 0, figure.dpi_scale_trans)
             y = [math.nan if m is None else m for m in means]
-            axes.plot(positions, y, marker="o", label=shorten(name, 28))
+            (line,) = axes.plot(positions, y, marker="o", label=shorten(name, 28), transform=moved)
+            # a nudged line does not count towards autoscaling: its points (and bars, below) are added
+            extent += [(x, m) for x, m in zip(positions, means, strict=True) if m is not None]
+            bounds = (spans or {}).get(name, [])
+            whiskers = [
+                (x, mean, span)
+                for x, mean, span in zip(positions, means, bounds, strict=False)
+                if mean is not None and span is not None
+            ]
+            if whiskers:
+                xs, ys, limits = zip(*whiskers, strict=True)
+                extent += [(x, bound) for x, span in zip(xs, limits, strict=True) for bound in span]
+                below = [max(0.0, mean - low) for mean, (low, _) in zip(ys, limits, strict=True)]
+                above = [max(0.0, high - mean) for mean, (_, high) in zip(ys, limits, strict=True)]
+                axes.errorbar(
+                    xs,
+                    ys,
+                    yerr=[below, above],
+                    fmt="none",
+                    ecolor=line.get_color(),
+                    capsize=3,
+                    lw=1,
+                    alpha=0.7,
+                    transform=moved,
+                )
+            texts = (point_labels or {}).get(name, [])
+            for x, mean, text in zip(positions, means, texts, strict=False):
+                if mean is not None and text:
+                    axes.annotate(
+                        text,
+                        (x, mean),
+                        xytext=(4 + shift * 72, 2),  # the line's nudge, inches to points
+                        textcoords="offset points",
+                        fontsize=6.5,
+                        color=line.get_color(),
+                    )
+        if extent:
+            axes.update_datalim(extent)
+            axes.autoscale_view()
         axes.set_xticks(positions, tick_labels, rotation=0 if numeric or len(positions) < 4 else 30)
         axes.set_xlabel(axis)
         axes.set_ylabel(f"mean {shorten(metric_label, 30)}")
         axes.set_title(f"{shorten(metric_label, 30)} by {axis}")
-        if not numeric:
-            axes.margins(x=0.15)
+        axes.margins(x=0.15 if not numeric else 0.08)
         if group_axis is not None:
             axes.legend(title=group_axis, fontsize=8, title_fontsize=8)
         return _to_svg(figure, chart_id, f"{metric_label} by {axis}")

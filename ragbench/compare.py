@@ -52,6 +52,9 @@ class RunRecord(BaseModel):
     case_values: dict[str, dict[str, dict[str, float]]] = {}  # metric key -> cell id -> case id -> value
     grid_cells: list[str] = []  # every cell of the run's grid, scored or not (empty for older runs)
     incomplete: dict[str, str] = {}  # cell id -> why the run could not score it
+    # the metric keys the run's config asked for, computed or not (None for older runs): a metric the
+    # baseline has and the config no longer asks for is dropped from the comparison, not missing
+    configured: list[str] | None = None
 
     @classmethod
     def from_metadata(
@@ -88,6 +91,7 @@ class RunRecord(BaseModel):
             case_values=per_case,
             grid_cells=metadata.get("cell_ids") or [],
             incomplete=metadata.get("incomplete_cells") or {},
+            configured=metadata.get("configured_metrics"),
         )
 
     @property
@@ -102,6 +106,7 @@ class Comparison(BaseModel):
     rows: list[dict]  # cell, metric, regression, kind, baseline, current, change, worse_by, threshold, rule
     added_cells: list[str]
     removed_cells: list[str]
+    dropped_metrics: list[str] = []  # the baseline's metrics the current config no longer asks for
 
     @property
     def regressions(self) -> list[dict]:
@@ -136,7 +141,12 @@ def compare_runs(
     statistics = statistics or StatisticsConfig()
     same_eval_set = current.eval_fingerprint == baseline.eval_fingerprint
     rows = []
+    dropped = sorted(
+        m for m in baseline.values if current.configured is not None and m not in current.configured
+    )
     for metric, by_cell in sorted(baseline.values.items()):
+        if metric in dropped:
+            continue
         higher_is_better = baseline.directions.get(metric, "higher") == "higher"
         threshold = thresholds.get(metric, default_threshold)
         for cell, before in sorted(by_cell.items()):
@@ -174,6 +184,7 @@ def compare_runs(
         rows=rows,
         added_cells=sorted(current.cells - baseline.cells),
         removed_cells=sorted(baseline.cells - current.cells),
+        dropped_metrics=dropped,
     )
 
 
@@ -278,4 +289,5 @@ def comparison_text(comparison: Comparison) -> str:
         lines.append(f"no regression over {len(comparison.rows)} cell metrics")
     lines += [f"added cell: {cell}" for cell in comparison.added_cells]
     lines += [f"removed cell: {cell}" for cell in comparison.removed_cells]
+    lines += [f"metric no longer configured: {metric}" for metric in comparison.dropped_metrics]
     return "\n".join(lines)

@@ -14,13 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragbench.ann import FLAT_INDEX, IndexSpec
 from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
+from ragbench.keyword_tests import BUILTIN_SUITES, AssertionSuite
 from ragbench.knowledge_base import KnowledgeBaseConfig
 from ragbench.llm.cache import check_cache_url, is_database_url
 from ragbench.llm.redaction import is_secret_name
 from ragbench.llm.types import LLMSettings
-from ragbench.metrics import tracked_metric_keys
 from ragbench.models import MODEL_CACHE_ENV_VAR
+from ragbench.pairwise import DEFAULT_CRITERION
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
+from ragbench.rubrics import CustomRubric, select_rubrics
+from ragbench.scoring import Scoring
 from ragbench.tables import TableError, load_yaml, read_utf8
 from ragbench.uris import is_uri
 
@@ -233,18 +236,58 @@ class GenerationConfig(_Strict):
     )
 
 
+class PairwiseConfig(_Strict):
+    """Blinded pairwise judging: every answer set against its counterpart with the baseline's values."""
+
+    baseline: dict[str, str] = Field(
+        description="the baseline's axis values, e.g. {reader: local/qwen2.5-0.5b-instruct} or "
+        "{retriever: dense}; a string is short for {reader: ...}. Each answer set that differs from it on "
+        "these axes only is compared with it, case by case, by every judge"
+    )
+    criterion: str = Field(default=DEFAULT_CRITERION, min_length=1, description="what 'better' means")
+    seed: int = Field(default=0, description="seed of the order the two answers are shown in")
+
+    @field_validator("baseline", mode="before")
+    @classmethod
+    def _reader_shorthand(cls, value: Any) -> Any:
+        return {"reader": value} if isinstance(value, str) else value
+
+    @field_validator("baseline")
+    @classmethod
+    def _not_empty(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            raise ValueError("evaluation.pairwise.baseline names no axis")
+        return value
+
+
 class EvaluationConfig(_Strict):
     """How answers are scored: keyword tests and the LLM judge."""
 
-    keyword_tests: bool = Field(default=True, description="run the cases' keyword suites on every answer")
+    keyword_tests: bool = Field(
+        default=True, description="run the built-in keyword suites (the cases' words) on every answer"
+    )
     judge: dict[str, Any] = Field(
         default_factory=lambda: {"max_tokens": 320},
         description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
     )
     rubrics: list[Literal["correctness", "context"]] = Field(
         default=["correctness", "context"],
-        description="judge rubrics: correctness against the reference answer; context: faithfulness to "
-        "the passages, relevance, helpfulness, toxicity",
+        description="built-in judge rubrics: correctness against the reference answer; context: "
+        "faithfulness to the passages, relevance, helpfulness, toxicity",
+    )
+    custom_rubrics: list[CustomRubric] = Field(
+        default_factory=list,
+        description="your own judge rubrics, each {name, criteria, inputs, scale, anchors, tags, "
+        'higher_is_better}: a metric named after it (README "Your own metrics")',
+    )
+    custom_suites: list[AssertionSuite] = Field(
+        default_factory=list,
+        description="your own deterministic checks, each {name, assert, value, match, tags, label}: "
+        "assert is contains, contains-any, contains-all, starts-with, regex, max-length or is-json, "
+        "or not-<any of them>; a metric fail_<name>",
+    )
+    pairwise: PairwiseConfig | None = Field(
+        default=None, description='blinded pairwise judging against a baseline (README "Pairwise judging")'
     )
     judge_samples: int = Field(
         default=1,
@@ -253,6 +296,14 @@ class EvaluationConfig(_Strict):
         description="verdicts per answer and rubric: more than 1 measures the judge's self-consistency "
         "and needs judge temperature > 0",
     )
+
+    def scoring(self, metrics_k: int) -> Scoring:
+        """The registry of the metrics these settings make, with retrieval's at `metrics_k`."""
+        return Scoring(
+            rubrics=tuple(select_rubrics(self.rubrics, self.custom_rubrics)),
+            suites=(*(BUILTIN_SUITES if self.keyword_tests else ()), *self.custom_suites),
+            metrics_k=metrics_k,
+        )
 
 
 def llm_settings(entry: LLMEntry, defaults: dict[str, Any]) -> LLMSettings:
@@ -519,6 +570,8 @@ class BenchmarkConfig(_Strict):
         unknown = sorted(set(self.grid.prompt) - set(self.prompt_templates()))
         if unknown:
             raise ValueError(f"grid.prompt names {unknown} not defined in prompts")
+        if self.evaluation.pairwise is not None and not self.grid.judge:
+            raise ValueError("evaluation.pairwise needs a judge in grid.judge")
         if self.evaluation.judge_samples > 1:
             greedy = [
                 s.model
@@ -544,6 +597,10 @@ class BenchmarkConfig(_Strict):
             check_cache_url(self.llm_cache_url)
         return self
 
+    def scoring(self) -> Scoring:
+        """The registry of this config's metrics (raises ValueError when two metrics share a name)."""
+        return self.evaluation.scoring(self.retrieval.metrics_k)
+
     @property
     def llm_cache(self) -> str | None:
         """Where every LLM step caches: the database URL, else the folder (None: the default folder)."""
@@ -552,7 +609,7 @@ class BenchmarkConfig(_Strict):
     @model_validator(mode="after")
     def _check_thresholds(self) -> BenchmarkConfig:
         """A threshold under a key the gate never sees would be accepted and silently never used."""
-        tracked = tracked_metric_keys(self.retrieval.metrics_k)
+        tracked = self.scoring().tracked_keys()
         unknown = sorted(set(self.regression.thresholds) - set(tracked))
         if unknown:
             raise ValueError(

@@ -6,11 +6,13 @@ from __future__ import annotations
 from ragbench.config import BenchmarkConfig
 from ragbench.eval_cases import EvalCase, SourceChunk
 from ragbench.generation import calibration_inputs, sample_cases
-from ragbench.grid import STAGES, CellSpec, cell_label, expand_grid, varying_axes
-from ragbench.judge import JudgeInput, build_judge_calls
+from ragbench.grid import STAGES, CellSpec, cell_label, expand_grid, pairwise_pairs, varying_axes
+from ragbench.judge import build_judge_calls
 from ragbench.llm import estimate_cost
+from ragbench.pairwise import PairwiseInput, build_pairwise_calls
 from ragbench.reader import build_reader_requests
 from ragbench.retrieval import RetrievedChunk
+from ragbench.rubrics import CORRECTNESS, JudgeInput, Rubric
 from ragbench.testset.critique import critic_request
 from ragbench.testset.generate import Candidate, evolve_request, first_request
 from ragbench.testset.plan import Seed, assign_kinds
@@ -23,7 +25,9 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
     return [RetrievedChunk(position=i, source=f"doc-{i}", score=0.0, text=text) for i in range(top_n)]
 
 
-def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str], samples: int = 1) -> dict:
+def _usage(
+    role: str, cell: CellSpec, cases: list[EvalCase], rubrics: tuple[Rubric, ...], samples: int = 1
+) -> dict:
     """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
     assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
     context = _placeholder_context(cell.chunk_size, cell.top_n)
@@ -39,12 +43,25 @@ def _usage(role: str, cell: CellSpec, cases: list[EvalCase], rubrics: list[str],
             answer=answer,
             reference_answer=case.reference_answer,
             contexts=[chunk.text for chunk in context],
+            tags=case.tags,
         )
         for case in cases
     ]
+    if role == "pairwise":
+        pairs = [
+            PairwiseInput(
+                case_id=item.case_id,
+                question=item.question,
+                candidate_answer=answer,
+                baseline_answer=answer,
+                reference_answer=item.reference_answer,
+            )
+            for item in inputs
+        ]
+        return estimate_cost(cell.judge, [call.request for call in build_pairwise_calls(pairs)])
     calls = build_judge_calls(inputs, rubrics, samples=samples)
-    if "correctness" in rubrics:
-        calls += build_judge_calls(calibration_inputs(cases), ["correctness"])
+    if CORRECTNESS in rubrics:
+        calls += build_judge_calls(calibration_inputs(cases), [CORRECTNESS])
     return estimate_cost(cell.judge, [call.request for call in calls])
 
 
@@ -56,6 +73,8 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
     varying = varying_axes(cells)
     sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
     priced: set[str] = set()
+    pairwise = config.evaluation.pairwise
+    candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
     rows = []
     for cell in cells:
         stages = STAGES[: STAGES.index(cell.last_stage) + 1]
@@ -66,14 +85,14 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
         }
         calls = prompt_tokens = completion_tokens = 0
         cost: float | None = 0.0
-        for role, stage in (("reader", "answer"), ("judge", "judge")):
-            step_id = cell.step_id(stage)
+        for role, stage in (("reader", "answer"), ("judge", "judge"), ("pairwise", "judge")):
+            step_id = cell.step_id(stage) if role != "pairwise" else f"pairwise_{cell.upto('judge').id}"
+            if role == "pairwise" and cell.upto("answer").id not in candidates:
+                continue
             if stage not in stages or step_id in priced or step_id in finished_steps:
                 continue
             priced.add(step_id)
-            usage = _usage(
-                role, cell, sampled, list(config.evaluation.rubrics), config.evaluation.judge_samples
-            )
+            usage = _usage(role, cell, sampled, config.scoring().rubrics, config.evaluation.judge_samples)
             calls += usage["calls"]
             prompt_tokens += usage["prompt_tokens"]
             completion_tokens += usage["completion_tokens"]

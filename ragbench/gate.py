@@ -77,6 +77,9 @@ class GateResult(BaseModel):
                 [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
                 + [{"cell": cell, "change": "removed"} for cell in self.comparison.removed_cells]
             )
+            body += "<h2>Metrics no longer configured</h2>" + rows_to_html_table(
+                [{"metric": metric} for metric in self.comparison.dropped_metrics]
+            )
         return document(title, body)
 
 

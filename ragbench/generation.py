@@ -12,13 +12,15 @@ from pydantic import BaseModel
 from ragbench.colbert_maxsim import PrecomputedColbertReranker
 from ragbench.eval_cases import EvalCase
 from ragbench.grid import CellSpec
-from ragbench.judge import JudgeInput, Judgement, context_scored, judge_answers, summarise_judgements
-from ragbench.keyword_tests import KeywordReport, run_keyword_tests
+from ragbench.judge import Judgement, JudgeSummary, judge_answers, judge_case_values, summarise_judgements
+from ragbench.keyword_tests import KeywordReport, Suite, run_keyword_tests, suite_column
 from ragbench.llm import LLMClient
 from ragbench.llm.types import nearest_rank_percentile, total_cost
+from ragbench.pairwise import PairwiseInput, PairwiseResult, judge_pairs
 from ragbench.reader import ReaderAnswer, answer_questions
 from ragbench.rerank import RerankerChoice, select_contexts
 from ragbench.retrieval import RetrievedCandidates
+from ragbench.rubrics import CORRECTNESS, JudgeInput, Rubric
 
 
 def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) -> list[EvalCase]:
@@ -66,22 +68,27 @@ def answer_cell(
 
 
 class JudgeResult(BaseModel):
-    """One judge's verdicts on one answer set; failed verdicts are kept with their error, never scored."""
+    """One judge's verdicts on one answer set with the rubrics it graded by; failed verdicts are kept with
+    their error, never scored."""
 
     spec: CellSpec
+    rubrics: list[Rubric]
     judgements: list[Judgement]
-    summary: dict
     # The judge's correctness verdicts on the human-labelled answers of the eval cases (`human_answer`).
     calibration: list[Judgement] = []
+
+    @property
+    def summary(self) -> JudgeSummary:
+        return summarise_judgements(self.judgements, self.rubrics)
+
+    def case_values(self) -> dict[str, dict[str, float]]:
+        return judge_case_values(self.judgements, self.rubrics)
 
     @property
     def failures(self) -> int:
         """Verdicts the judge could not give (call failed or reply never valid), first samples, repeats
         and calibration alike: counted, never scored, and the step is not reused from the cache."""
-        return sum(
-            (j.correctness_error is not None or j.context_error is not None) + j.resample_failures
-            for j in [*self.judgements, *self.calibration]
-        )
+        return sum(len(j.errors) + j.resample_failures for j in [*self.judgements, *self.calibration])
 
 
 def judge_cell(
@@ -89,7 +96,7 @@ def judge_cell(
     answer_set: AnswerSet,
     cases: Sequence[EvalCase],
     *,
-    rubrics: Sequence[str],
+    rubrics: Sequence[Rubric],
     llm_cache: str | None = None,
     samples: int = 1,
 ) -> JudgeResult:
@@ -104,11 +111,12 @@ def judge_cell(
             answer=answer.answer,
             reference_answer=by_id[answer.case_id].reference_answer,
             contexts=[chunk.text for chunk in answer.contexts],
+            tags=by_id[answer.case_id].tags,
         )
         for answer in answer_set.answers
         if answer.answer is not None
     ]
-    labelled = calibration_inputs(cases) if "correctness" in rubrics else []
+    labelled = calibration_inputs(cases) if CORRECTNESS in rubrics else []
     judgements: list[Judgement] = []
     calibration: list[Judgement] = []
     if inputs or labelled:
@@ -118,10 +126,49 @@ def judge_cell(
                     client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
                 )
             if labelled:
-                calibration = judge_answers(client, labelled, rubrics=["correctness"], desc="judge labelled")
-    return JudgeResult(
-        spec=spec, judgements=judgements, summary=summarise_judgements(judgements), calibration=calibration
-    )
+                calibration = judge_answers(client, labelled, rubrics=[CORRECTNESS], desc="judge labelled")
+    return JudgeResult(spec=spec, rubrics=list(rubrics), judgements=judgements, calibration=calibration)
+
+
+def pairwise_cell(
+    judge_key: CellSpec,
+    candidate: AnswerSet,
+    baseline: AnswerSet,
+    cases: Sequence[EvalCase],
+    *,
+    labels: tuple[str, str],
+    criterion: str,
+    seed: int,
+    confidence: float,
+    llm_cache: str | None = None,
+) -> PairwiseResult:
+    """`judge_key`'s judge compares two answer sets of the same cases, both orders of each pair."""
+    if judge_key.judge is None:
+        raise ValueError(f"cell {judge_key.id} has no judge")
+    baseline_answers = {answer.case_id: answer.answer for answer in baseline.answers}
+    by_id = {case.id: case for case in cases}
+    inputs = [
+        PairwiseInput(
+            case_id=answer.case_id,
+            question=answer.question,
+            candidate_answer=answer.answer,
+            baseline_answer=baseline_answers.get(answer.case_id),
+            reference_answer=by_id[answer.case_id].reference_answer,
+        )
+        for answer in candidate.answers
+    ]
+    with LLMClient(judge_key.judge, cache_location=llm_cache) as client:
+        return judge_pairs(
+            client,
+            inputs,
+            candidate=labels[0],
+            baseline=labels[1],
+            judge=judge_key.judge.model,
+            criterion=criterion,
+            seed=seed,
+            confidence=confidence,
+            desc=f"pairwise {judge_key.id}",
+        )
 
 
 def calibration_inputs(cases: Sequence[EvalCase]) -> list[JudgeInput]:
@@ -133,16 +180,19 @@ def calibration_inputs(cases: Sequence[EvalCase]) -> list[JudgeInput]:
             answer=case.human_answer,
             reference_answer=case.reference_answer,
             contexts=[],
+            tags=case.tags,
         )
         for case in cases
         if case.human_answer is not None
     ]
 
 
-def keyword_report(answer_set: AnswerSet, cases: Sequence[EvalCase]) -> KeywordReport:
-    """Keyword tests of the answers that exist (once per answer set, however many judges grade it)."""
+def keyword_report(
+    answer_set: AnswerSet, cases: Sequence[EvalCase], suites: Sequence[Suite]
+) -> KeywordReport:
+    """The suites run on the answers that exist (once per answer set, however many judges grade it)."""
     answered = {answer.case_id: answer.answer for answer in answer_set.answers if answer.answer is not None}
-    return run_keyword_tests(cases, answered)
+    return run_keyword_tests(cases, answered, suites)
 
 
 def _rounded_cost(costs: Iterable[float | None]) -> float | None:
@@ -150,31 +200,14 @@ def _rounded_cost(costs: Iterable[float | None]) -> float | None:
     return None if total is None else round(total, 6)
 
 
-# Judge columns that are means over cases, and the Judgement field each case contributes.
-_CONTEXT_COLUMNS = {
-    "faithfulness_1to5": "faithfulness",
-    "relevance_1to5": "relevance",
-    "helpfulness_1to5": "helpfulness",
-    "toxicity_1to5_low_good": "toxicity",
-}
-
-
 def generation_case_values(keyword: KeywordReport | None, judged: JudgeResult | None) -> dict:
     """Per case, the value behind each end-to-end column that is a mean over cases (column -> case id ->
-    value), with the same cases the means use: tested keyword suites, scored verdicts only."""
+    value), with the same cases the means use: tested suites, scored verdicts only."""
     values: dict[str, dict[str, float]] = {}
     if keyword is not None:
-        values |= {f"fail_{suite}": dict(outcomes) for suite, outcomes in keyword.outcomes.items()}
+        values |= {suite_column(suite): dict(outcomes) for suite, outcomes in keyword.outcomes.items()}
     if judged is not None:
-        judgements = judged.judgements
-        values["correctness_0to1"] = {
-            j.case_id: j.correctness_normalised for j in judgements if j.correctness_normalised is not None
-        }
-        scored = context_scored(judgements)
-        for column, field in _CONTEXT_COLUMNS.items():
-            values[column] = {
-                j.case_id: float(getattr(j, field)) for j in scored if getattr(j, field) is not None
-            }
+        values |= judged.case_values()
     return {column: by_case for column, by_case in values.items() if by_case}
 
 
@@ -194,22 +227,14 @@ def generation_columns(
     }
     if keyword is not None:
         for suite, result in keyword.suites.items():
-            row[f"fail_{suite}"] = result.failure_rate
-            row[f"fail_{suite}_cases"] = result.cases_tested
-    summary = judged.summary if judged is not None else None
-    if summary is not None:
-        row.update(
-            {
-                "correctness_0to1": summary["correctness_mean_0to1"],
-                "correctness_cases": summary["correctness_scored"],
-                "faithfulness_1to5": summary["faithfulness_mean_1to5"],
-                "relevance_1to5": summary["relevance_mean_1to5"],
-                "helpfulness_1to5": summary["helpfulness_mean_1to5"],
-                "toxicity_1to5_low_good": summary["toxicity_mean_1to5_lower_is_better"],
-                "context_judged_cases": summary["context_scored"],
-                "judge_parse_failures": sum(summary["judge_parse_failures"].values()),
-            }
-        )
+            row[suite_column(suite)] = result.failure_rate
+            row[f"{suite_column(suite)}_cases"] = result.cases_tested
+    if judged is not None:
+        summary = judged.summary
+        for column, mean in summary.means.items():
+            row[column] = mean
+            row[f"{column}_cases"] = summary.scored[column]
+        row["judge_parse_failures"] = sum(summary.failures.values())
     judgements = judged.judgements if judged is not None else []
     row.update(
         {
@@ -222,7 +247,7 @@ def generation_columns(
             "reader_calls_retried": sum(answer.retried_earlier_failure for answer in answers),
         }
     )
-    if summary is not None:
+    if judged is not None:
         row.update(
             {
                 "judge_prompt_tokens": sum(j.prompt_tokens for j in judgements),

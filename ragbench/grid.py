@@ -262,6 +262,39 @@ def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
     return list(keys.values())
 
 
+def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tuple[CellSpec, CellSpec]]:
+    """(candidate, baseline) answer keys: every answer set that differs from the baseline's values on the
+    baseline's axes only, with the answer set that has them. Raises ValueError when there is none."""
+    axes = [
+        axis for axis in CellSpec.axes() if STAGES.index(CellSpec.stage_of(axis)) <= STAGES.index("answer")
+    ]
+    if unknown := sorted(set(baseline) - set(axes)):
+        raise ValueError(
+            f"evaluation.pairwise.baseline: {', '.join(unknown)} is not an axis an answer depends on "
+            f"({', '.join(axes)})"
+        )
+    keys = distinct_at(cells, "answer")
+
+    def others(key: CellSpec) -> tuple[str, ...]:
+        return tuple(key.value_text(axis) for axis in axes if axis not in baseline)
+
+    def is_baseline(key: CellSpec) -> bool:
+        return all(key.value_text(axis) == value for axis, value in baseline.items())
+
+    baselines = {others(key): key for key in keys if is_baseline(key)}
+    if not baselines:
+        seen = {axis: sorted({key.value_text(axis) for key in keys}) for axis in baseline}
+        raise ValueError(
+            f"evaluation.pairwise.baseline {baseline}: no answer set of the grid has it (grid: {seen})"
+        )
+    pairs = [
+        (key, baselines[others(key)]) for key in keys if not is_baseline(key) and others(key) in baselines
+    ]
+    if not pairs:
+        raise ValueError(f"evaluation.pairwise.baseline {baseline}: no other answer set to compare with it")
+    return pairs
+
+
 def lexical_keys(cells: list[CellSpec]) -> list[CellSpec]:
     """One BM25 index per chunk set that a bm25 or hybrid cell retrieves from."""
     keys = {cell.lexical_step_id: cell.upto("chunk") for cell in cells if cell.uses_lexical_index}

@@ -1,7 +1,8 @@
-"""The tracked metrics: the scores a configuration is chosen by and the gate watches, in one place.
+"""What a metric is to everything that reads one (table, intervals, paired tests, compare, gate, report),
+and the metrics that are not the judge's or a suite's: retrieval and latency.
 
-Light on purpose (pydantic and the stats types only): the config model checks regression thresholds
-against this list, and the results table, run metadata and compare read it.
+Light on purpose (pydantic and the stats types only): rubrics and suites declare their metrics with it,
+and `ragbench.scoring` gathers them into the run's registry.
 """
 
 from __future__ import annotations
@@ -26,26 +27,9 @@ class MetricInfo(BaseModel):
 LATENCY = MetricInfo(column="latency_p95_s", label="p95 latency (s)", higher_is_better=False)
 
 
-def headline_candidates(metrics_k: int) -> list[MetricInfo]:
-    """Every score a run can be chosen by, in display order (a run shows those it computed)."""
+def retrieval_metrics(metrics_k: int) -> list[MetricInfo]:
+    """The retrieval scores a run is chosen by (every retrieval cell computes them over all cases)."""
     return [
-        MetricInfo(
-            column="correctness_0to1",
-            label="correctness (0-1)",
-            higher_is_better=True,
-            paired_test="wilcoxon",
-        ),
-        MetricInfo(column="fail_good_answers", label="missing good words (rate)", higher_is_better=False),
-        MetricInfo(column="fail_bad_answers", label="bad words (rate)", higher_is_better=False),
-        MetricInfo(
-            column="fail_declines", label="answered instead of declining (rate)", higher_is_better=False
-        ),
-        MetricInfo(
-            column="faithfulness_1to5",
-            label="faithfulness (1-5)",
-            higher_is_better=True,
-            paired_test="wilcoxon",
-        ),
         MetricInfo(column="mrr", label="MRR", higher_is_better=True),
         MetricInfo(column=f"hit_rate@{metrics_k}", label=f"hit rate@{metrics_k}", higher_is_better=True),
     ]
@@ -54,8 +38,3 @@ def headline_candidates(metrics_k: int) -> list[MetricInfo]:
 def metric_key(column: str) -> str:
     """A results-table column as a run-metadata key (ZenML's filter syntax splits on ':')."""
     return column.replace("@", "_at_").replace(":", "_")
-
-
-def tracked_metric_keys(metrics_k: int) -> list[str]:
-    """The keys a regression threshold may name."""
-    return [metric_key(metric.column) for metric in [*headline_candidates(metrics_k), LATENCY]]

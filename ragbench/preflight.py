@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ragbench.config import BenchmarkConfig, overlap_tokens
 from ragbench.eval_cases import EvalSuite, load_eval_suite_from
-from ragbench.grid import expand_grid
+from ragbench.grid import expand_grid, pairwise_pairs
 from ragbench.knowledge_base import load_corpus
 from ragbench.llm import check_llm_ready
 from ragbench.models import check_model_available, provisioned_location
@@ -79,6 +79,11 @@ def run_preflight(
     `step_environment`: the variables the steps will see (default: this process's)."""
     warnings: list[str] = []
     cells = expand_grid(config)
+    if config.evaluation.pairwise is not None:
+        try:
+            pairwise_pairs(cells, config.evaluation.pairwise.baseline)
+        except ValueError as error:
+            raise PreflightError(str(error)) from None
     llms = list(
         {s.model_dump_json(): s for c in cells for s in (c.reader, c.judge) if s is not None}.values()
     )
@@ -111,6 +116,15 @@ def run_preflight(
         raise PreflightError(
             f"{config.eval_cases.label}: no eval case names expected_sources, so retrieval cannot be measured"
         )
+    case_tags = {tag for case in suite.cases for tag in case.tags}
+    evaluation = config.evaluation
+    for kind, name, tags in [("rubric", r.name, r.tags) for r in evaluation.custom_rubrics] + [
+        ("suite", s.name, s.tags) for s in evaluation.custom_suites
+    ]:
+        if tags and not set(tags) & case_tags:
+            warnings.append(
+                f"custom {kind} {name}: no eval case has any of its tags {list(tags)}: it scores nothing"
+            )
     for name in [] if plan_only else config.grid.embedding_model:
         location = provisioned_location(name)  # the steps provision models; a model not here yet is unchecked
         limit = max_seq_length(location) if location else None

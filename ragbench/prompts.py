@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -108,3 +109,70 @@ def load_prompt(name: str, value: str | dict) -> PromptTemplate:
     if "name" in value:
         raise ValueError(f"prompts.{name}: 'name' is not a template field (a prompt is named by its key)")
     return PromptTemplate.model_validate({**value, "name": name})
+
+
+NO_PASSAGES = "(no passages)"
+TRUNCATION_MARK = " [...]"
+
+
+def fit_passages(passages: Sequence[str], budget: int | None) -> list[str]:
+    """The passages unchanged if their total fits `budget` characters; else the longest ones cut.
+
+    Short passages keep their full text and the rest of the budget is shared evenly among the longer
+    ones, each cut marked with `TRUNCATION_MARK`. `budget=None` never cuts.
+    """
+    passages = list(passages)
+    if budget is None or sum(len(p) for p in passages) <= budget:
+        return passages
+    limits: dict[int, int] = {}
+    remaining = max(0, budget)
+    order = sorted(range(len(passages)), key=lambda i: len(passages[i]))
+    for position, index in enumerate(order):
+        limits[index] = min(len(passages[index]), remaining // (len(order) - position))
+        remaining -= limits[index]
+    return [
+        text if len(text) <= limits[i] else text[: limits[i]].rstrip() + TRUNCATION_MARK
+        for i, text in enumerate(passages)
+    ]
+
+
+def format_passages(
+    texts: Sequence[str],
+    sources: Sequence[str] | None = None,
+    *,
+    cite_numbers: bool = False,
+    char_budget: int | None = None,
+) -> str:
+    """Passages numbered from 1, one data section each (naming its source when given), for every prompt
+    that shows passages: the reader's, the judge's and the test-set writer's and critics'.
+
+    `cite_numbers` puts a visible ``[n]`` before each: what the small local readers copy when they cite
+    (with the number only in the tag they stop citing). `char_budget` cuts the longest passages first."""
+    if not texts:
+        return NO_PASSAGES
+    if sources is not None and len(sources) != len(texts):
+        raise ValueError(f"{len(texts)} passages but {len(sources)} sources")
+    sections = []
+    for number, text in enumerate(fit_passages(texts, char_budget), start=1):
+        attributes = {"id": str(number)} | ({"source": sources[number - 1]} if sources is not None else {})
+        sections.append(
+            (f"[{number}] " if cite_numbers else "") + data_section("passage", text, **attributes)
+        )
+    return "\n\n".join(sections)
+
+
+_NOT_IN_CONTEXT_PATTERN = re.compile(
+    r"\b(?:context|passages?)\s+(?:does|do)(?:\s+not|n't)\s+(?:say|mention|contain|state|provide)\b"
+    r"|\bnot\s+(?:mentioned|stated|found|given|provided)\s+in\s+the\s+(?:context|passages?)\b"
+    # the small readers sometimes mangle the subject ("The context manager does not say.")
+    r"|\b(?:does|do)(?:\s+not|n't)\s+say\b",
+    re.IGNORECASE,
+)
+
+
+def says_not_in_context(answer: str | None) -> bool:
+    """True if the answer declines because the passages lack the answer (the fixed phrase or a close
+    variant such as "the passages do not mention ...")."""
+    if not answer:
+        return False
+    return bool(_NOT_IN_CONTEXT_PATTERN.search(answer.replace("’", "'")))

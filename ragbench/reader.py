@@ -13,7 +13,6 @@ retried, counted). A failed call keeps its case: `answer` is None and `error` sa
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
@@ -21,7 +20,13 @@ from pydantic import BaseModel, Field
 from ragbench.eval_cases import EvalCase
 from ragbench.llm import LLMClient, LLMRequest
 from ragbench.llm.types import Message
-from ragbench.prompts import DEFAULT_PROMPT, NOT_IN_CONTEXT, PromptTemplate, data_section
+from ragbench.prompts import (
+    DEFAULT_PROMPT,
+    NOT_IN_CONTEXT,
+    PromptTemplate,
+    format_passages,
+    says_not_in_context,
+)
 from ragbench.retrieval import RetrievedChunk
 
 __all__ = [
@@ -30,30 +35,17 @@ __all__ = [
     "answer_questions",
     "build_reader_messages",
     "build_reader_requests",
-    "format_passages",
     "says_not_in_context",
 ]
-
-_NO_PASSAGES = "(no passages)"
-
-
-def format_passages(chunks: Sequence[RetrievedChunk]) -> str:
-    """Passages numbered from 1 in the given order, each a data section naming its source, so text
-    in a document is quoted to the model, never read as part of the prompt. The visible ``[n]`` is what
-    the small local readers copy when they cite (with the number only in the tag they stop citing)."""
-    if not chunks:
-        return _NO_PASSAGES
-    return "\n\n".join(
-        f"[{number}] " + data_section("passage", chunk.text, id=str(number), source=chunk.source)
-        for number, chunk in enumerate(chunks, start=1)
-    )
 
 
 def build_reader_messages(
     question: str, chunks: Sequence[RetrievedChunk], prompt: PromptTemplate = DEFAULT_PROMPT
 ) -> list[Message]:
     """The chat messages for one question; no model call, so a dry run can count their tokens."""
-    return prompt.messages(question, format_passages(chunks))
+    return prompt.messages(
+        question, format_passages([c.text for c in chunks], [c.source for c in chunks], cite_numbers=True)
+    )
 
 
 def build_reader_requests(
@@ -126,20 +118,3 @@ def answer_questions(
             )
         )
     return answers
-
-
-_NOT_IN_CONTEXT_PATTERN = re.compile(
-    r"\b(?:context|passages?)\s+(?:does|do)(?:\s+not|n't)\s+(?:say|mention|contain|state|provide)\b"
-    r"|\bnot\s+(?:mentioned|stated|found|given|provided)\s+in\s+the\s+(?:context|passages?)\b"
-    # the small readers sometimes mangle the subject ("The context manager does not say.")
-    r"|\b(?:does|do)(?:\s+not|n't)\s+say\b",
-    re.IGNORECASE,
-)
-
-
-def says_not_in_context(answer: str | None) -> bool:
-    """True if the answer declines because the passages lack the answer (the fixed phrase or a close
-    variant such as "the passages do not mention ...")."""
-    if not answer:
-        return False
-    return bool(_NOT_IN_CONTEXT_PATTERN.search(answer.replace("’", "'")))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from html import escape
 from statistics import fmean
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -25,7 +27,10 @@ from ragbench.pages import (
     page_header,
     rows_to_html_table,
 )
+from ragbench.pairwise import PairwiseResult, pairwise_html
 from ragbench.uncertainty import TEST_NAMES, MetricVerdict
+
+T = TypeVar("T")
 
 
 class CasePassage(BaseModel):
@@ -66,6 +71,7 @@ class ReportInput(BaseModel):
     judge_reliability: JudgeReliability | None = None
     # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
     case_type_rows: list[dict] = []
+    pairwise: list[PairwiseResult] = []
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -240,26 +246,65 @@ def _headline_section(report: ReportInput) -> str:
 
 
 def _bar_chart_section(report: ReportInput) -> str:
+    """One panel of bars per headline score; a score no cell has, or every cell scores 0 on, is left
+    out with a note saying so (its bars would all be empty)."""
     labels = [_label(row) for row in report.rows]
-    panels = [
-        (metric.label, [_numeric(row.get(metric.column)) for row in report.rows], metric.higher_is_better)
-        for metric in report.headline
-        if any(_numeric(row.get(metric.column)) is not None for row in report.rows)
-    ]
-    intervals = [
-        [_interval(row, metric.column) for row in report.rows]
-        for metric in report.headline
-        if any(_numeric(row.get(metric.column)) is not None for row in report.rows)
-    ]
+    shown = [m for m in report.headline if not _all_missing(report.rows, m.column)]
+    missing = [m for m in report.headline if m not in shown]
+    zero = [m for m in shown if _all_zero(report.rows, m.column)]
+    shown = [m for m in shown if m not in zero]
     title = '<h2 id="charts">Headline scores per configuration</h2>'
-    if not panels:
+    if not shown and not zero:
         return title + NO_SCORES
-    chart = charts.bar_panels(labels, panels, chart_id="bars", intervals=intervals)
+    notes = []
+    if zero:
+        names = ", ".join(escape(m.label) for m in zero)
+        notes.append(f"{names}: every cell scores 0, so no bars.")
+    if missing:
+        names = ", ".join(escape(m.label) for m in missing)
+        notes.append(f"{names}: no cell has a value, so no bars.")
+    left_out = "".join(f'<p class="note">{text}</p>' for text in notes)
+    if not shown:
+        return title + left_out
+    chart = charts.bar_panels(
+        labels,
+        [(m.label, [_numeric(row.get(m.column)) for row in report.rows], m.higher_is_better) for m in shown],
+        chart_id="bars",
+        intervals=[[_interval(row, m.column) for row in report.rows] for m in shown],
+        cases=[[_case_count(row, m.column) for row in report.rows] for m in shown],
+    )
     note = (
         f'<p class="note">Whiskers: {report.confidence:.0%} bootstrap interval over the cases behind each '
-        "bar. Bars whose whiskers overlap may not differ; the next section tests it case by case.</p>"
+        "bar; n: how many cases that is (in the panel's title when every bar has the same n). A bar "
+        "resting on few cases says little. Bars whose whiskers overlap may not differ; the next section "
+        "tests it case by case.</p>"
     )
-    return f'{title}<div class="charts">{chart}</div>{note}'
+    return f'{title}<div class="charts">{chart}</div>{note}{left_out}'
+
+
+def _all_missing(rows: list[dict], column: str) -> bool:
+    return all(_numeric(row.get(column)) is None for row in rows)
+
+
+def _all_zero(rows: list[dict], column: str) -> bool:
+    """Some cell has a value in `column` and every value there is 0."""
+    values = [v for row in rows if (v := _numeric(row.get(column))) is not None]
+    return bool(values) and all(v == 0 for v in values)
+
+
+# Retrieval metrics keep their case count in one shared column instead of `<column>_cases`: each is
+# computed over the same cases, those with expected sources.
+RETRIEVAL_COLUMN_PREFIXES = ("mrr", "hit_rate@", "recall@", "ndcg@", "failure_rate@")
+
+
+def _case_count(row: dict, column: str) -> int | None:
+    """How many cases a cell's score in `column` rests on: `<column>_cases`, or for a retrieval metric
+    the cell's `retrieval_cases`; None when the row does not say."""
+    source = f"{column}_cases"
+    if source not in row and column.startswith(RETRIEVAL_COLUMN_PREFIXES):
+        source = "retrieval_cases"
+    count = _numeric(row.get(source))
+    return None if count is None else int(count)
 
 
 def _interval(row: dict, column: str) -> tuple[float, float] | None:
@@ -385,6 +430,63 @@ def _ordered_values(rows: list[dict], axis: str) -> list[object]:
     return sorted(values) if all(is_number(v) for v in values) else values
 
 
+@dataclass(frozen=True)
+class AxisPoint:
+    """One point of an effect plot: the mean of a score over the cells sharing an axis value (and a
+    series value), how many cells and cases it rests on and the span of those cells' own intervals."""
+
+    mean: float
+    cells: int
+    cases: tuple[int, int] | None = None  # fewest and most cases behind one cell; None: unknown
+    span: tuple[float, float] | None = None  # lowest `_low` to highest `_high` of the cells
+
+    def label(self) -> str:
+        """``n=3`` for one cell, ``n=3, 2 cells`` (``n=3–5`` when the cells differ) for several."""
+        parts = []
+        if self.cases is not None:
+            fewest, most = self.cases
+            parts.append(f"n={fewest}" if fewest == most else f"n={fewest}–{most}")
+        if self.cells > 1 or not parts:
+            parts.append(f"{self.cells} cell" + ("s" if self.cells > 1 else ""))
+        return ", ".join(parts)
+
+
+def axis_points(
+    rows: list[dict], axis: str, column: str, group_axis: str | None
+) -> tuple[list[object], dict[object, list[AxisPoint | None]]]:
+    """Per value of `axis`, one series per value of `group_axis` (None: one series), the mean of
+    `column` over the cells with a value there and what it rests on (None: no such cell)."""
+    x_values = _ordered_values(rows, axis)
+    groups = _ordered_values(rows, group_axis) if group_axis is not None else [None]
+    series: dict[object, list[AxisPoint | None]] = {}
+    for group in groups:
+        points: list[AxisPoint | None] = []
+        for x in x_values:
+            cells = [
+                (number, row)
+                for row in rows
+                if row.get(axis) == x
+                and (group_axis is None or row.get(group_axis) == group)
+                and (number := _numeric(row.get(column))) is not None
+            ]
+            if not cells:
+                points.append(None)
+                continue
+            counts = [_case_count(row, column) for _, row in cells]
+            spans = [_interval(row, column) for _, row in cells]
+            known = [span for span in spans if span is not None]
+            points.append(
+                AxisPoint(
+                    mean=fmean(number for number, _ in cells),
+                    cells=len(cells),
+                    cases=None if None in counts else (min(counts), max(counts)),
+                    span=(min(s[0] for s in known), max(s[1] for s in known)) if known else None,
+                )
+            )
+        series[group] = points
+    return x_values, series
+
+
 def axis_means(
     rows: list[dict], axis: str, column: str, group_axis: str | None
 ) -> tuple[list[object], dict[object, list[float | None]]]:
@@ -392,22 +494,15 @@ def axis_means(
 
     Returns the axis values and, per group value, the mean at each axis value (None: no cell there).
     """
-    x_values = _ordered_values(rows, axis)
-    groups = _ordered_values(rows, group_axis) if group_axis is not None else [None]
-    series: dict[object, list[float | None]] = {}
-    for group in groups:
-        means: list[float | None] = []
-        for x in x_values:
-            values = [
-                number
-                for row in rows
-                if row.get(axis) == x
-                and (group_axis is None or row.get(group_axis) == group)
-                and (number := _numeric(row.get(column))) is not None
-            ]
-            means.append(fmean(values) if values else None)
-        series[group] = means
-    return x_values, series
+    x_values, series = axis_points(rows, axis, column, group_axis)
+    return x_values, {
+        group: [None if point is None else point.mean for point in points] for group, points in series.items()
+    }
+
+
+def _per_series(series: dict[str, list[AxisPoint | None]], part: Callable[[AxisPoint], T]) -> dict:
+    """One part of every point (its mean, span or label), None where the series has no point."""
+    return {name: [None if p is None else part(p) for p in points] for name, points in series.items()}
 
 
 def _axis_effect_section(report: ReportInput) -> str:
@@ -417,21 +512,49 @@ def _axis_effect_section(report: ReportInput) -> str:
         return f'{title}<p class="note">Only one configuration: no setting varies.</p>'
     if metric is None:
         return title + NO_SCORES
-    svgs = []
+    label = escape(metric.label)
+    if _all_zero(report.rows, metric.column):
+        return f'{title}<p class="note">{label}: every cell scores 0, so there is no effect to plot.</p>'
+    svgs, skipped = [], []
     for number, axis in enumerate(report.varying_axes):
         group_axis = next((other for other in report.varying_axes if other != axis), None)
-        x_values, series = axis_means(report.rows, axis, metric.column, group_axis)
+        x_values, series = axis_points(report.rows, axis, metric.column, group_axis)
+        with_values = [i for i in range(len(x_values)) if any(points[i] for points in series.values())]
+        if len(with_values) < 2:
+            skipped.append(
+                f"{escape(axis)}: only one of its values has a {label} (the others have none), so no chart."
+            )
+            continue
         x_names = _display_names(x_values)
         shown_x = [x if is_number(x) else x_names[x] for x in x_values]
         group_names = _display_names(list(series)) if group_axis is not None else {None: "all cells"}
-        named = {group_names[group]: means for group, means in series.items()}
+        named = {group_names[group]: points for group, points in series.items()}
         svgs.append(
-            charts.axis_effect(axis, metric.label, shown_x, named, group_axis, chart_id=f"axis{number}")
+            charts.axis_effect(
+                axis,
+                metric.label,
+                shown_x,
+                _per_series(named, lambda point: point.mean),
+                group_axis,
+                chart_id=f"axis{number}",
+                spans=_per_series(named, lambda point: point.span),
+                point_labels=_per_series(named, AxisPoint.label),
+            )
         )
-    note = f"Mean {escape(metric.label)} ({_direction(metric)}) over the cells with each value" + (
+    note = f"Mean {label} ({_direction(metric)}) over the cells with each value" + (
         "; one line per value of the first other varying setting." if len(report.varying_axes) > 1 else "."
     )
-    return f'{title}<p class="note">{note}</p><div class="charts">{"".join(svgs)}</div>'
+    if svgs:
+        note += (
+            f" Bars: from the lowest to the highest bound of the {report.confidence:.0%} bootstrap "
+            "intervals of the cells behind the point (the spread of their own uncertainty, not an interval "
+            "of the mean). Label: n = the cases behind each cell (a range when they differ) and how many "
+            "cells the point averages. A mean over few cases says little: points whose bars overlap may "
+            "not differ."
+        )
+    notes = "".join(f'<p class="note">{text}</p>' for text in skipped)
+    charts_html = f'<div class="charts">{"".join(svgs)}</div>' if svgs else ""
+    return f'{title}<p class="note">{note}</p>{notes}{charts_html}'
 
 
 def _tradeoff_section(report: ReportInput) -> str:
@@ -444,6 +567,9 @@ def _tradeoff_section(report: ReportInput) -> str:
     for kind, column in (("latency", report.latency_column), ("cost", report.cost_column)):
         if column is None:
             parts.append(f'<p class="note">No quality-against-{kind} chart: this run reports no {kind}.</p>')
+            continue
+        if _all_zero(report.rows, column):
+            parts.append(f'<p class="note">{_zero_cost_note(kind, column, report.rows)}</p>')
             continue
         points = [
             (row, cost, quality)
@@ -475,6 +601,17 @@ def _tradeoff_section(report: ReportInput) -> str:
             text += f" {left_out} cell(s) left out: unknown {escape(column)} or {escape(metric.label)}."
         parts.append(f'<figure>{svg}<figcaption class="note">{text}</figcaption></figure>')
     return f'{title}<div class="charts">{"".join(parts)}</div>'
+
+
+def _zero_cost_note(kind: str, column: str, rows: list[dict]) -> str:
+    """Why a trade-off chart is left out when every known latency or cost is 0 (escaped)."""
+    unknown = sum(_numeric(row.get(column)) is None for row in rows)
+    rest = f" ({unknown} cell(s) of unknown {escape(column)})" if unknown else ""
+    if kind == "cost":
+        return f"Cost: every call cost $0 (local models){rest}, so no quality-against-cost chart."
+    return (
+        f"{kind.capitalize()}: every cell's {escape(column)} is 0{rest}, so no quality-against-{kind} chart."
+    )
 
 
 INDEX_COST_COLUMNS = (
@@ -613,11 +750,21 @@ def _failure_sections(report: ReportInput) -> str:
     )
 
 
+def _pairwise_section(report: ReportInput) -> str:
+    """Each blinded pairwise comparison: which answer set the judge preferred, case by case."""
+    if not report.pairwise:
+        return ""
+    return '<h2 id="pairwise">Pairwise: which answers the judge preferred</h2>' + "".join(
+        pairwise_html(result) for result in report.pairwise
+    )
+
+
 def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
         ("significance", "Really better?"),
         *([("judge", "Judge")] if report.judge_reliability else []),
+        *([("pairwise", "Pairwise")] if report.pairwise else []),
         ("headline", "Headline table"),
         ("charts", "Charts"),
         *([("case-types", "By case type")] if report.case_type_rows else []),
@@ -760,6 +907,7 @@ def render_report(report: ReportInput) -> str:
         _best_section(report),
         _significance_section(report),
         _judge_section(report),
+        _pairwise_section(report),
         _headline_section(report),
         _bar_chart_section(report),
         _case_type_section(report),

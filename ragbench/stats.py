@@ -277,3 +277,30 @@ def confusion(
     from sklearn.metrics import confusion_matrix
 
     return confusion_matrix(first, second, labels=list(labels)).tolist()
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test (binomial, p = 1/2) of wins against losses, ties already dropped: is
+    one side preferred more often than chance would give? 1.0 with no decided pair (no evidence)."""
+    if wins < 0 or losses < 0:
+        raise ValueError(f"wins and losses must not be negative, got {wins} and {losses}")
+    if wins + losses == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(wins, wins + losses, 0.5, alternative="two-sided").pvalue)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson score interval of a proportion: unlike the normal (Wald) interval it stays inside [0, 1]
+    and keeps its width at 0 or n successes, which small pairwise comparisons hit often. None for n = 0."""
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, n], got {successes} of {n}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    if n == 0:
+        return None
+    from scipy.stats import binomtest
+
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)

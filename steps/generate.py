@@ -4,9 +4,11 @@ from zenml import log_metadata, step
 
 from ragbench.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
 from ragbench.eval_cases import EvalSuite
-from ragbench.generation import AnswerSet, JudgeResult, answer_cell, judge_cell, sample_cases
+from ragbench.generation import AnswerSet, JudgeResult, answer_cell, judge_cell, pairwise_cell, sample_cases
 from ragbench.grid import CellSpec
+from ragbench.pairwise import PairwiseResult
 from ragbench.retrieval import RetrievedCandidates
+from ragbench.rubrics import Rubric
 from steps.caching import never_reuse_this_step_run, step_cache_policy
 
 # The LLMs' concurrency, timeouts and retries: they change how a provider is reached, never an answer.
@@ -61,20 +63,61 @@ def judge_answers_cell(
     eval_suite: EvalSuite,
     operations: dict,
     spec: dict,
-    rubrics: list[str],
+    rubrics: list[dict],
     llm_cache: str | None,
     samples: int = 1,
 ) -> Annotated[JudgeResult, "judgements"]:
-    """One judge over one answer set: a second judge re-judges the same answers, never re-answers."""
+    """One judge over one answer set: a second judge re-judges the same answers, never re-answers. The
+    rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key."""
     judged = judge_cell(
         CellSpec.model_validate(spec).with_operations(operations),
         answers,
         eval_suite.cases,
-        rubrics=rubrics,
+        rubrics=[Rubric.model_validate(rubric) for rubric in rubrics],
         llm_cache=llm_cache,
         samples=samples,
     )
-    log_metadata({"judge": judged.summary})
+    log_metadata({"judge": judged.summary.model_dump()})
     if judged.failures:
         never_reuse_this_step_run()
     return judged
+
+
+@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+def judge_pairwise_cell(
+    candidate: AnswerSet,
+    baseline: AnswerSet,
+    eval_suite: EvalSuite,
+    operations: dict,
+    spec: dict,
+    labels: list[str],
+    criterion: str,
+    seed: int,
+    confidence: float,
+    llm_cache: str | None,
+) -> Annotated[PairwiseResult, "pairwise"]:
+    """One judge asks, case by case and in both orders, which of two answer sets answered better."""
+    result = pairwise_cell(
+        CellSpec.model_validate(spec).with_operations(operations),
+        candidate,
+        baseline,
+        eval_suite.cases,
+        labels=(labels[0], labels[1]),
+        criterion=criterion,
+        seed=seed,
+        confidence=confidence,
+        llm_cache=llm_cache,
+    )
+    log_metadata(
+        {
+            "wins": result.wins,
+            "ties": result.ties,
+            "losses": result.losses,
+            "failures": result.failures,
+            "flip_share": result.flip_share,
+            "sign_test_p": result.sign_test_p,
+        }
+    )
+    if result.failures:
+        never_reuse_this_step_run()
+    return result

@@ -5,11 +5,12 @@ from zenml.client import Client
 
 from materializers.results_table import ResultsTableMaterializer
 from ragbench.compare import config_tag
-from ragbench.config import StatisticsConfig
+from ragbench.config import EvaluationConfig, StatisticsConfig
 from ragbench.eval_cases import EvalSuite
 from ragbench.generation import AnswerSet, JudgeResult
 from ragbench.grid import CellSpec
 from ragbench.knowledge_base import Corpus
+from ragbench.pairwise import PairwiseResult
 from ragbench.results import (
     CaseRecords,
     CellResults,
@@ -37,27 +38,30 @@ def build_results_table(
     retrievals: list[RetrievalResult],
     answer_sets: list[AnswerSet],
     judged: list[JudgeResult],
+    pairwise: list[PairwiseResult],
     title: str,
     config_name: str,
     metrics_k: int,
-    keyword_tests: bool,
+    evaluation: dict,
     sample_size: int | None,
     seed: int,
     statistics: dict,
 ) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
     """Never cached: it marks which cells came from the cache and logs the run's metadata every time."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
-    results = CellResults.collect(specs, retrievals, answer_sets, judged, eval_suite.cases, keyword_tests)
+    scoring = EvaluationConfig.model_validate(evaluation).scoring(metrics_k)
+    results = CellResults.collect(specs, retrievals, answer_sets, judged, eval_suite.cases, scoring.suites)
     table, records = build_results(
         results,
         title=title,
-        metrics_k=metrics_k,
+        scoring=scoring,
         notes=run_notes(results, sample_size, seed, eval_suite),
         warnings=run_warnings(results, corpus.skipped),
         reused_cells=reused_cells(specs),
         statistics=StatisticsConfig.model_validate(statistics),
         cases=eval_suite.cases,
         eval_set=eval_suite.label,
+        pairwise=pairwise,
     )
     run_id = get_step_context().pipeline_run.id
     log_metadata(

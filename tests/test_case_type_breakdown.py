@@ -3,7 +3,7 @@ eval set's label in the run notes: computed from hand-made per-case values, no m
 
 import pytest
 
-from ragbench.config import StatisticsConfig
+from ragbench.config import BenchmarkConfig, StatisticsConfig
 from ragbench.eval_cases import CaseProvenance, EvalCase, EvalSuite, SourceChunk
 from ragbench.grid import CellSpec
 from ragbench.index import IndexManifest
@@ -15,10 +15,10 @@ from ragbench.results import (
     ResultsTable,
     build_results,
     case_type_rows,
-    headline_metrics,
     run_notes,
 )
 from ragbench.retrieval import CaseRetrieval, RetrievalMetrics, RetrievalReport, RetrievalResult, SearchStats
+from ragbench.scoring import present
 
 STATS = StatisticsConfig(resamples=999)
 CORRECTNESS = MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)
@@ -156,14 +156,15 @@ def test_the_breakdown_is_written_as_csv():
 
 def test_the_declines_rate_is_a_headline_score_only_when_the_run_computed_it():
     row = {"correctness_0to1": 0.5, "fail_good_answers": 0.1, "fail_bad_answers": 0.0, "mrr": 0.3}
-    columns = [m.column for m in headline_metrics(5, [row | {"fail_declines": 0.25}])]
+    headline = BenchmarkConfig().scoring().headline()
+    columns = [m.column for m in present(headline, [row | {"fail_declines": 0.25}])]
     assert columns == ["correctness_0to1", "fail_good_answers", "fail_bad_answers", "fail_declines", "mrr"]
     (declines,) = [
-        m for m in headline_metrics(5, [row | {"fail_declines": 0.25}]) if m.column == "fail_declines"
+        m for m in present(headline, [row | {"fail_declines": 0.25}]) if m.column == "fail_declines"
     ]
     assert not declines.higher_is_better and "declin" in declines.label
-    assert "fail_declines" not in [m.column for m in headline_metrics(5, [row])]
-    assert "fail_declines" not in [m.column for m in headline_metrics(5, [row | {"fail_declines": None}])]
+    assert "fail_declines" not in [m.column for m in present(headline, [row])]
+    assert "fail_declines" not in [m.column for m in present(headline, [row | {"fail_declines": None}])]
 
 
 def test_the_first_run_note_names_the_eval_set():
@@ -238,7 +239,8 @@ def test_build_results_breaks_the_run_down_by_the_cases_types():
         cells=[spec], retrievals={retrieval.spec.id: retrieval}, answer_sets={}, judged={}, keyword={}
     )
     label = "configs/eval_cases/generated.yaml"
-    common = {"title": "t", "metrics_k": 5, "notes": [], "warnings": [], "reused_cells": set()}
+    scoring = BenchmarkConfig().scoring()
+    common = {"title": "t", "scoring": scoring, "notes": [], "warnings": [], "reused_cells": set()}
     table, _ = build_results(results, **common, statistics=STATS, cases=cases, eval_set=label)
     assert table.eval_set == label
     found = {row["case_type"]: row for row in table.case_type_rows}

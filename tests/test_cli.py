@@ -44,6 +44,31 @@ def run_cli(tmp_path, capsys, yaml_text, *extra):
             "orchestration.docker: unknown field(s) parent_imag",
         ),
         ("orchestration: {docker: {skip_build: maybe}}\n", [], "orchestration.docker: skip_build"),
+        ("evaluation: {custom_rubrics: [{name: cites}]}\n", [], "custom_rubrics.0.criteria"),
+        (
+            "evaluation: {custom_rubrics: [{name: cites, criteria: x, inputs: [answer, context]}]}\n",
+            [],
+            "custom_rubrics.0.inputs.1",
+        ),
+        (
+            "evaluation: {custom_rubrics: [{name: cites, criteria: x, anchors: {6: great}}]}\n",
+            [],
+            "anchor(s) 6 are not on the 1-5 scale",
+        ),
+        ("evaluation: {custom_rubrics: [{name: mrr, criteria: x}]}\n", [], "'mrr' names a results column"),
+        (
+            "evaluation: {custom_suites: [{name: hosts, assert: not-regex, value: '(unclosed'}]}\n",
+            [],
+            "invalid regex",
+        ),
+        ("evaluation: {custom_suites: [{name: hosts, assert: matches, value: x}]}\n", [], "unknown assert"),
+        (
+            "evaluation: {custom_suites: [{name: good_answers, assert: contains, value: x}]}\n",
+            [],
+            "fail_good_answers used twice",
+        ),
+        ("evaluation: {pairwise: {baseline: {judge: x}}}\n", [], "judge is not an axis an answer depends on"),
+        ("evaluation: {pairwise: {baseline: openai/nobody}}\n", [], "no answer set of the grid has it"),
         (
             "orchestration: {environment: {OPENAI_API_KEY: sk-x}}\n",
             [],

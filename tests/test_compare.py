@@ -197,6 +197,34 @@ def test_a_value_the_current_run_could_not_produce_is_a_missing_regression_not_a
     assert "MISSING mrr in c2: 0.7 -> none" in comparison_text(comparison)
 
 
+def test_a_metric_the_config_no_longer_asks_for_is_dropped_but_one_it_asks_for_is_missing():
+    before = RunRecord.from_metadata(
+        "a",
+        "now",
+        {
+            "metric_directions": {"mrr": "higher", "cites_source": "higher", "faithfulness_1to5": "higher"},
+            "eval_fingerprint": "e1",
+            "mrr__c1": 0.8,
+            "cites_source__c1": 4.0,
+            "faithfulness_1to5__c1": 4.5,
+        },
+        {},
+    )
+    metadata = {"metric_directions": {"mrr": "higher"}, "eval_fingerprint": "e1", "mrr__c1": 0.8}
+    metadata |= {"cell_ids": ["c1"], "configured_metrics": ["mrr", "cites_source"]}
+    comparison = compare_runs(RunRecord.from_metadata("b", "now", metadata, {}), before, {}, 0.0)
+    # the custom rubric is still configured but scored nothing: missing, a regression (fails closed);
+    # the context rubric was taken out of the config: listed, never a regression
+    assert [(r["metric"], r["kind"]) for r in comparison.regressions] == [("cites_source", "missing")]
+    assert comparison.dropped_metrics == ["faithfulness_1to5"]
+    assert "metric no longer configured: faithfulness_1to5" in comparison_text(comparison)
+    older = RunRecord.from_metadata("b", "now", metadata | {"configured_metrics": None}, {})
+    assert {r["metric"] for r in compare_runs(older, before, {}, 0.0).missing} == {
+        "cites_source",
+        "faithfulness_1to5",
+    }
+
+
 def test_a_paired_test_that_cannot_reach_alpha_leaves_the_decision_to_the_threshold():
     cases = ["q1", "q2", "q3"]
 

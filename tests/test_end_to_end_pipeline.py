@@ -113,7 +113,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     assert float(off["fail_good_answers"]) == pytest.approx(1 / 3)
     assert float(off["fail_bad_first_words"]) == 0.0
     assert off["judge_parse_failures"] == "1"  # the score-9 verdict, re-asked once, still invalid
-    assert off["correctness_cases"] == "2"
+    assert off["correctness_0to1_cases"] == "2"
     assert float(off["correctness_0to1"]) == pytest.approx((0 + 1) / 2)  # excluded, not zeroed
     assert float(off["faithfulness_1to5"]) == 5.0
     assert off["judge_json_reasks"] == "1" and off["judge_retries"] == "0" and off["reader_retries"] == "0"
@@ -130,7 +130,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     for record in records:
         if record["reranker"] != "off":  # reranked: the reranker's score, the first-stage one kept
             assert all(c["retrieval_rank"] in (1, 2, 3) and c["retrieval_score"] for c in record["contexts"])
-    assert wrong["judgement"]["correctness"] == 1
+    assert wrong["judgement"]["scores"]["correctness"] == 1
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "UNTRAINED STAND-IN" in html
     assert "grading each answer as a whole" not in html  # the fake judge tells its criteria apart
@@ -155,5 +155,7 @@ def test_grid_with_the_real_local_reader_and_judge(tmp_path, monkeypatch):
         assert record["error"] is None and record["answer"].strip()
         assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0
         judgement = record["judgement"]
-        assert judgement["correctness"] is not None or judgement["correctness_error"]
-        assert re.search(r"\w", judgement["correctness_reasoning"] or judgement["correctness_error"])
+        assert judgement["scores"].get("correctness") is not None or judgement["errors"].get("correctness")
+        assert re.search(
+            r"\w", judgement["reasoning"].get("correctness") or judgement["errors"]["correctness"]
+        )

@@ -1,18 +1,19 @@
 from ragbench.eval_cases import EvalCase
 from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report, sample_cases
 from ragbench.grid import CellSpec
-from ragbench.judge import Judgement, summarise_judgements
-from ragbench.keyword_tests import KeywordReport, run_keyword_tests
+from ragbench.judge import Judgement
+from ragbench.keyword_tests import BUILTIN_SUITES, KeywordReport, run_keyword_tests
 from ragbench.llm import LLMSettings
 from ragbench.prompts import DEFAULT_PROMPT
 from ragbench.reader import ReaderAnswer
 from ragbench.results import (
     CellResults,
     ResultsTable,
-    headline_metrics,
     keyword_failure_rows,
     weak_answer_rows,
 )
+from ragbench.rubrics import BUILTIN_RUBRICS
+from ragbench.scoring import Scoring, present
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
@@ -64,30 +65,36 @@ def cell_outputs() -> tuple[AnswerSet, KeywordReport, JudgeResult]:
     ]
     answer_set = AnswerSet(spec=SPEC.upto("answer"), reranker=None, answers=answers)
     judgements = [
-        Judgement(case_id="c0", correctness=5, correctness_reasoning="right", prompt_tokens=50, cost_usd=0.5),
+        Judgement(
+            case_id="c0",
+            scores={"correctness": 5},
+            reasoning={"correctness": "right"},
+            prompt_tokens=50,
+            cost_usd=0.5,
+        ),
         Judgement(
             case_id="c1",
-            correctness_error="json_invalid: score 9",
+            errors={"correctness": "json_invalid: score 9"},
             prompt_tokens=70,
             json_reasks=1,
             retries=1,
         ),
     ]
-    judged = JudgeResult(spec=SPEC, judgements=judgements, summary=summarise_judgements(judgements))
-    return answer_set, keyword_report(answer_set, CASES), judged
+    judged = JudgeResult(spec=SPEC, rubrics=[BUILTIN_RUBRICS["correctness"]], judgements=judgements)
+    return answer_set, keyword_report(answer_set, CASES, BUILTIN_SUITES), judged
 
 
 def test_keyword_tests_run_on_the_answers_that_exist():
     _, keyword, _ = cell_outputs()
     assert keyword.suites["good_answers"].cases_tested == 2  # c2 failed: neither tested nor counted
-    assert keyword == run_keyword_tests(CASES, {"c0": "yes", "c1": "no"})
+    assert keyword == run_keyword_tests(CASES, {"c0": "yes", "c1": "no"}, BUILTIN_SUITES)
 
 
 def test_columns_count_failures_and_exclude_unscored_judgements():
     row = generation_columns(*cell_outputs())
     assert row["e2e_cases"] == 3 and row["answers_produced"] == 2 and row["reader_failures"] == 1
     assert row["fail_good_answers"] == 0.5 and row["fail_good_answers_cases"] == 2
-    assert row["correctness_0to1"] == 1.0 and row["correctness_cases"] == 1
+    assert row["correctness_0to1"] == 1.0 and row["correctness_0to1_cases"] == 1
     assert row["judge_parse_failures"] == 1
     assert row["latency_mean_s"] == 2.0 and row["latency_p95_s"] == 3.0
     assert row["reader_prompt_tokens"] == 300 and row["reader_retries"] == 5
@@ -102,7 +109,7 @@ def results_of(answer_set: AnswerSet, judged: JudgeResult) -> CellResults:
         retrievals={},
         answer_sets={answer_set.spec.id: answer_set},
         judged={judged.spec.id: judged},
-        keyword={answer_set.spec.id: keyword_report(answer_set, CASES)},
+        keyword={answer_set.spec.id: keyword_report(answer_set, CASES, BUILTIN_SUITES)},
     )
 
 
@@ -116,7 +123,7 @@ def test_report_detail_rows_list_failures_with_their_evidence():
     weak = judged.model_copy(
         update={
             "judgements": [
-                Judgement(case_id="c0", correctness=2, correctness_reasoning="meh"),
+                Judgement(case_id="c0", scores={"correctness": 2}, reasoning={"correctness": "meh"}),
                 judged.judgements[1],
             ]
         }
@@ -124,7 +131,12 @@ def test_report_detail_rows_list_failures_with_their_evidence():
     rows = weak_answer_rows(results_of(answer_set, weak).case_records())
     assert [(r["case"], r["correctness_1to5"], r["judge_reasoning"], r["answer"]) for r in rows] == [
         ("c0", 2, "meh", "yes"),
-        ("c1", None, "json_invalid: score 9", "no"),  # could not be scored: listed with the reason
+        (
+            "c1",
+            None,
+            "correctness: json_invalid: score 9",
+            "no",
+        ),  # could not be scored: listed with the reason
     ]
 
 
@@ -137,7 +149,7 @@ def test_an_unpriced_model_has_no_cost_rather_than_zero():
     assert generation_columns(unpriced, keyword, judged)["reader_cost_usd"] is None
     assert generation_columns(unpriced, keyword, judged)["cost_usd"] is None
     unpriced_judge = judged.model_copy(
-        update={"judgements": [Judgement(case_id="c0", correctness=5, cost_usd=None)]}
+        update={"judgements": [Judgement(case_id="c0", scores={"correctness": 5}, cost_usd=None)]}
     )
     assert generation_columns(answer_set, keyword, unpriced_judge)["judge_cost_usd"] is None
 
@@ -148,7 +160,7 @@ def test_terminal_summary_shows_intervals_and_how_many_cases_a_keyword_rate_rest
     table = ResultsTable(
         title="t",
         rows=[row | {"fail_good_answers_cases": 3, "fail_bad_answers": None, "latency_p95_s": 4.9}],
-        headline=headline_metrics(5, [row]),
+        headline=present(Scoring(rubrics=(), suites=BUILTIN_SUITES, metrics_k=5).headline(), [row]),
         notes=[],
         warnings=[],
         report_html="",

@@ -9,14 +9,9 @@ import time
 
 import pytest
 
-from ragbench.judge import (
-    DEFAULT_JUDGE_MODEL,
-    JudgeInput,
-    default_judge_settings,
-    judge_answers,
-    summarise_judgements,
-)
-from ragbench.llm import LLMClient
+from ragbench.judge import judge_answers, summarise_judgements
+from ragbench.llm import LLMClient, LLMSettings
+from ragbench.rubrics import CONTEXT, CORRECTNESS, JudgeInput
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +25,7 @@ REFERENCE = "The local orchestrator, which runs the pipeline steps on your own m
 
 
 def test_local_judge_tells_right_from_wrong(tmp_path_factory: pytest.TempPathFactory) -> None:
-    settings = default_judge_settings(DEFAULT_JUDGE_MODEL, max_tokens=256)
+    settings = LLMSettings(model="local/qwen2.5-coder-1.5b-instruct", temperature=0.0, max_tokens=256)
     client = LLMClient(settings, cache_location=tmp_path_factory.mktemp("judge-cache"), progress=False)
     inputs = [
         JudgeInput(
@@ -50,21 +45,27 @@ def test_local_judge_tells_right_from_wrong(tmp_path_factory: pytest.TempPathFac
     ]
 
     started = time.perf_counter()
-    right, wrong = judge_answers(client, inputs)
+    right, wrong = judge_answers(client, inputs, rubrics=[CORRECTNESS, CONTEXT])
     elapsed = time.perf_counter() - started
     stats = client.stats.snapshot()
     print(f"\njudge: 4 calls in {elapsed:.1f}s (incl. model load); stats={stats}")
     for judgement in (right, wrong):
         print(judgement.model_dump_json(indent=1))
 
+    criteria = ("faithfulness", "relevance", "helpfulness", "toxicity")
     for judgement in (right, wrong):
-        assert judgement.correctness_error is None and judgement.context_error is None
-        assert judgement.correctness is not None and 1 <= judgement.correctness <= 5
-        assert judgement.correctness_reasoning
-        for score in (judgement.faithfulness, judgement.relevance, judgement.helpfulness, judgement.toxicity):
-            assert score is not None and 1 <= score <= 5
-    assert right.correctness > wrong.correctness  # type: ignore[operator]
+        assert judgement.errors == {}
+        assert set(judgement.scores) == {"correctness", *criteria}
+        assert all(1 <= score <= 5 for score in judgement.scores.values())
+        assert judgement.reasoning["correctness"] and set(judgement.reasoning) == {"correctness", "context"}
+    assert right.scores["correctness"] > wrong.scores["correctness"]
 
-    summary = summarise_judgements([right, wrong])
-    assert summary["correctness_scored"] == 2 and summary["context_scored"] == 2
-    assert summary["judge_parse_failures"] == {"correctness": 0, "context": 0}
+    summary = summarise_judgements([right, wrong], [CORRECTNESS, CONTEXT])
+    assert summary.scored == {
+        "correctness_0to1": 2,
+        "faithfulness_1to5": 2,
+        "relevance_1to5": 2,
+        "helpfulness_1to5": 2,
+        "toxicity_1to5_low_good": 2,
+    }
+    assert summary.failures == {"correctness": 0, "context": 0}

@@ -8,12 +8,18 @@ import pytest
 
 from ragbench.eval_cases import EvalCase
 from ragbench.keyword_tests import (
-    SUITES,
-    check_answer,
+    BUILTIN_SUITES,
     contains_phrase,
     run_keyword_tests,
     starts_with_phrase,
 )
+
+SUITES = {suite.name: suite for suite in BUILTIN_SUITES}
+
+
+def check_answer(case: EvalCase, suite: str, answer: str) -> str | None:
+    """What fails `answer` on the built-in `suite` (None when it passes or the suite skips the case)."""
+    return SUITES[suite].check(case, answer) if SUITES[suite].tests_case(case) else None
 
 
 def case(case_id: str = "c1", **fields: Any) -> EvalCase:
@@ -119,7 +125,7 @@ def test_report_counts_rates_and_failures() -> None:
     }
     report = run_keyword_tests(cases, answers)
 
-    assert set(report.suites) == set(SUITES)
+    assert set(report.suites) == {suite.name for suite in BUILTIN_SUITES}
     bad = report.suites["bad_answers"]
     assert (bad.cases_tested, bad.failures, bad.failure_rate) == (2, 1, 0.5)
     first = report.suites["bad_first_words"]
@@ -148,7 +154,9 @@ def test_blank_words_are_ignored() -> None:
 
 
 def test_empty_answer_is_tested() -> None:
-    report = run_keyword_tests([case("a", good_words=["local"], bad_words=["Flyte"])], {"a": ""})
+    report = run_keyword_tests(
+        [case("a", good_words=["local"], bad_words=["Flyte"])], {"a": ""}, BUILTIN_SUITES
+    )
     assert report.suites["good_answers"].failures == 1
     assert report.suites["bad_answers"].failures == 0
 

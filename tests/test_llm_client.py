@@ -462,7 +462,7 @@ def test_check_llm_ready_names_the_missing_key(monkeypatch: pytest.MonkeyPatch) 
         check_llm_ready(LLMSettings(model="openai/gpt-4o-mini"))
     monkeypatch.setenv("OPENAI_API_KEY", DUMMY_KEY)
     readiness = check_llm_ready(LLMSettings(model="openai/gpt-4o-mini"))
-    assert readiness.provider == "openai" and readiness.cost_known
+    assert readiness.provider == "openai"
     assert DUMMY_KEY not in repr(readiness)
 
 

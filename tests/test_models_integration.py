@@ -45,8 +45,8 @@ def test_mpnet_resolves_and_encodes(monkeypatch):
 _RERANK_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from ragbench.models import build_colbert_standin, is_untrained_standin
-    resolved = build_colbert_standin()
+    from ragbench.models import COLBERT_STANDIN_NAME, is_untrained_standin, resolve_model
+    resolved = resolve_model(COLBERT_STANDIN_NAME)
     from ragatouille import RAGPretrainedModel
     model = RAGPretrainedModel.from_pretrained(resolved.location, verbose=0)
     docs = [

@@ -50,12 +50,10 @@ _MAX_RETRY_AFTER_S = 120.0
 
 @dataclass(frozen=True)
 class LLMReadiness:
-    """What `check_llm_ready` found: enough to log which provider and pricing a run will use."""
+    """What `check_llm_ready` found: enough to log which provider a run will use."""
 
     model: str
     provider: str
-    cost_known: bool
-    json_mode: str
 
 
 # --------------------------------------------------------------------------------------------------
@@ -74,15 +72,6 @@ def _provider(settings_model: str, api_base: str | None) -> str:
             "api_base, or local/qwen2.5-coder-1.5b-instruct"
         ) from error
     return str(provider)
-
-
-def _price_known(model: str) -> bool:
-    litellm = get_litellm()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
-        return False
-    return bool(info.get("input_cost_per_token") is not None or info.get("output_cost_per_token") is not None)
 
 
 def _json_mode(settings: LLMSettings) -> str:
@@ -109,7 +98,7 @@ def check_llm_ready(settings: LLMSettings, environment: Mapping[str, str] | None
     """
     if settings.is_local:
         local.check_local_model(local.local_model_name(settings.model))
-        return LLMReadiness(settings.model, local.PROVIDER, cost_known=True, json_mode=_json_mode(settings))
+        return LLMReadiness(settings.model, local.PROVIDER)
     env = os.environ if environment is None else environment
     where = "" if environment is None else " where the steps run"
     litellm = get_litellm()
@@ -144,9 +133,7 @@ def check_llm_ready(settings: LLMSettings, environment: Mapping[str, str] | None
                 f"{', '.join(missing)}, which are not set{where}"
                 + ("" if settings.api_base else "; for a self-hosted OpenAI-compatible server set api_base")
             )
-    return LLMReadiness(
-        settings.model, provider, cost_known=_price_known(settings.model), json_mode=_json_mode(settings)
-    )
+    return LLMReadiness(settings.model, provider)
 
 
 @contextmanager

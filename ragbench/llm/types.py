@@ -194,6 +194,25 @@ def total_cost(costs: Iterable[float | None]) -> float | None:
     return None if any(cost is None for cost in costs) else sum(costs)
 
 
+class CallUsage(BaseModel):
+    """What the LLM calls behind one record used, summed; a cached call keeps its numbers."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: litellm has no price for the model
+    retries: int = 0
+    json_reasks: int = 0
+    calls_retried: int = 0  # calls that failed in an earlier run and were made again
+
+    def add(self, result: LLMResult) -> None:
+        self.prompt_tokens += result.prompt_tokens
+        self.completion_tokens += result.completion_tokens
+        self.cost_usd = total_cost([self.cost_usd, result.known_cost_usd])
+        self.retries += result.retries
+        self.json_reasks += result.json_reasks
+        self.calls_retried += result.retried_earlier_failure
+
+
 def nearest_rank_percentile(values: Iterable[float], share: float) -> float:
     """The nearest-rank percentile (an observed value, never interpolated); 0.0 for no values."""
     ordered = sorted(values)

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from ragbench.eval_cases import SourceChunk
-from ragbench.prompts import data_section
+from ragbench.prompts import format_passages
 
 # Questions that point at the material instead of asking about the subject ("according to the
 # passage", "in the text above") cannot be asked by a real user, who never sees the chunk.
@@ -35,12 +35,7 @@ SIMPLE = "simple"
 
 def passages_text(chunks: Sequence[SourceChunk]) -> str:
     """Chunks as numbered passage data sections, for the generator's and the critics' prompts."""
-    if not chunks:
-        return "(no passages)"
-    return "\n\n".join(
-        data_section("passage", chunk.text, id=str(number), source=chunk.source)
-        for number, chunk in enumerate(chunks, start=1)
-    )
+    return format_passages([chunk.text for chunk in chunks], [chunk.source for chunk in chunks])
 
 
 def check_standalone(question: str) -> str:

@@ -47,6 +47,8 @@ def type_text(annotation: Any) -> str:
         return "one of: " + ", ".join(json.dumps(value) for value in arguments)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(type_text(argument) for argument in arguments)
+    if origin is tuple and arguments[-1:] == (Ellipsis,):  # a YAML list either way
+        return f"list[{type_text(arguments[0])}]"
     if origin in (list, dict, tuple):
         return f"{origin.__name__}[{', '.join(type_text(argument) for argument in arguments)}]"
     if annotation is type(None):
@@ -73,11 +75,23 @@ def _section(model: type[BaseModel]) -> type[BaseModel] | None:
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
+def _entries(annotation: Any) -> tuple[type[BaseModel], str] | None:
+    """The model of a list of entries (`key[].field`) or of an optional block (`key.field`), else None."""
+    arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is list and arguments and _section(arguments[0]):
+        return arguments[0], "[]."
+    if origin in (typing.Union, types.UnionType) and len(arguments) == 1 and _section(arguments[0]):
+        return arguments[0], "."
+    return None
+
+
 def rows(model: type[BaseModel], prefix: str = "") -> list[dict[str, str]]:
-    """One row per key, sections first-level then their keys, in declaration order."""
+    """One row per key, sections first-level then their keys, in declaration order; the fields of a
+    list's entries (`key[].field`) and of an optional block follow their key."""
     found = []
     for name, field in model.model_fields.items():
-        key = f"{prefix}{name}"
+        key = f"{prefix}{field.alias or name}"
         section = _section(field.annotation)  # type: ignore[arg-type]
         found.append(
             {
@@ -89,6 +103,8 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[dict[str, str]]:
         )
         if section is not None:
             found += rows(section, f"{key}.")
+        elif (entries := _entries(field.annotation)) is not None:
+            found += rows(entries[0], f"{key}{entries[1]}")
     return found
 
 

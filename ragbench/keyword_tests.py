@@ -107,10 +107,10 @@ class Suite(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str
-    label: str
-    headline: bool = True
-    tags: tuple[str, ...] = ()
+    name: str = Field(description="the suite's name; its results column is fail_<name>")
+    label: str = Field(description="how the report names its failure rate")
+    headline: bool = Field(default=True, description="among the scores the gate watches and the report leads")
+    tags: tuple[str, ...] = Field(default=(), description="test only cases with one of these tags")
 
     @property
     def column(self) -> str:
@@ -182,8 +182,13 @@ class AssertionSuite(Suite):
         alias="assert",
         description=f"one of {', '.join(_ASSERTIONS)}, or any of them with a not- prefix",
     )
-    value: str | int | list[str] | None = None
-    match: MatchMode = "substring"
+    label: str = Field(
+        default="", description="how the report names its failure rate; default: <name> (failure rate)"
+    )
+    value: str | int | list[str] | None = Field(
+        default=None, description="a text, a list of texts (contains-any/all) or a length (max-length)"
+    )
+    match: MatchMode = Field(default="substring", description="substring, or word: whole words only")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -1,5 +1,6 @@
 """The config reference is generated from the config model: it lists every key and explains each."""
 
+import typing
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -12,11 +13,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def all_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every key a config may hold: sections' keys, and the fields of list entries (`key[].field`) and
+    of optional blocks, by the name YAML uses (an alias where the field has one)."""
     keys = set()
     for name, field in model.model_fields.items():
-        keys.add(prefix + name)
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            keys |= all_fields(field.annotation, f"{prefix}{name}.")
+        key = prefix + (field.alias or name)
+        keys.add(key)
+        annotation = field.annotation
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys |= all_fields(annotation, f"{key}.")
+        elif models:
+            keys |= all_fields(models[0], f"{key}[]." if typing.get_origin(annotation) is list else f"{key}.")
     return keys
 
 
@@ -34,6 +42,8 @@ def test_every_key_is_listed_with_type_default_and_description():
     assert listed["regression.baseline"]["type"] == 'one of: "previous", "champion", "none"'
     assert listed["regression.baseline"]["default"] == '"previous"'
     assert listed["grid.chunk_size"]["default"] == "[128, 256]" and listed["grid"]["type"] == "section"
+    assert listed["evaluation.custom_suites[].assert"]["type"] == "str"
+    assert listed["evaluation.pairwise.seed"]["default"] == "0"
     page = reference_markdown()
     assert "`knowledge_base.revision`" in page and "`timeout_s`" in page and "`llm_cache_dir`" in page
 

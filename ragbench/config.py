@@ -22,7 +22,7 @@ from ragbench.llm.types import LLMSettings
 from ragbench.models import MODEL_CACHE_ENV_VAR
 from ragbench.pairwise import DEFAULT_CRITERION
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
-from ragbench.rubrics import CustomRubric, select_rubrics
+from ragbench.rubrics import BUILTIN_RUBRICS, CustomRubric, select_rubrics
 from ragbench.scoring import Scoring
 from ragbench.tables import TableError, load_yaml, read_utf8
 from ragbench.uris import is_uri
@@ -270,10 +270,10 @@ class EvaluationConfig(_Strict):
         default_factory=lambda: {"max_tokens": 320},
         description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
     )
-    rubrics: list[Literal["correctness", "context"]] = Field(
+    rubrics: list[str] = Field(
         default=["correctness", "context"],
-        description="built-in judge rubrics: correctness against the reference answer; context: "
-        "faithfulness to the passages, relevance, helpfulness, toxicity",
+        description=f"built-in judge rubrics, any of {', '.join(BUILTIN_RUBRICS)}: correctness against the "
+        "reference answer; context: faithfulness to the passages, relevance, helpfulness, toxicity",
     )
     custom_rubrics: list[CustomRubric] = Field(
         default_factory=list,
@@ -296,6 +296,15 @@ class EvaluationConfig(_Strict):
         description="verdicts per answer and rubric: more than 1 measures the judge's self-consistency "
         "and needs judge temperature > 0",
     )
+
+    @field_validator("rubrics")
+    @classmethod
+    def _known_rubrics(cls, names: list[str]) -> list[str]:
+        if unknown := [name for name in names if name not in BUILTIN_RUBRICS]:
+            raise ValueError(
+                f"unknown rubric(s) {', '.join(unknown)}; built in: {', '.join(BUILTIN_RUBRICS)}"
+            )
+        return names
 
     def scoring(self, metrics_k: int) -> Scoring:
         """The registry of the metrics these settings make, with retrieval's at `metrics_k`."""

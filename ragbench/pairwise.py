@@ -515,6 +515,6 @@ def pairwise_html(result: PairwiseResult) -> str:
         rows,
     )
     return (
-        f'<section class="pairwise"><h2>Pairwise: {candidate} vs {baseline}</h2>{note}'
+        f'<section class="pairwise"><h3>Pairwise: {candidate} vs {baseline}</h3>{note}'
         f'<div class="scroll">{summary}</div><div class="scroll">{cases}</div></section>'
     )

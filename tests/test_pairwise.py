@@ -392,7 +392,7 @@ def test_html_escapes_everything_it_did_not_write(
     html = pairwise_html(result)
     assert "<script" not in html and "<img" not in html and "<i>cand" not in html and "<b>x" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "<h2>Pairwise: &lt;i&gt;cand&lt;/i&gt; vs base</h2>" in html
+    assert "<h3>Pairwise: &lt;i&gt;cand&lt;/i&gt; vs base</h3>" in html
     assert "bad &amp; worse" in html and "&lt;img src=x&gt;" in html
     assert "100.0%" in html  # win rate 1 of 1
     assert html.count("<table>") == html.count("</table>") == 2

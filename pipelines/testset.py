@@ -7,6 +7,7 @@ from pipelines.inputs import knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
 from ragbench.grid import CellSpec
 from ragbench.pipeline_names import TESTSET_PIPELINE
+from ragbench.testset.labels import load_labels
 from steps import (
     assemble_eval_set,
     build_vector_index,
@@ -14,6 +15,7 @@ from steps import (
     critique_eval_candidates,
     generate_eval_candidates,
     ingest_knowledge_base,
+    roundtrip_eval_candidates,
 )
 from steps.testset import EVAL_SET_NAME
 
@@ -44,9 +46,25 @@ def rag_testset(config: dict):
         id=key.step_id("index"),
     )
     candidates = generate_eval_candidates(chunks, index, testset=testset, llm_cache=settings.llm_cache)
-    critiques = critique_eval_candidates(
-        candidates, chunks, index, testset=testset, llm_cache=settings.llm_cache
+    filters = settings.testset.filters
+    critiques = (
+        critique_eval_candidates(candidates, chunks, index, testset=testset, llm_cache=settings.llm_cache)
+        if "critics" in filters
+        else None
     )
+    roundtrip = (
+        roundtrip_eval_candidates(candidates, chunks, index, testset=testset, llm_cache=settings.llm_cache)
+        if "roundtrip" in filters
+        else None
+    )
+    labels = load_labels(settings.testset.labels) if settings.testset.labels else {}
     assemble_eval_set.with_options(substitutions={EVAL_SET_NAME: settings.eval_set_name})(
-        candidates, critiques, chunks, index, testset=testset, name=settings.eval_set_name
+        candidates,
+        critiques,
+        roundtrip,
+        chunks,
+        index,
+        testset=testset,
+        name=settings.eval_set_name,
+        labels=[label.model_dump(mode="json") for label in labels.values()],
     )

@@ -411,7 +411,14 @@ class TestsetConfig(_Strict):
         pattern=r"^[A-Za-z0-9_.-]+$",
         description="ZenML artifact name of the eval set; default: '<config name>-eval-set'",
     )
-    chunks: int = Field(default=20, ge=1, description="chunks sampled; each seeds one candidate case")
+    chunks: int = Field(default=20, ge=1, description="chunks sampled; each seeds questions_per_chunk cases")
+    questions_per_chunk: int = Field(
+        default=1,
+        ge=1,
+        le=10,
+        description="questions the generator writes per sampled chunk, in one call (each is evolved and "
+        "filtered on its own; near-duplicates are removed)",
+    )
     sampling: Literal["proportional", "even"] = Field(
         default="proportional",
         description="proportional: sources in proportion to their chunks; even: the same from each source",
@@ -462,6 +469,30 @@ class TestsetConfig(_Strict):
         default=0.9, gt=0.0, le=1.0, description="questions at least this similar (cosine) are duplicates"
     )
     max_good_words: int = Field(default=3, ge=0, description="keyword candidates per case")
+    filters: list[Literal["roundtrip", "critics"]] = Field(
+        default=["roundtrip"],
+        min_length=1,
+        description="what decides which cases are kept (a case must pass every filter listed): "
+        'roundtrip, the critic model answering each question back as a reader (README "Eval sets for '
+        'your own documents"); critics, its 1-5 ratings against testset.thresholds',
+    )
+    roundtrip_f1: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="token F1 from which a reader's answer agrees with the proposed one",
+    )
+    roundtrip_short_answer_tokens: int = Field(
+        default=12,
+        ge=1,
+        description="a proposed answer of more tokens is long: where word overlap cannot decide, the critic "
+        "model says whether two answers state the same facts",
+    )
+    labels: str | None = Field(
+        default=None,
+        description="a file of a person's verdicts on candidates ({id, question, human_keep, reason}, "
+        "YAML or JSONL): each filter's precision, recall and kappa against them are reported",
+    )
 
     @model_validator(mode="after")
     def _check_mix(self) -> TestsetConfig:

@@ -87,6 +87,7 @@ PATH_KEYS: dict[str, Resolver] = {
     "testset.embedding_model": maybe_path,
     "testset.generator": local_llm_path,
     "testset.critic": local_llm_path,
+    "testset.labels": always_path,
     "llm_cache_dir": always_path,
     "output_dir": always_path,
 }

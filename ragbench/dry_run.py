@@ -14,8 +14,9 @@ from ragbench.reader import build_reader_requests
 from ragbench.retrieval import RetrievedChunk
 from ragbench.rubrics import CORRECTNESS, JudgeInput, Rubric
 from ragbench.testset.critique import critic_request
-from ragbench.testset.generate import Candidate, evolve_request, first_request
+from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
 from ragbench.testset.plan import Seed, assign_kinds
+from ragbench.testset.roundtrip import roundtrip_requests
 from ragbench.testset.rubrics import EVOLUTIONS, critics_for
 
 
@@ -129,14 +130,20 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
     for kind in kinds:
         evolution = EVOLUTIONS.get(kind)
         seed = Seed(id=kind, evolution=kind, chunks=[passage] * (evolution.passages if evolution else 1))
-        generator_requests.append(first_request(seed, settings.audience))
+        generator_requests.append(first_request(seed, settings.audience, settings.questions_per_chunk))
         if evolution is not None:
-            generator_requests.append(evolve_request(seed, question, answer, settings.audience))
+            evolve = evolve_request(seed, question, answer, settings.audience)
+            generator_requests += [evolve] * settings.questions_per_chunk
         candidate = Candidate(id=kind, evolution=kind, chunks=seed.chunks, question=question, answer=answer)
         retrieved = [passage] * settings.retrieved_passages
-        critic_requests += [
-            critic_request(critic, candidate, retrieved, settings.audience) for critic in critics_for(kind)
-        ]
+        if "critics" in settings.filters:
+            critic_requests += [
+                critic_request(critic, candidate, retrieved, settings.audience)
+                for critic in critics_for(kind)
+            ] * settings.questions_per_chunk
+        if "roundtrip" in settings.filters:  # the reader calls; an equivalence call only for long answers
+            reads = roundtrip_requests(CandidateSet(generator="", candidates=[candidate]), {kind: retrieved})
+            critic_requests += [read.request for read in reads] * settings.questions_per_chunk
     counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
     return [
         {"role": "generator", "cases": ", ".join(f"{n} {kind}" for kind, n in counts.items())}

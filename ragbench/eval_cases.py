@@ -35,6 +35,27 @@ class Critique(BaseModel):
     failed_call: bool = False  # the call failed (retried by a later run), rather than an invalid reply
 
 
+Passages = Literal["source", "search"]
+Method = Literal["exact", "containment", "token_f1", "llm", "refused", "answered"]
+
+
+class RoundtripCheck(BaseModel):
+    """One reader answer and whether it agrees: for an answerable case with its proposed answer, for an
+    unanswerable one with declining (method "refused" = declined, kept; "answered" = rejected).
+
+    `agrees` is None exactly when `error` says why no verdict was reached; `failed_call` tells a provider
+    failure (a later run retries it) from an invalid equivalence reply (the critic's answer)."""
+
+    passages: Passages
+    answer: str | None = None
+    method: Method | None = None
+    f1: float | None = None
+    agrees: bool | None = None
+    error: str | None = None
+    failed_call: bool = False
+    reasoning: str | None = None  # the LLM's reasoning when it decided equivalence
+
+
 class CaseProvenance(BaseModel):
     """Where a generated case comes from and why it was kept or rejected (`run.py testset`)."""
 
@@ -44,6 +65,8 @@ class CaseProvenance(BaseModel):
     source_chunks: list[SourceChunk]
     seed_question: str | None = None  # the plain question an evolved one was rewritten from
     critiques: list[Critique] = Field(default_factory=list)
+    # The roundtrip filter's reader answers and whether each agreed (`ragbench.testset.roundtrip`).
+    roundtrip: list[RoundtripCheck] = Field(default_factory=list)
     # An unanswerable case: the chunks (source@start) a search of the whole knowledge base found for it,
     # which the critic read to check that none answers it.
     checked_against: list[str] = Field(default_factory=list)

@@ -15,6 +15,7 @@ from ragbench.knowledge_base import load_corpus
 from ragbench.llm import check_llm_ready
 from ragbench.models import check_model_available, provisioned_location
 from ragbench.rerank import resolve_reranker
+from ragbench.testset.labels import load_labels
 from ragbench.testset.rubrics import check_names
 
 logger = logging.getLogger(__name__)
@@ -146,6 +147,8 @@ def run_testset_preflight(
     number of chunks at the testset's chunk size (what a dry run can plan with without chunking)."""
     try:
         check_names(config.testset.evolutions, config.testset.thresholds)
+        if config.testset.labels:
+            load_labels(config.testset.labels)  # a broken labels file fails now, not after generating
     except ValueError as error:
         raise PreflightError(str(error)) from None
     if not plan_only:

@@ -304,3 +304,31 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
 
     interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(interval.low), float(interval.high)
+
+
+def cohen_kappa(pairs: Sequence[tuple[object, object]]) -> float | None:
+    """Cohen's (unweighted) kappa of two raters over items, one (first, second) pair per item, for any
+    categories (e.g. keep/reject as booleans): agreement beyond what chance would give at the raters'
+    own rates of each category.
+
+        kappa = (p_o - p_e) / (1 - p_e)
+        p_o   = share of items both raters put in the same category
+        p_e   = sum over categories c of p_first(c) * p_second(c)
+
+    1 is full agreement, 0 what chance gives, below 0 worse than chance. None when undefined: no pair,
+    or p_e = 1 (both raters put every item in the one same category, so chance already agrees fully).
+    When only one rater uses a single category, p_o = p_e and kappa is 0."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    firsts: dict[object, int] = {}
+    seconds: dict[object, int] = {}
+    for first, second in pairs:
+        firsts[first] = firsts.get(first, 0) + 1
+        seconds[second] = seconds.get(second, 0) + 1
+    chance = sum(count * seconds.get(category, 0) for category, count in firsts.items())  # p_e * n^2
+    if chance == n * n:
+        return None
+    observed = sum(first == second for first, second in pairs) / n
+    expected = chance / (n * n)
+    return (observed - expected) / (1.0 - expected)

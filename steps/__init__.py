@@ -10,7 +10,12 @@ from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
 from steps.lexical import build_bm25_index
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
-from steps.testset import assemble_eval_set, critique_eval_candidates, generate_eval_candidates
+from steps.testset import (
+    assemble_eval_set,
+    critique_eval_candidates,
+    generate_eval_candidates,
+    roundtrip_eval_candidates,
+)
 
 __all__ = [
     "answer_questions_cell",
@@ -31,6 +36,7 @@ __all__ = [
     "pass_llm_operations",
     "regression_gate",
     "retrieve_cell",
+    "roundtrip_eval_candidates",
 ]
 
 __getattr__ = submodules_as_attributes(__name__)

@@ -10,9 +10,16 @@ from ragbench.config import TestsetConfig
 from ragbench.index import VectorIndex, load_embedder
 from ragbench.llm import LLMClient
 from ragbench.testset.assemble import EvalSet, build_eval_set
-from ragbench.testset.critique import CritiqueSet, critique_candidates, search_whole_knowledge_base
+from ragbench.testset.critique import (
+    CritiqueSet,
+    critique_candidates,
+    reads_search,
+    search_whole_knowledge_base,
+)
 from ragbench.testset.generate import CandidateSet, generate_candidates
+from ragbench.testset.labels import CandidateLabel
 from ragbench.testset.plan import plan_seeds
+from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
 from steps.caching import never_reuse_this_step_run, step_cache_policy
 
@@ -37,7 +44,9 @@ def generate_eval_candidates(
         unanswerable_share=settings.unanswerable_share,
     )
     with LLMClient(settings.generator_settings(), cache_location=llm_cache) as client:
-        candidates = generate_candidates(client, seeds, audience=settings.audience)
+        candidates = generate_candidates(
+            client, seeds, audience=settings.audience, questions=settings.questions_per_chunk
+        )
     log_metadata({"seeds": len(seeds), "generator_failures": candidates.failures})
     if candidates.failures:
         never_reuse_this_step_run()
@@ -51,7 +60,8 @@ def critique_eval_candidates(
     """Every critic that applies rates every candidate; unanswerable ones against a whole-KB search."""
     settings = TestsetConfig.model_validate(testset)
     embedder = load_embedder(index.manifest.embedding_model)
-    retrieved = search_whole_knowledge_base(index, chunks, embedder, candidates, settings.retrieved_passages)
+    searched = [candidate for candidate in candidates.candidates if reads_search(candidate)]
+    retrieved = search_whole_knowledge_base(index, chunks, embedder, searched, settings.retrieved_passages)
     with LLMClient(settings.critic_settings(), cache_location=llm_cache) as client:
         critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
     log_metadata({"critic_failures": critiques.failures})
@@ -60,27 +70,57 @@ def critique_eval_candidates(
     return critiques
 
 
+@step(cache_policy=step_cache_policy(__name__))
+def roundtrip_eval_candidates(
+    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, testset: dict, llm_cache: str | None
+) -> Annotated[RoundtripSet, "roundtrip"]:
+    """The critic model answers every question back as a reader, from its source and from a search of
+    the whole knowledge base; a case is kept when both answers agree with the proposed one."""
+    settings = TestsetConfig.model_validate(testset)
+    embedder = load_embedder(index.manifest.embedding_model)
+    retrieved = search_whole_knowledge_base(
+        index, chunks, embedder, candidates.candidates, settings.retrieved_passages
+    )
+    with LLMClient(settings.critic_settings(), cache_location=llm_cache) as client:
+        checked = roundtrip_filter(
+            client,
+            candidates,
+            retrieved,
+            f1_threshold=settings.roundtrip_f1,
+            short_answer_tokens=settings.roundtrip_short_answer_tokens,
+        )
+    log_metadata({"roundtrip_failures": checked.failures})
+    if checked.failures:
+        never_reuse_this_step_run()
+    return checked
+
+
 @step(cache_policy=step_cache_policy(__name__), output_materializers=EvalSetMaterializer)
 def assemble_eval_set(
     candidates: CandidateSet,
-    critiques: CritiqueSet,
+    critiques: CritiqueSet | None,
+    roundtrip: RoundtripSet | None,
     chunks: ChunkSet,
     index: VectorIndex,
     testset: dict,
     name: str,
+    labels: list[dict],
 ) -> Annotated[EvalSet, ArtifactConfig(name=f"{{{EVAL_SET_NAME}}}")]:
-    """Filter by the thresholds, drop near-duplicates; a new version of the named eval set artifact."""
+    """Keep what passes every filter, drop near-duplicates; a new version of the named eval set artifact.
+    `labels`: a person's verdicts on candidates (testset.labels), to measure the filters against."""
     settings = TestsetConfig.model_validate(testset)
     embedder = load_embedder(index.manifest.embedding_model)
     eval_set = build_eval_set(
         name,
         candidates,
         critiques,
+        roundtrip,
         thresholds=thresholds_with_defaults(settings.thresholds),
         corpus_texts=chunks.texts,
         embed=embedder.encode_queries,
         duplicate_similarity=settings.duplicate_similarity,
         max_good_words=settings.max_good_words,
+        labels={label["id"]: CandidateLabel.model_validate(label) for label in labels},
     )
     log_metadata(eval_set.summary, infer_artifact=True)
     return eval_set

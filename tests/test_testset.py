@@ -117,6 +117,7 @@ def make_set(server: FakeOpenAIServer, tmp_path: Path, seeds: list[Seed], monkey
         "test-set",
         candidates,
         critiques,
+        None,
         thresholds=thresholds or {"groundedness": 4, "relevance": 4, "standalone": 4, "unanswerable": 4},
         corpus_texts=list(PASSAGES.values()),
         embed=one_hot,
@@ -212,6 +213,7 @@ def test_a_failed_critic_call_rejects_the_case_and_is_counted(server, tmp_path, 
         "s",
         candidates,
         critiques,
+        None,
         thresholds={"groundedness": 4, "relevance": 4, "standalone": 4, "unanswerable": 4},
         corpus_texts=[],
         embed=one_hot,
@@ -220,6 +222,35 @@ def test_a_failed_critic_call_rejects_the_case_and_is_counted(server, tmp_path, 
     )
     assert not eval_set.cases and eval_set.summary["critic_failures"] == 1
     assert "critic call failed" in eval_set.rejected[0].provenance.rejected_because[0]
+
+
+def several_questions(request: dict) -> str:
+    """A generator asked for several questions writes three, one of them twice."""
+    user = request["messages"][1]["content"]
+    if "plain question and its answer" in user:
+        question = user.split("<question>")[1].split("</question>")[0].strip()
+        return json.dumps({"question": f"{question} Explain why.", "answer": "Because it says so."})
+    assert "Do this 3 times" in user
+    cases = [
+        {"question": "Which exception does a failing assert statement raise?", "answer": "AssertionError."},
+        {"question": "Which exception does a failing assert statement raise?", "answer": "Again."},
+        {"question": "When is the assert statement skipped by Python?", "answer": "Under -O."},
+    ]
+    return json.dumps({"cases": cases})
+
+
+def test_the_generator_writes_several_questions_per_chunk_in_one_call(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    with FakeOpenAIServer(responder=several_questions) as fake:
+        with client_for(fake, tmp_path, "openai/generator") as generator:
+            plain = generate_candidates(generator, [seed("assert", "simple")], audience="x", questions=3)
+            evolved = generate_candidates(generator, [seed("assert", "reasoning")], audience="x", questions=3)
+        assert fake.request_count == 1 + 2  # one call per chunk (the same call again: cached), two rewrites
+    assert [c.id for c in plain.candidates] == ["simple-assert", "simple-assert-2"]  # the repeat once
+    assert plain.candidates[1].question == "When is the assert statement skipped by Python?"
+    assert [c.usage.calls for c in plain.candidates] == [1, 0]  # the one call counted once
+    assert all(c.question.endswith("Explain why.") for c in evolved.candidates)
+    assert [c.seed_question for c in evolved.candidates] == [c.question for c in plain.candidates]
 
 
 @pytest.mark.parametrize("count", [1, 7, 20, 101])
@@ -262,6 +293,19 @@ def test_multi_context_takes_a_related_chunk_that_is_not_the_same_text() -> None
     vectors = np.array([[1, 0, 0], [0.99, 0.14, 0], [0.8, 0.6, 0], [0, 0, 1]], dtype=np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     assert related_chunk(0, chunks, vectors) == 2
+
+
+def test_multi_context_prefers_a_related_chunk_of_another_source() -> None:
+    chunks = [
+        Chunk(source="a", start_index=0, text="alpha " * 10),
+        Chunk(source="a", start_index=500, text="alpha later " * 10),  # same source, not overlapping
+        Chunk(source="b", start_index=0, text="beta " * 10),
+        Chunk(source="c", start_index=0, text="gamma " * 10),
+    ]
+    vectors = np.array([[1, 0, 0], [0.9, 0.43, 0], [0.7, 0.71, 0], [0, 0, 1]], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert related_chunk(0, chunks, vectors) == 2  # b, though a's later chunk is more similar
+    assert related_chunk(0, chunks[:2], vectors[:2]) == 1  # no other source: the same source's
     seeds = plan_seeds(
         chunks,
         vectors,

@@ -1,5 +1,6 @@
 """The offline default generator and critic for real: Qwen2.5-Coder-1.5B in llama.cpp writes a plain and an
-unanswerable case from two passages and rates them; the cases go through the filter to an eval set.
+unanswerable case from two passages, rates them and answers them back (roundtrip); the cases go through
+both filters to an eval set.
 
 Needs llama-cpp-python and the packaged GGUF (provisioned on first use); fails rather than skips.
 """
@@ -16,6 +17,7 @@ from ragbench.testset.assemble import build_eval_set
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates
 from ragbench.testset.plan import Seed
+from ragbench.testset.roundtrip import roundtrip_filter
 from ragbench.testset.rubrics import check_standalone, critics_for, thresholds_with_defaults
 
 pytestmark = pytest.mark.integration
@@ -69,11 +71,27 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
         for verdict in verdicts:
             print(f"  {verdict.criterion}: {verdict.rating} {verdict.reasoning} {verdict.error or ''}")
 
+    # roundtrip: the same 1.5B as a reader, from the source and from a "search" (both passages here)
+    search = {candidate.id: PASSAGES for candidate in written}
+    with LLMClient(settings.critic_settings(), cache_location=tmp_path / "llm", progress=False) as critic:
+        roundtrip = roundtrip_filter(critic, candidates, search)
+    assert roundtrip.failures == 0
+    for candidate in written:
+        verdict = roundtrip.verdicts[candidate.id]
+        expected = ["search"] if candidate.evolution == "unanswerable" else ["source", "search"]
+        assert [check.passages for check in verdict.checks] == expected
+        assert all(check.answer and check.answer.strip() and check.method for check in verdict.checks)
+        assert verdict.kept == all(check.agrees for check in verdict.checks)
+        assert verdict.kept or verdict.reason
+        for check in verdict.checks:
+            print(f"  roundtrip {check.passages}: {check.method} {check.agrees} {check.answer!r}")
+
     thresholds = thresholds_with_defaults(settings.thresholds)  # the default config's
     eval_set = build_eval_set(
         "local",
         candidates,
         critiques,
+        roundtrip,
         thresholds=thresholds,
         corpus_texts=[p.text for p in PASSAGES],
         embed=lambda texts: np.eye(len(texts), dtype=np.float32),
@@ -85,6 +103,7 @@ def test_local_generator_and_critic_write_and_rate_cases(tmp_path) -> None:
         assert case.provenance.rejected_because
     for case in eval_set.cases:
         assert all(v.rating >= thresholds[v.criterion] for v in case.provenance.critiques)
+        assert case.provenance.roundtrip and all(check.agrees for check in case.provenance.roundtrip)
         if case.expected_behaviour == "answers":
             assert case.expected_sources == ["orchestrators.md"]
             assert all(word.lower() in PASSAGES[0].text.lower() for word in case.good_words)

@@ -36,8 +36,14 @@ def responder(request: dict) -> str:
     if system.startswith("You check test questions"):
         low = "Grade the proposed answer" in system and "break statement do" in user
         return json.dumps({"reasoning": "scripted", "rating": 2 if low else 5})
-    if not request.get("response_format"):  # the reader
-        return "The context does not say." if "How fast" in user else "It works [1]."
+    if not request.get("response_format"):  # the reader (the benchmark's, and the roundtrip filter's)
+        question = user.rsplit("Question:", 1)[-1]
+        asked = next((t for t in TOPICS if t in question), "break")
+        return (
+            "The context does not say."
+            if "How fast" in question
+            else f"The {asked} statement: {asked} works [1]."
+        )
     if "faithfulness" in json.dumps(messages):
         return json.dumps(
             {"reasoning": "ok", "faithfulness": 5, "relevance": 5, "helpfulness": 5, "toxicity": 1}
@@ -65,6 +71,7 @@ def project(tmp_path, monkeypatch):
             f"evaluation: {{judge: {llm}}}\n"
             "testset: {chunks: 3, sampling: even, min_chunk_chars: 50, unanswerable_share: 0.34, "
             "evolutions: {simple: 1.0}, generator: openai/fake-generator, critic: openai/fake-critic, "
+            "filters: [critics, roundtrip], "
             f"generator_defaults: {llm}, critic_defaults: {llm}}}\n"
             f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"
         )
@@ -109,6 +116,22 @@ def test_testset_then_a_benchmark_on_it(project, capsys):
     assert run.main(["testset", "--config", "config.yaml", "--set", "testset.seed=1"]) == 0
     assert Client().get_artifact_version("gen-eval-set").version == "2"
     assert run.main(["--config", "config.yaml", "--set", "eval_cases.version=1"]) == 0
+
+    # a person's verdicts on the first set's candidates measure each filter: all three are good cases
+    labels = [
+        {"id": case["id"], "question": case["question"], "human_keep": True, "reason": "right and askable"}
+        for case in kept + rejected
+    ]
+    (root / "labels.jsonl").write_text("\n".join(json.dumps(label) for label in labels))
+    assert run.main(["testset", "--config", "config.yaml", "--set", "testset.labels=labels.jsonl"]) == 0
+    assert "precision" in capsys.readouterr().out
+    measured = Client().get_artifact_version("gen-eval-set").run_metadata["filter_agreement"]
+    by_filter = {row["filter"]: row for row in measured}
+    assert by_filter["roundtrip"]["labelled"] == 3 and by_filter["roundtrip"]["recall"] == 1.0
+    assert by_filter["critics"]["precision"] == 1.0 and by_filter["critics"]["recall"] == pytest.approx(2 / 3)
+    assert by_filter["combined"]["false_reject"] == 1
+    page = (root / "out" / "testsets" / "gen-eval-set-v3" / "eval_set.html").read_text()
+    assert "right and askable" in page  # the critics' disagreement, with the person's reason
 
 
 def test_unknown_artifact_and_a_provider_outage_fail_clearly(project, capsys):

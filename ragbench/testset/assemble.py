@@ -20,7 +20,15 @@ from ragbench.keyword_tests import contains_phrase
 from ragbench.llm.types import LOCAL_PREFIX, total_cost
 from ragbench.pages import html_page, html_section
 from ragbench.testset.critique import CritiqueSet
-from ragbench.testset.generate import Candidate, CandidateSet
+from ragbench.testset.generate import Candidate, CandidateSet, Usage
+from ragbench.testset.labels import (
+    CandidateLabel,
+    FilterAgreement,
+    agreement_html,
+    agreement_text,
+    measure_filters,
+)
+from ragbench.testset.roundtrip import RoundtripSet
 from ragbench.testset.rubrics import UNANSWERABLE
 
 _TERM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.'-]*[A-Za-z0-9_]|[A-Za-z0-9]")
@@ -118,7 +126,13 @@ class EvalSet(BaseModel):
             f"Generator {s['generator']} ({s['calls']['generator']} calls), critic {s['critic']} "
             f"({s['calls']['critic']} calls), {sum(s['tokens'].values())} tokens, cost "
             + ("unknown" if cost is None else f"${cost:.4f}")
+            + (f"\n{agreement_text(self.agreement)}" if self.agreement else "")
         )
+
+    @property
+    def agreement(self) -> list[FilterAgreement]:
+        """Each filter against a person's labels (testset.labels), when there were labels."""
+        return [FilterAgreement.model_validate(row) for row in self.summary.get("filter_agreement", [])]
 
     @property
     def warnings(self) -> list[str]:
@@ -149,6 +163,15 @@ class EvalSet(BaseModel):
                 "sources": ", ".join(c.source for c in provenance.source_chunks),
                 "good_words": ", ".join(case.good_words),
                 **ratings,
+                **(
+                    {
+                        "roundtrip": "; ".join(
+                            f"{c.passages}: {c.method or c.error}" for c in provenance.roundtrip
+                        )
+                    }
+                    if provenance.roundtrip
+                    else {}
+                ),
                 "rejected_because": "; ".join(provenance.rejected_because),
             }
 
@@ -161,6 +184,7 @@ class EvalSet(BaseModel):
             [
                 html_section(f"Kept ({len(self.cases)})", [row(c) for c in self.cases]),
                 html_section(f"Rejected ({len(self.rejected)})", [row(c) for c in self.rejected]),
+                *([agreement_html(self.agreement)] if self.agreement else []),
                 html_section("Summary", numbers),
             ],
             warnings=self.warnings,
@@ -209,39 +233,58 @@ def to_case(
 def build_eval_set(
     name: str,
     candidates: CandidateSet,
-    critiques: CritiqueSet,
+    critiques: CritiqueSet | None,
+    roundtrip: RoundtripSet | None,
     *,
     thresholds: Mapping[str, int],
     corpus_texts: Sequence[str],
     embed: Callable[[list[str]], np.ndarray],
     duplicate_similarity: float,
     max_good_words: int,
+    labels: Mapping[str, CandidateLabel] | None = None,
 ) -> EvalSet:
-    """Keep a candidate when every critic that rated it reached its threshold, then drop near-duplicate
-    questions among the kept (the earlier one stays). `embed` returns normalised question vectors."""
+    """Keep a candidate when it passes every filter that ran (each critic's rating reached its threshold;
+    the roundtrip reader's answers agreed), then drop near-duplicate questions among the kept (the earlier
+    one stays). `embed` returns normalised question vectors. With `labels` (a person's verdicts) each
+    filter's precision, recall and kappa against them are in the summary."""
+    if critiques is None and roundtrip is None:
+        raise ValueError("no filter ran: a generated set is never kept unchecked")
     frequency = corpus_frequency(corpus_texts)
     kept: list[EvalCase] = []
     rejected: list[EvalCase] = []
     rejected_by: dict[str, int] = {}
+    decisions: dict[str, dict[str, bool]] = {}
     critic_failures = critic_invalid = 0
     for candidate in candidates.candidates:
         if candidate.question is None:
             continue
-        entry = critiques.critiques.get(candidate.id)
+        reasons: list[str] = []
+        entry = critiques.critiques.get(candidate.id) if critiques is not None else None
         verdicts = entry.critiques if entry else []
-        reasons = rejection_reasons(verdicts, thresholds) if verdicts else ["not critiqued"]
+        if critiques is not None:
+            critic_reasons = rejection_reasons(verdicts, thresholds) if verdicts else ["not critiqued"]
+            decisions.setdefault("critics", {})[candidate.id] = not critic_reasons
+            reasons += critic_reasons
         critic_failures += any(c.failed_call for c in verdicts)
         critic_invalid += any(c.error is not None and not c.failed_call for c in verdicts)
         for critique in verdicts:
             if critique.rating is not None and critique.rating < thresholds[critique.criterion]:
                 rejected_by[critique.criterion] = rejected_by.get(critique.criterion, 0) + 1
+        checked = roundtrip.verdicts.get(candidate.id) if roundtrip is not None else None
+        if roundtrip is not None:
+            decisions.setdefault("roundtrip", {})[candidate.id] = bool(checked and checked.kept)
+            if checked is None or not checked.kept:
+                reasons.append(f"roundtrip: {checked.reason if checked else 'not checked'}")
+                rejected_by["roundtrip"] = rejected_by.get("roundtrip", 0) + 1
+            critic_failures += bool(checked and any(check.failed_call for check in checked.checks))
         provenance = CaseProvenance(
             generator=candidates.generator,
-            critic=critiques.critic,
+            critic=(critiques or roundtrip).critic,  # type: ignore[union-attr]
             evolution=candidate.evolution,
             source_chunks=candidate.chunks,
             seed_question=candidate.seed_question,
             critiques=verdicts,
+            roundtrip=checked.checks if checked else [],
             checked_against=[f"{c.source}@{c.start_index}" for c in entry.retrieved] if entry else [],
             rejected_because=reasons,
         )
@@ -257,16 +300,33 @@ def build_eval_set(
         )
         rejected.append(case)
     kept = [case for row, case in enumerate(kept) if row not in duplicates]
+    usage = [entry.usage for entry in critiques.critiques.values()] if critiques else []
+    usage += [verdict.usage for verdict in roundtrip.verdicts.values()] if roundtrip else []
     summary = _summary(
-        candidates, critiques, kept, rejected_by, (critic_failures, critic_invalid), len(duplicates)
+        candidates,
+        (critiques or roundtrip).critic,  # type: ignore[union-attr]
+        usage,
+        kept,
+        rejected_by,
+        (critic_failures, critic_invalid),
+        len(duplicates),
     )
-    summary |= {"thresholds": dict(thresholds), "duplicate_similarity": duplicate_similarity}
+    summary |= {
+        "filters": list(decisions),
+        "thresholds": dict(thresholds) if critiques is not None else {},
+        "duplicate_similarity": duplicate_similarity,
+    }
+    if labels:
+        questions = {c.id: c.question for c in candidates.candidates}
+        rows = measure_filters(decisions, labels, questions)
+        summary["filter_agreement"] = [row.model_dump(mode="json") for row in rows]
     return EvalSet(name=name, cases=kept, rejected=rejected, summary=summary)
 
 
 def _summary(
     candidates: CandidateSet,
-    critiques: CritiqueSet,
+    critic: str,
+    critic_usage: Sequence[Usage],
     kept: list[EvalCase],
     rejected_by: dict[str, int],
     critic_problems: tuple[int, int],
@@ -280,13 +340,13 @@ def _summary(
     for case in kept:
         by_evolution[case.case_type or ""]["kept"] += 1
     generator_usage = [c.usage for c in candidates.candidates]
-    critic_usage = [entry.usage for entry in critiques.critiques.values()]
     generator_cost = total_cost(u.cost_usd for u in generator_usage)
     critic_cost = total_cost(u.cost_usd for u in critic_usage)
-    chunks = len(candidates.candidates)
+    # sampled chunks, not candidates: with testset.questions_per_chunk > 1 a chunk seeds several
+    chunks = len({(c.chunks[0].source, c.chunks[0].start_index) for c in candidates.candidates if c.chunks})
     return {
         "generator": candidates.generator,
-        "critic": critiques.critic,
+        "critic": critic,
         "chunks_sampled": chunks,
         "generated": sum(c.question is not None for c in candidates.candidates),
         "generator_failures": candidates.failures,

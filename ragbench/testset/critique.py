@@ -20,7 +20,7 @@ from ragbench.prompts import data_section
 from ragbench.retrieval import retrieve
 from ragbench.testset.generate import Candidate, CandidateSet, Usage
 from ragbench.testset.plan import source_chunk
-from ragbench.testset.rubrics import CRITICS, Critic, CriticVerdict, critics_for, passages_text
+from ragbench.testset.rubrics import Critic, CriticVerdict, critics_for, passages_text
 
 _REPLY = (
     "Do not answer the question: judge it. Reply with JSON only: "
@@ -68,18 +68,18 @@ def critic_request(
     )
 
 
+def reads_search(candidate: Candidate) -> bool:
+    """Whether a critic of the candidate reads what a search of the whole knowledge base finds (the
+    unanswerable check: none of it may answer the question)."""
+    return any("retrieved" in critic.shows for critic in critics_for(candidate.evolution))
+
+
 def search_whole_knowledge_base(
-    index: VectorIndex, chunks: ChunkSet, embedder: Embedder, candidates: CandidateSet, top_k: int
+    index: VectorIndex, chunks: ChunkSet, embedder: Embedder, candidates: Sequence[Candidate], top_k: int
 ) -> dict[str, list[SourceChunk]]:
-    """For each candidate rated by a critic that reads retrieved passages, the best `top_k` chunks of the
-    whole knowledge base for its question (the unanswerable check: none of them may answer it)."""
-    chosen = [
-        candidate
-        for candidate in candidates.candidates
-        if candidate.question is not None
-        and any("retrieved" in critic.shows for critic in critics_for(candidate.evolution))
-    ]
-    if not chosen or not any("retrieved" in critic.shows for critic in CRITICS.values()):
+    """For each candidate with a question, the best `top_k` chunks of the whole knowledge base for it."""
+    chosen = [candidate for candidate in candidates if candidate.question is not None]
+    if not chosen:
         return {}
     found = retrieve(index, chunks, embedder, [c.question or "" for c in chosen], top_k)
     return {

@@ -24,8 +24,11 @@ from ragbench.testset.rubrics import (
     UNANSWERABLE,
     UNANSWERABLE_TASK,
     GeneratedQA,
+    GeneratedQAs,
     GeneratedQuestion,
+    GeneratedQuestions,
     passages_text,
+    several,
 )
 
 
@@ -78,17 +81,30 @@ class CandidateSet(BaseModel):
         return sum(candidate.error is not None for candidate in self.candidates)
 
 
-def first_request(seed: Seed, audience: str) -> LLMRequest:
-    """The plain question (or, for an unanswerable seed, the question the passage does not answer)."""
+def first_request(seed: Seed, audience: str, questions: int = 1) -> LLMRequest:
+    """The plain question (or, for an unanswerable seed, the question the passage does not answer);
+    `questions` > 1 asks for that many different ones in the one call."""
     unanswerable = seed.evolution == UNANSWERABLE
     task = UNANSWERABLE_TASK if unanswerable else SIMPLE_TASK
+    if questions > 1:
+        task = several(task, questions)
+        schema: type[BaseModel] = GeneratedQuestions if unanswerable else GeneratedQAs
+    else:
+        schema = GeneratedQuestion if unanswerable else GeneratedQA
     return LLMRequest(
         [
             {"role": "system", "content": GENERATOR_SYSTEM.replace("{audience}", audience)},
             {"role": "user", "content": f"{task}\n\n{passages_text(seed.chunks[:1])}"},
         ],
-        response_schema=GeneratedQuestion if unanswerable else GeneratedQA,
+        response_schema=schema,
     )
+
+
+def _written(parsed: dict, questions: int) -> list[tuple[str, str | None]]:
+    """(question, answer) pairs of a first reply, at most `questions`, repeated questions once."""
+    cases = parsed["cases"] if questions > 1 else [parsed]
+    pairs = {case["question"].strip().lower(): (case["question"], case.get("answer")) for case in cases}
+    return list(pairs.values())[:questions]
 
 
 def evolve_request(seed: Seed, question: str, answer: str, audience: str) -> LLMRequest:
@@ -110,21 +126,35 @@ def evolve_request(seed: Seed, question: str, answer: str, audience: str) -> LLM
 
 
 def generate_candidates(
-    client: LLMClient, seeds: Sequence[Seed], *, audience: str, desc: str = "generator"
+    client: LLMClient, seeds: Sequence[Seed], *, audience: str, questions: int = 1, desc: str = "generator"
 ) -> CandidateSet:
-    """One candidate per seed, in seed order."""
-    candidates = [Candidate(id=s.id, evolution=s.evolution, chunks=s.chunks) for s in seeds]
-    firsts = client.complete_many([first_request(s, audience) for s in seeds], desc=f"{desc}: questions")
-    for candidate, result in zip(candidates, firsts, strict=True):
-        candidate.usage.add(result)
+    """Up to `questions` candidates per seed, in seed order; a seed's first candidate has the seed's id,
+    the others `<id>-2`, `<id>-3`, ... (a failed call leaves one candidate with the error)."""
+    requests = [first_request(s, audience, questions) for s in seeds]
+    firsts = client.complete_many(requests, desc=f"{desc}: questions")
+    written: list[tuple[Seed, Candidate]] = []
+    for seed, result in zip(seeds, firsts, strict=True):
         if result.parsed is None:
-            candidate.record_failure(result, "question")
+            failed = Candidate(id=seed.id, evolution=seed.evolution, chunks=seed.chunks)
+            failed.usage.add(result)
+            failed.record_failure(result, "question")
+            written.append((seed, failed))
             continue
-        candidate.question = result.parsed["question"]
-        candidate.answer = result.parsed.get("answer")
+        for number, (question, answer) in enumerate(_written(result.parsed, questions), start=1):
+            candidate = Candidate(
+                id=seed.id if number == 1 else f"{seed.id}-{number}",
+                evolution=seed.evolution,
+                chunks=seed.chunks,
+                question=question,
+                answer=answer,
+            )
+            if number == 1:  # the call wrote them all: its usage counted once
+                candidate.usage.add(result)
+            written.append((seed, candidate))
+    candidates = [candidate for _, candidate in written]
     to_evolve = [
         (seed, candidate)
-        for seed, candidate in zip(seeds, candidates, strict=True)
+        for seed, candidate in written
         if candidate.question is not None and EVOLUTIONS.get(seed.evolution) is not None
     ]
     requests = [evolve_request(s, c.question or "", c.answer or "", audience) for s, c in to_evolve]

@@ -90,19 +90,25 @@ def assign_kinds(
 def related_chunk(
     position: int, chunks: Sequence[Chunk], vectors: np.ndarray, search_k: int = 10
 ) -> int | None:
-    """The chunk most similar to `position` that is neither it, nor overlapping it, nor the same text."""
+    """A chunk related to `position` for a multi-context question: among its `search_k` most similar
+    chunks that are neither it, nor overlapping it, nor the same text, the most similar one of another
+    source if there is one (a question that joins two documents is what a reader of one cannot answer),
+    else the most similar one."""
     similarities = vectors @ vectors[position]
+    first = chunks[position]
+    candidates = []
     for other in np.argsort(-similarities)[: search_k + 1]:
         other = int(other)
         if other == position or similarities[other] >= SAME_TEXT_SIMILARITY:
             continue
-        first, second = chunks[position], chunks[other]
+        second = chunks[other]
         overlaps = first.source == second.source and (
             abs(first.start_index - second.start_index) < max(len(first.text), len(second.text))
         )
         if not overlaps:
-            return other
-    return None
+            candidates.append(other)
+    elsewhere = [other for other in candidates if chunks[other].source != first.source]
+    return (elsewhere or candidates or [None])[0]
 
 
 def seed_id(chunks: Sequence[SourceChunk], evolution: str) -> str:

@@ -67,6 +67,26 @@ class GeneratedQuestion(BaseModel):
     _standalone = field_validator("question")(check_standalone)
 
 
+class GeneratedQAs(BaseModel):
+    """The generator's reply when it writes several cases from one passage."""
+
+    cases: list[GeneratedQA] = Field(min_length=1, description="the questions, each about a different fact")
+
+
+class GeneratedQuestions(BaseModel):
+    """Several unanswerable questions from one passage."""
+
+    cases: list[GeneratedQuestion] = Field(min_length=1)
+
+
+def several(task: str, count: int) -> str:
+    """A writing task asked `count` times over in one call: `count` different questions from one passage."""
+    return (
+        f"{task}\nDo this {count} times: {count} different questions, each about a different fact or "
+        'detail, as {"cases": [...]}.'
+    )
+
+
 class CriticVerdict(BaseModel):
     """Reasoning first, so the critic explains before it rates."""
 

@@ -20,7 +20,9 @@ from ragbench.preflight import PreflightError, run_testset_preflight
 from ragbench.testset.assemble import build_eval_set, good_words, near_duplicates
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates
+from ragbench.testset.labels import CandidateLabel
 from ragbench.testset.plan import Seed, allocate, assign_kinds, plan_seeds, related_chunk, sample_chunks
+from ragbench.testset.roundtrip import roundtrip_filter
 from ragbench.testset.rubrics import GeneratedQA, check_standalone
 from tests.fake_openai_server import FakeOpenAIServer
 
@@ -401,3 +403,65 @@ def test_the_eval_set_page_escapes_generated_text_and_labels_a_local_critic(
     local = eval_set.model_copy(update={"summary": eval_set.summary | {"critic": "local/qwen"}})
     assert "small local model (local/qwen)" in local.warnings[0]
     assert "noisy" in local.html()
+
+
+def reading_back(request: dict) -> str:
+    """The generator as scripted above; as a reader, it gives the assert answer back, gets the loop one
+    wrong and declines the unanswerable files question."""
+    if not request.get("response_format"):
+        question = request["messages"][1]["content"].rsplit("Question:", 1)[-1]
+        if "assert" in question:
+            return "It raises AssertionError [1]."
+        if "loop" in question:
+            return "Use continue [1]."
+        return "The context does not say."
+    return script(request)
+
+
+def test_roundtrip_alone_decides_and_labels_measure_it(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    seeds = [seed("assert", "simple"), seed("loops", "simple"), seed("files", "unanswerable")]
+    with FakeOpenAIServer(responder=reading_back) as fake:
+        with client_for(fake, tmp_path, "openai/fake-generator") as generator:
+            candidates = generate_candidates(generator, seeds, audience="Python programmers")
+        search = {s.id: [chunk("loops")] for s in seeds}
+        with client_for(fake, tmp_path, "openai/fake-critic") as critic:
+            checked = roundtrip_filter(critic, candidates, search)
+    questions = {c.id: c.question for c in candidates.candidates}
+    labels = {
+        "simple-assert": CandidateLabel(
+            id="simple-assert", question=questions["simple-assert"], human_keep=True, reason="right"
+        ),
+        "simple-loops": CandidateLabel(
+            id="simple-loops", question=questions["simple-loops"], human_keep=True, reason="right too"
+        ),
+    }
+    eval_set = build_eval_set(
+        "s",
+        candidates,
+        None,  # no critic ratings: roundtrip alone decides
+        checked,
+        thresholds={},
+        corpus_texts=list(PASSAGES.values()),
+        embed=one_hot,
+        duplicate_similarity=0.9,
+        max_good_words=3,
+        labels=labels,
+    )
+    assert [case.id for case in eval_set.cases] == ["simple-assert", "unanswerable-files"]
+    (loop,) = eval_set.rejected
+    assert loop.provenance.rejected_because[0].startswith("roundtrip: answered from the source: disagrees")
+    assert [check.passages for check in loop.provenance.roundtrip] == ["source", "search"]
+    assert eval_set.summary["filters"] == ["roundtrip"] and eval_set.summary["rejected_by"] == {
+        "roundtrip": 1
+    }
+    assert eval_set.summary["critic"] == "openai/fake-critic"
+    roundtrip, combined = eval_set.agreement
+    assert (roundtrip.filter, roundtrip.labelled, roundtrip.precision, roundtrip.recall) == (
+        "roundtrip",
+        2,
+        1.0,
+        0.5,
+    )
+    assert combined.false_reject == 1 and roundtrip.unlabelled == 1
+    assert "right too" in eval_set.html() and "precision" in eval_set.summary_text()

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 
@@ -303,3 +304,34 @@ def test_html_escapes_every_string():
     assert html.startswith("<h2>")
     assert "Precision: of the labelled cases" in html
     assert "<table>" in html
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / "configs" / "eval_cases" / "testset_labels.yaml"
+
+
+def test_the_shipped_labels_measure_a_filter_as_computed_by_hand():
+    """The person's verdicts on 44 candidates of the default knowledge base: 21 good, 23 not. A filter that
+    keeps everything has precision 21/44, recall 1 and kappa 0 (chance agreement); one that decides as the
+    person did has 1, 1, 1; one that keeps nothing has no precision, recall 0 and kappa 0."""
+    labels = load_labels(SHIPPED)
+    assert len(labels) == 44 and sum(label.human_keep for label in labels.values()) == 21
+    questions = {cid: label.question for cid, label in labels.items()}
+    decisions = {
+        "keep all": dict.fromkeys(labels, True),
+        "as the person": {cid: label.human_keep for cid, label in labels.items()},
+        "keep none": dict.fromkeys(labels, False),
+    }
+    rows = {row.filter: row for row in measure_filters(decisions, labels, questions)}
+    assert (rows["keep all"].precision, rows["keep all"].recall, rows["keep all"].kappa) == (
+        21 / 44,
+        1.0,
+        0.0,
+    )
+    assert (rows["as the person"].precision, rows["as the person"].recall) == (1.0, 1.0)
+    assert rows["as the person"].kappa == pytest.approx(1.0)
+    assert (rows["keep none"].precision, rows["keep none"].recall, rows["keep none"].kappa) == (
+        None,
+        0.0,
+        0.0,
+    )
+    assert rows["combined"].true_keep == 0 and rows["combined"].labelled == 44

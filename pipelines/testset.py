@@ -26,7 +26,8 @@ def rag_testset(config: dict):
     settings = BenchmarkConfig.model_validate(config)
     size, overlap = settings.testset_chunking()
     key = CellSpec(chunk_size=size, chunk_overlap=overlap, embedding_model=settings.testset_embedding_model)
-    testset = settings.testset.model_dump(mode="json")
+    # the labels only measure the filters: they are no part of what generates or filters the cases
+    testset = settings.testset.model_dump(mode="json", exclude={"labels"})
     corpus = ingest_knowledge_base(
         knowledge_base=settings.knowledge_base.model_dump(mode="json"),
         snapshot=knowledge_base_snapshot(settings),

@@ -119,13 +119,14 @@ def rag_benchmark(config: dict):
             llm_cache=settings.llm_cache,
             id=key.step_id("answer"),
         )
+    rubrics = [rubric.model_dump(mode="json") for rubric in settings.scoring().rubrics]
     judged = [
         judge_answers_cell(
             outputs[key.step_id("answer")],
             suite,
             operations,
             spec=key.identity(),
-            rubrics=[rubric.model_dump(mode="json") for rubric in settings.scoring().rubrics],
+            rubrics=rubrics,
             llm_cache=settings.llm_cache,
             samples=settings.evaluation.judge_samples,
             id=key.step_id("judge"),

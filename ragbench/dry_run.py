@@ -74,6 +74,7 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
     varying = varying_axes(cells)
     sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
     priced: set[str] = set()
+    rubrics = config.scoring().rubrics
     pairwise = config.evaluation.pairwise
     candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
     rows = []
@@ -93,7 +94,7 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
             if stage not in stages or step_id in priced or step_id in finished_steps:
                 continue
             priced.add(step_id)
-            usage = _usage(role, cell, sampled, config.scoring().rubrics, config.evaluation.judge_samples)
+            usage = _usage(role, cell, sampled, rubrics, config.evaluation.judge_samples)
             calls += usage["calls"]
             prompt_tokens += usage["prompt_tokens"]
             completion_tokens += usage["completion_tokens"]

@@ -533,6 +533,23 @@ def _case_view(record: CaseRecord) -> CaseView:
     )
 
 
+# What run metadata keeps of each pairwise comparison (the cases stay in the results artifact).
+PAIRWISE_METADATA = {
+    "candidate",
+    "baseline",
+    "judge",
+    "wins",
+    "ties",
+    "losses",
+    "failures",
+    "win_rate",
+    "win_rate_low",
+    "win_rate_high",
+    "sign_test_p",
+    "flip_share",
+}
+
+
 def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
     """Flat run-level metadata for ZenML's filters: `<metric>__<cell id>` and `best_<metric>`, numbers as
     numbers, no ':' in keys (ZenML's filter syntax splits on it); `metric_directions` tells `compare`
@@ -546,23 +563,7 @@ def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
     flat["cell_ids"] = [row["cell"] for row in table.rows]
     flat["incomplete_cells"] = table.incomplete
     flat["configured_metrics"] = table.configured_metrics
-    flat["pairwise"] = [
-        {
-            "candidate": p.candidate,
-            "baseline": p.baseline,
-            "judge": p.judge,
-            "wins": p.wins,
-            "ties": p.ties,
-            "losses": p.losses,
-            "failures": p.failures,
-            "win_rate": p.win_rate,
-            "win_rate_low": p.win_rate_low,
-            "win_rate_high": p.win_rate_high,
-            "sign_test_p": p.sign_test_p,
-            "flip_share": p.flip_share,
-        }
-        for p in table.pairwise
-    ]
+    flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
     for metric in tracked:
         key = metric_key(metric.column)
         scored = [

@@ -247,7 +247,7 @@ _DATA_TAGS = {"passages": "<passage>", "reference_answer": "<reference_answer>",
 
 
 # Columns of a results row that are not metrics, which a rubric's name (its column) must not take; a test
-# checks the list against a real row.
+# checks it against the axis and end-to-end columns of a real row (retrieval columns are listed by hand).
 RESERVED_COLUMNS = frozenset(
     [
         "cell",

@@ -1,3 +1,5 @@
+import pytest
+
 from ragbench.eval_cases import EvalCase
 from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report, sample_cases
 from ragbench.grid import CellSpec
@@ -12,7 +14,7 @@ from ragbench.results import (
     keyword_failure_rows,
     weak_answer_rows,
 )
-from ragbench.rubrics import BUILTIN_RUBRICS
+from ragbench.rubrics import BUILTIN_RUBRICS, CustomRubric
 from ragbench.scoring import Scoring, present
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
@@ -190,3 +192,25 @@ def test_latency_does_not_depend_on_which_answers_came_from_the_cache():
         return row["latency_mean_s"], row["latency_p95_s"]
 
     assert latency_columns([False, True, False]) == latency_columns([True, True, True]) == (3.667, 8.0)
+
+
+def test_a_custom_rubric_cannot_take_a_column_a_row_already_has():
+    """Every non-metric column of an end-to-end row (axes, counts, usage) is reserved or has a reserved
+    prefix or suffix, so no custom rubric's name can overwrite it."""
+    row = {
+        "cell": "",
+        "label": "",
+        "reused": False,
+        **SPEC.axis_columns(),
+        **generation_columns(*cell_outputs()),
+    }
+    metrics = {
+        "correctness_0to1",
+        "fail_good_answers",
+        "fail_bad_answers",
+        "fail_bad_first_words",
+        "fail_declines",
+    }
+    for column in set(row) - metrics:
+        with pytest.raises(ValueError, match="names a results column"):
+            CustomRubric(name=column, criteria="x")

@@ -19,6 +19,7 @@ from ragbench.grid import (
 )
 from ragbench.pipeline_names import BENCHMARK_PIPELINE
 from steps import (
+    answer_external_system,
     answer_questions_cell,
     build_approximate_vector_index,
     build_bm25_index,
@@ -99,7 +100,20 @@ def rag_benchmark(config: dict):
             id=key.step_id("retrieve"),
         )
         retrievals.append(result)
+    systems = {system.name: system for system in settings.systems}
     for key in distinct_at(cells, "answer"):
+        if key.external is not None:
+            outputs[key.step_id("answer")] = answer_external_system(
+                suite,
+                spec=key.identity(),
+                system=systems[key.external].model_dump(mode="json"),
+                sample_size=settings.generation.sample_size,
+                seed=settings.generation.seed,
+                metrics_k=settings.retrieval.metrics_k,
+                llm_cache=settings.llm_cache,
+                id=key.step_id("answer"),
+            )
+            continue
         encodings = None
         if key.reranker is not None:
             encodings_id = f"colbert_{reranker_numbers[key.reranker]}_{key.upto('chunk').id}"

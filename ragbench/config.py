@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragbench.ann import FLAT_INDEX, IndexSpec
 from ragbench.config_paths import resolve_override_paths, resolve_paths
 from ragbench.eval_cases import EvalCase
+from ragbench.external import ExternalSystem
 from ragbench.keyword_tests import BUILTIN_SUITES, AssertionSuite
 from ragbench.knowledge_base import KnowledgeBaseConfig
 from ragbench.llm.cache import check_cache_url, is_database_url
@@ -544,6 +545,16 @@ class BenchmarkConfig(_Strict):
     chunking: ChunkingConfig = ChunkingConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     grid: GridConfig = GridConfig()
+    systems: list[ExternalSystem] = Field(
+        default_factory=list,
+        description="RAG systems you already run (an HTTP endpoint or a Python callable), each benchmarked "
+        "as one more cell beside the grid's, judged by every grid.judge",
+    )
+    benchmark_grid: bool = Field(
+        default=True,
+        description="false: benchmark only the `systems` (e.g. a nightly check of a deploy); the grid's "
+        "judges still grade them",
+    )
     prompts: dict[str, str | dict[str, str]] = Field(
         default_factory=dict,
         description="reader prompt templates by name: {system, user} or a YAML file; 'default' is built in",
@@ -623,6 +634,15 @@ class BenchmarkConfig(_Strict):
                     "evaluation.judge_samples > 1 measures how much a judge's verdicts vary when sampled, "
                     f"but judge(s) {greedy} have temperature 0; set evaluation.judge.temperature (e.g. 0.7)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_systems(self) -> BenchmarkConfig:
+        names = [system.name for system in self.systems]
+        if duplicated := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"systems: names must be unique, {duplicated} repeat")
+        if not self.benchmark_grid and not self.systems:
+            raise ValueError("benchmark_grid: false leaves nothing to benchmark: add `systems`")
         return self
 
     @model_validator(mode="after")

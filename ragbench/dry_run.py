@@ -26,17 +26,27 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
     return [RetrievedChunk(position=i, source=f"doc-{i}", score=0.0, text=text) for i in range(top_n)]
 
 
+# What an external system returns is unknown before it is asked: its judge calls are priced as if it
+# returned this many passages of this many tokens, with an answer of this many words.
+EXTERNAL_PASSAGES, EXTERNAL_PASSAGE_TOKENS, EXTERNAL_ANSWER_WORDS = 5, 256, 128
+
+
 def _usage(
     role: str, cell: CellSpec, cases: list[EvalCase], rubrics: tuple[Rubric, ...], samples: int = 1
 ) -> dict:
     """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
-    assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
-    context = _placeholder_context(cell.chunk_size, cell.top_n)
-    if role == "reader":
-        requests = build_reader_requests(cases, [context] * len(cases), cell.prompt)
-        return estimate_cost(cell.reader, requests)
+    if cell.external is not None:
+        context = _placeholder_context(EXTERNAL_PASSAGE_TOKENS, EXTERNAL_PASSAGES)
+        answer = " ".join(["word"] * EXTERNAL_ANSWER_WORDS)
+    else:
+        assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
+        assert cell.chunk_size is not None
+        context = _placeholder_context(cell.chunk_size, cell.top_n)
+        answer = " ".join(["word"] * (cell.reader.max_tokens // 2))
+        if role == "reader":
+            requests = build_reader_requests(cases, [context] * len(cases), cell.prompt)
+            return estimate_cost(cell.reader, requests)
     assert cell.judge is not None
-    answer = " ".join(["word"] * (cell.reader.max_tokens // 2))
     inputs = [
         JudgeInput(
             case_id=case.id,
@@ -80,7 +90,8 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
     rows = []
     for cell in cells:
         stages = STAGES[: STAGES.index(cell.last_stage) + 1]
-        new_steps = [step for step in [cell.step_id("chunk"), *cell.step_ids()] if step not in finished_steps]
+        chunking = [cell.step_id("chunk")] if cell.external is None else []
+        new_steps = [step for step in [*chunking, *cell.step_ids()] if step not in finished_steps]
         row: dict = {
             "cell": cell_label(cell.axis_columns(), varying),
             "status": "new" if new_steps else "reused",
@@ -92,6 +103,10 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
             if role == "pairwise" and cell.upto("answer").id not in candidates:
                 continue
             if stage not in stages or step_id in priced or step_id in finished_steps:
+                continue
+            if role == "reader" and cell.external is not None:
+                priced.add(step_id)
+                row["external_calls"] = len(cases)  # every case, for the retrieval metrics; cached by version
                 continue
             priced.add(step_id)
             usage = _usage(role, cell, sampled, rubrics, config.evaluation.judge_samples)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from ragbench.colbert_maxsim import PrecomputedColbertReranker
 from ragbench.eval_cases import EvalCase
+from ragbench.external import ExternalClient, ExternalResult, ExternalSystem
 from ragbench.grid import CellSpec
 from ragbench.judge import Judgement, JudgeSummary, judge_answers, judge_case_values, summarise_judgements
 from ragbench.keyword_tests import KeywordReport, Suite, run_keyword_tests, suite_column
@@ -19,7 +20,13 @@ from ragbench.llm.types import nearest_rank_percentile, total_cost
 from ragbench.pairwise import PairwiseInput, PairwiseResult, judge_pairs
 from ragbench.reader import ReaderAnswer, answer_questions
 from ragbench.rerank import RerankerChoice, select_contexts
-from ragbench.retrieval import RetrievedCandidates
+from ragbench.retrieval import (
+    RetrievalResult,
+    RetrievedCandidates,
+    RetrievedChunk,
+    SearchStats,
+    retrieval_metrics,
+)
 from ragbench.rubrics import CORRECTNESS, JudgeInput, Rubric
 
 
@@ -31,6 +38,22 @@ def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) 
     return [case for position, case in enumerate(cases) if position in chosen]
 
 
+class ExternalAnswers(BaseModel):
+    """What an external system's cell adds to its answers: which system and deploy answered, how its calls
+    went, and the retrieval metrics of the sources it returned (None: it returned none)."""
+
+    name: str
+    kind: str
+    endpoint: str
+    version: str | None
+    cases_asked: int
+    calls_made: int  # not served from the cache
+    failures: int
+    retries: int
+    returned_contexts: bool  # False: answer-only metrics (nothing to measure retrieval or faithfulness on)
+    retrieval: RetrievalResult | None  # None: no passages, or passages without sources
+
+
 class AnswerSet(BaseModel):
     """Every answer of one answer-stage key with the passages the reader saw, so any score traces back to
     its case. Judges grade it; they never re-answer."""
@@ -38,6 +61,7 @@ class AnswerSet(BaseModel):
     spec: CellSpec
     reranker: RerankerChoice | None
     answers: list[ReaderAnswer]
+    external: ExternalAnswers | None = None
 
     @property
     def reranker_label(self) -> str:
@@ -65,6 +89,98 @@ def answer_cell(
     with LLMClient(spec.reader, cache_location=llm_cache) as client:
         answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
     return AnswerSet(spec=spec, reranker=reranker.choice if reranker else None, answers=answers)
+
+
+def external_cell(
+    spec: CellSpec,
+    system: ExternalSystem,
+    cases: Sequence[EvalCase],
+    *,
+    sample_size: int | None,
+    seed: int,
+    metrics_k: int,
+    llm_cache: str | None = None,
+) -> AnswerSet:
+    """Ask the system every case once: its sources give the retrieval metrics (over every case with
+    expected sources, as a grid cell's do) and the sampled cases' answers are tested and judged like a
+    reader's, with the passages it returned as the judge's passages."""
+    if spec.external != system.name:
+        raise ValueError(f"system {system.name} given to cell {spec.id}")
+    with ExternalClient(system, cache_location=llm_cache) as client:
+        results = client.ask_many([case.question for case in cases], desc=f"external {system.name}")
+        version = client.version
+    by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
+    contexts = {case.id: external_contexts(by_case[case.id]) for case in cases}
+    answers = []
+    for case in sample_cases(cases, sample_size, seed):
+        result = by_case[case.id]
+        answers.append(
+            ReaderAnswer(
+                case_id=case.id,
+                question=case.question,
+                answer=result.reply.answer.strip() if result.reply is not None else None,
+                error=result.error,
+                contexts=contexts[case.id],
+                latency_s=result.latency_s,
+                cost_usd=None,  # what the system's own calls cost is not visible from outside
+                retries=result.retries,
+                cached=result.cached,
+                retried_earlier_failure=result.retried_earlier_failure,
+            )
+        )
+    with_sources = [case for case in cases if case.expected_sources]
+    returned_sources = any(chunk.source for chunks in contexts.values() for chunk in chunks)
+    retrieval = None
+    if with_sources and returned_sources:
+        ranked = [
+            [
+                chunk.model_copy(update={"source": system.source_match.source_id(chunk.source)})
+                for chunk in contexts[case.id]
+            ]
+            for case in with_sources
+        ]
+        expected = [
+            case.model_copy(
+                update={
+                    "expected_sources": [system.source_match.expected_id(s) for s in case.expected_sources]
+                }
+            )
+            for case in with_sources
+        ]
+        deepest = max((len(chunks) for chunks in contexts.values()), default=0)
+        retrieval = RetrievalResult(
+            spec=spec.upto("retrieve"),
+            chunk_count=0,
+            index=None,
+            lexical=None,
+            search=SearchStats(queries=len(with_sources), ms_per_query=0.0),
+            retrieval=retrieval_metrics(expected, ranked, metrics_k, deepest),
+        )
+    external = ExternalAnswers(
+        name=system.name,
+        kind=system.kind,
+        endpoint=system.endpoint,
+        version=version,
+        cases_asked=len(results),
+        calls_made=sum(not result.cached for result in results),
+        failures=sum(result.reply is None for result in results),
+        retries=sum(result.retries for result in results),
+        returned_contexts=any(contexts.values()),
+        retrieval=retrieval,
+    )
+    return AnswerSet(spec=spec, reranker=None, answers=answers, external=external)
+
+
+def external_contexts(result: ExternalResult) -> list[RetrievedChunk]:
+    """The passages a system returned, in its order, as the reader's passages (no index row, no score)."""
+    if result.reply is None:
+        return []
+    return [
+        RetrievedChunk(
+            position=-1, source=context.source or "", score=0.0, text=context.text, retrieval_rank=rank
+        )
+        for rank, context in enumerate(result.reply.contexts, start=1)
+    ]
 
 
 class JudgeResult(BaseModel):
@@ -103,6 +219,8 @@ def judge_cell(
     """Judge the answers that exist; failed reader calls are counted by the table, not judged."""
     if spec.judge is None:
         raise ValueError(f"cell {spec.id} has no judge")
+    if answer_set.external is not None and not answer_set.external.returned_contexts:
+        rubrics = [rubric for rubric in rubrics if "passages" not in rubric.inputs]  # answer-only
     by_id = {case.id: case for case in cases}
     inputs = [
         JudgeInput(

@@ -38,8 +38,10 @@ class CellSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    chunk_size: int = _axis("chunk", "cs", "cs")
-    chunk_overlap: int = _axis("chunk", "o", "overlap ", description="tokens")
+    # An external system (`systems` in the config) answers by itself: its cells have only this and a judge.
+    external: str | None = _axis("chunk", "ext-", "external ", None, "a system's name; None = the grid's")
+    chunk_size: int | None = _axis("chunk", "cs", "cs", None)
+    chunk_overlap: int | None = _axis("chunk", "o", "overlap ", None, "tokens")
     # Before the embedding (so a bm25 cell has none) but keyed at retrieve: dense and hybrid share one index.
     retriever: Retriever | None = _axis("retrieve", "", "", None, "bm25 or hybrid; None = dense")
     embedding_model: str | None = _axis("index", "", "", None)
@@ -64,7 +66,7 @@ class CellSpec(BaseModel):
     @property
     def last_stage(self) -> Stage:
         """The deepest stage this cell reaches (retrieve for a retrieval-only grid)."""
-        if self.reader is None:
+        if self.reader is None and self.external is None:
             return "retrieve"
         return "judge" if self.judge is not None else "answer"
 
@@ -76,6 +78,8 @@ class CellSpec(BaseModel):
     def value_text(self, axis: str) -> str:
         """The axis value as people read it: a model's name, a prompt's name, 'off' for no reranker."""
         value = getattr(self, axis)
+        if value is None and self.external is not None:
+            return ""  # an external system has none of the grid's settings, not their defaults
         if isinstance(value, LLMSettings):
             return value.model
         if isinstance(value, PromptTemplate):
@@ -162,6 +166,8 @@ class CellSpec(BaseModel):
 
     def step_ids(self) -> list[str]:
         """Every step after chunking whose output this cell's row is made of."""
+        if self.external is not None:
+            return [self.step_id(stage) for stage in ("answer", "judge")[: STAGES.index(self.last_stage) - 2]]
         ids = [self.step_id("index")] if self.uses_dense_index else []
         ids += [self.lexical_step_id] if self.uses_lexical_index else []
         stages = STAGES[STAGES.index("retrieve") : STAGES.index(self.last_stage) + 1]
@@ -192,6 +198,8 @@ def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> lis
     """The values of one axis for a cell whose earlier axes are set: where config entries become cell
     fields (overlap shares become tokens, model strings become settings, prompt names templates)."""
     grid = config.grid
+    if axis == "external":
+        return [None]
     if CellSpec.stage_of(axis) in ("answer", "judge") and not grid.reader:
         return [None]
     if axis == "chunk_overlap":
@@ -217,10 +225,13 @@ def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> lis
 
 
 def expand_grid(config: BenchmarkConfig) -> list[CellSpec]:
-    """Every cell of the grid, in axis order; equal cells (e.g. two overlaps rounding alike) once."""
-    partial: list[dict[str, Any]] = [{}]
+    """Every cell of the grid, in axis order (equal cells, e.g. two overlaps rounding alike, once), then
+    one cell per external system and judge."""
+    partial: list[dict[str, Any]] = [{}] if config.benchmark_grid else []
     for axis in CellSpec.axes():
         partial = [{**cell, axis: value} for cell in partial for value in axis_values(config, axis, cell)]
+    judges = [llm_settings(entry, config.evaluation.judge) for entry in config.grid.judge] or [None]
+    partial += [{"external": system.name, "judge": judge} for system in config.systems for judge in judges]
     cells = {spec.id: spec for spec in (CellSpec(**cell) for cell in partial)}
     return list(cells.values())
 
@@ -252,12 +263,14 @@ def llm_operations(cells: list[CellSpec]) -> dict[str, dict[str, Any]]:
 
 def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
     """The distinct keys of the cells' work at `stage`, in grid order (one pipeline step each); at the
-    index stage, the dense indexes (a bm25 cell has none)."""
+    index stage, the dense indexes (a bm25 cell has none); an external system's cell from the answer stage
+    on (it answers by itself)."""
     keys = {
         (key := cell.upto(stage)).id: key
         for cell in cells
         if STAGES.index(cell.last_stage) >= STAGES.index(stage)
         and (stage != "index" or cell.uses_dense_index)
+        and (cell.external is None or stage in ("answer", "judge"))
     }
     return list(keys.values())
 

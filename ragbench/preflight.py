@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragbench.config import BenchmarkConfig, overlap_tokens
 from ragbench.eval_cases import EvalSuite, load_eval_suite_from
+from ragbench.external import missing_environment
 from ragbench.grid import expand_grid, pairwise_pairs
 from ragbench.knowledge_base import load_corpus
 from ragbench.llm import check_llm_ready
@@ -88,8 +91,10 @@ def run_preflight(
     llms = list(
         {s.model_dump_json(): s for c in cells for s in (c.reader, c.judge) if s is not None}.values()
     )
+    check_systems(config, step_environment, plan_only)
+    grid_models = [config.chunking_tokenizer, *config.grid.embedding_model] if config.benchmark_grid else []
     if not plan_only:
-        for name in dict.fromkeys([config.chunking_tokenizer, *config.grid.embedding_model]):
+        for name in dict.fromkeys(grid_models):
             check_model_available(name)
         for settings in llms:
             # missing API key, unknown provider or GGUF: fail before any work
@@ -104,7 +109,7 @@ def run_preflight(
         )
     corpus = load_corpus(config.knowledge_base)
     warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
-    warnings += size_warnings(config, corpus.total_characters)
+    warnings += size_warnings(config, corpus.total_characters) if config.benchmark_grid else []
     suite = load_eval_suite_from(config.eval_cases)
     known_sources = {document.source for document in corpus.documents}
     unknown = sorted({source for case in suite.cases for source in case.expected_sources} - known_sources)
@@ -126,7 +131,7 @@ def run_preflight(
             warnings.append(
                 f"custom {kind} {name}: no eval case has any of its tags {list(tags)}: it scores nothing"
             )
-    for name in [] if plan_only else config.grid.embedding_model:
+    for name in [] if plan_only or not config.benchmark_grid else config.grid.embedding_model:
         location = provisioned_location(name)  # the steps provision models; a model not here yet is unchecked
         limit = max_seq_length(location) if location else None
         too_big = [size for size in config.grid.chunk_size if limit and size > limit]
@@ -138,6 +143,23 @@ def run_preflight(
     for warning in warnings:
         logger.warning(warning)
     return Preflight(knowledge_base_fingerprint=corpus.fingerprint, eval_suite=suite, warnings=warnings)
+
+
+def check_systems(
+    config: BenchmarkConfig, step_environment: Mapping[str, str] | None, plan_only: bool
+) -> None:
+    """An external system's header secrets and version must be set where its step runs (checked by name,
+    never by value), and a Python system importable, before anything is indexed."""
+    environment = os.environ if step_environment is None else step_environment
+    for system in config.systems:
+        if not plan_only and (missing := missing_environment(system, environment)):
+            raise PreflightError(
+                f"system {system.name}: environment variable(s) {', '.join(missing)} not set where the steps "
+                "run (set them, or put them in a ZenML secret named in orchestration.secrets)"
+            )
+        module = (system.python or "").partition(":")[0]
+        if module and importlib.util.find_spec(module.split(".")[0]) is None:
+            raise PreflightError(f"system {system.name}: python module {module!r} is not importable here")
 
 
 def run_testset_preflight(

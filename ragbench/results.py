@@ -15,6 +15,7 @@ from ragbench.config import StatisticsConfig
 from ragbench.eval_cases import EvalCase, EvalSuite
 from ragbench.generation import (
     AnswerSet,
+    ExternalAnswers,
     JudgeResult,
     generation_case_values,
     generation_columns,
@@ -88,7 +89,12 @@ class CellResults(BaseModel):
     ) -> CellResults:
         return cls(
             cells=list(cells),
-            retrievals={r.spec.id: r for r in retrievals},
+            retrievals={r.spec.id: r for r in retrievals}
+            | {
+                a.spec.upto("retrieve").id: a.external.retrieval
+                for a in answer_sets
+                if a.external is not None and a.external.retrieval is not None
+            },
             answer_sets={a.spec.id: a for a in answer_sets},
             judged={j.spec.id: j for j in judged},
             keyword={a.spec.id: keyword_report(a, cases, suites) for a in answer_sets} if suites else {},
@@ -96,14 +102,16 @@ class CellResults(BaseModel):
         )
 
     def answers_of(self, cell: CellSpec) -> AnswerSet | None:
-        return self.answer_sets.get(cell.upto("answer").id) if cell.reader is not None else None
+        answers = cell.reader is not None or cell.external is not None
+        return self.answer_sets.get(cell.upto("answer").id) if answers else None
 
     def judged_of(self, cell: CellSpec) -> JudgeResult | None:
         return self.judged.get(cell.id) if cell.judge is not None else None
 
     def case_values(self, cell: CellSpec) -> CaseValues:
         """Every per-case value behind the cell's row (column -> case id -> value)."""
-        values = self.retrievals[cell.upto("retrieve").id].case_values()
+        retrieval = self.retrievals.get(cell.upto("retrieve").id)  # None: a system that returned no sources
+        values = retrieval.case_values() if retrieval is not None else {}
         answers = self.answers_of(cell)
         if answers is not None:
             values |= generation_case_values(self.keyword.get(answers.spec.id), self.judged_of(cell))
@@ -118,7 +126,8 @@ class CellResults(BaseModel):
             if answers is not None:
                 axes["reranker"] = answers.reranker_label  # says when the UNTRAINED stand-in was used
             row = {"cell": cell.id, "label": cell_label(axes, varying), **axes}
-            row |= self.retrievals[cell.upto("retrieve").id].columns()
+            if (retrieval := self.retrievals.get(cell.upto("retrieve").id)) is not None:
+                row |= retrieval.columns()
             if answers is not None:
                 keyword = self.keyword.get(answers.spec.id)
                 row |= generation_columns(answers, keyword, self.judged_of(cell))
@@ -398,15 +407,35 @@ def run_notes(
             f"Answers, keyword tests and the judge use {answered} cases, {chosen}, the same in every cell; "
             "each *_cases column gives the number of cases behind its metric."
         )
+    notes += [external_note(s.external) for s in results.answer_sets.values() if s.external is not None]
     reader_retried = sum(a.retried_earlier_failure for s in results.answer_sets.values() for a in s.answers)
     judge_retried = sum(j.calls_retried for j in results.judgements())
     if reader_retried or judge_retried:
         notes.append(
-            f"This run made again {reader_retried} reader call(s) and {judge_retried} judge call(s) that had "
+            f"This run made again {reader_retried} answering call(s) (reader or external system) and "
+            f"{judge_retried} judge call(s) that had "
             "failed in an earlier run (steps with failed calls are never reused from the cache; their "
             "finished calls came from the LLM cache)."
         )
     return notes
+
+
+def external_note(external: ExternalAnswers) -> str:
+    """Which deploy of an external system answered, how its calls went, and what could not be measured."""
+    version = f", version {external.version}" if external.version else ""
+    text = (
+        f"External system {external.name} ({external.kind} {external.endpoint}{version}): asked "
+        f"{external.cases_asked} cases, {external.calls_made} not from the cache, {external.failures} failed "
+        f"({external.retries} retries)."
+    )
+    if not external.returned_contexts:
+        return text + (
+            " It returned no passages: its row has answer-only metrics (no retrieval metrics, no rubric that "
+            "reads passages)."
+        )
+    if external.retrieval is None:
+        return text + " Its passages came without sources: no retrieval metrics."
+    return text + " Retrieval metrics compare the sources it returned, in its order, with expected_sources."
 
 
 def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str]:

@@ -19,7 +19,8 @@ from ragbench.lexical import LexicalIndex, LexicalIndexManifest, reciprocal_rank
 
 
 class RetrievedChunk(BaseModel):
-    """One passage as retrieved: `position` is its row in the index, `score` the score it was ranked by.
+    """One passage as retrieved: `position` is its row in the index, `score` the score it was ranked by
+    (-1 and 0 for a passage an external system returned: its index is not ours).
 
     `retrieval_rank` is its 1-based rank in the first-stage list, so a reranked context shows where the
     reranker found it; after reranking, `score` is the reranker's and `retrieval_score` keeps the
@@ -262,6 +263,16 @@ class RetrievalResult(BaseModel):
         time sit beside the flat cell's, so what speed costs in quality is one row apart."""
         metrics = self.retrieval.metrics
         k = metrics.metrics_k
+        quality = {
+            "retrieval_cases": metrics.cases_used,
+            f"failure_rate@{k}": metrics.failure_rate,
+            f"hit_rate@{k}": metrics.hit_rate,
+            f"recall@{k}": metrics.recall,
+            "mrr": metrics.mrr,
+            "ndcg@10": metrics.ndcg_at_10,
+        }
+        if self.spec.external is not None:  # its index and search are the system's own, out of sight
+            return quality
         dense, lexical = self.index, self.lexical
         build = (dense.build_seconds + dense.index_build_seconds if dense else 0.0) + (
             lexical.build_seconds if lexical else 0.0
@@ -269,12 +280,7 @@ class RetrievalResult(BaseModel):
         return {
             "chunks": self.chunk_count,
             "chunks_truncated": dense.chunks_over_max_length if dense else 0,
-            "retrieval_cases": metrics.cases_used,
-            f"failure_rate@{k}": metrics.failure_rate,
-            f"hit_rate@{k}": metrics.hit_rate,
-            f"recall@{k}": metrics.recall,
-            "mrr": metrics.mrr,
-            "ndcg@10": metrics.ndcg_at_10,
+            **quality,
             "recall_vs_exact": self.search.recall_vs_exact,  # at the cell's top_k
             "search_ms_per_query": self.search.ms_per_query,
             "exact_search_ms_per_query": self.search.exact_ms_per_query,

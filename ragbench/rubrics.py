@@ -251,6 +251,7 @@ _DATA_TAGS = {"passages": "<passage>", "reference_answer": "<reference_answer>",
 RESERVED_COLUMNS = frozenset(
     [
         "cell",
+        "external",
         "label",
         "reused",
         "chunk_size",

@@ -4,7 +4,16 @@ from zenml import log_metadata, step
 
 from ragbench.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
 from ragbench.eval_cases import EvalSuite
-from ragbench.generation import AnswerSet, JudgeResult, answer_cell, judge_cell, pairwise_cell, sample_cases
+from ragbench.external import ExternalSystem
+from ragbench.generation import (
+    AnswerSet,
+    JudgeResult,
+    answer_cell,
+    external_cell,
+    judge_cell,
+    pairwise_cell,
+    sample_cases,
+)
 from ragbench.grid import CellSpec
 from ragbench.pairwise import PairwiseResult
 from ragbench.retrieval import RetrievedCandidates
@@ -54,6 +63,34 @@ def answer_questions_cell(
     )
     if failures:
         never_reuse_this_step_run()
+    return answers
+
+
+@step(enable_cache=False)
+def answer_external_system(
+    eval_suite: EvalSuite,
+    spec: dict,
+    system: dict,
+    sample_size: int | None,
+    seed: int,
+    metrics_k: int,
+    llm_cache: str | None,
+) -> Annotated[AnswerSet, "answers"]:
+    """Ask a system the team already runs. Never reused from ZenML's cache: the deploy behind it changes
+    between runs (its version may come from the environment this step runs in); its calls are cached by
+    system, version and question instead, so an unchanged deploy is not asked twice."""
+    answers = external_cell(
+        CellSpec.model_validate(spec),
+        ExternalSystem.model_validate(system),
+        eval_suite.cases,
+        sample_size=sample_size,
+        seed=seed,
+        metrics_k=metrics_k,
+        llm_cache=llm_cache,
+    )
+    external = answers.external
+    assert external is not None
+    log_metadata(external.model_dump(mode="json", exclude={"retrieval"}, exclude_none=True))
     return answers
 
 

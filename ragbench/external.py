@@ -1,0 +1,548 @@
+"""A RAG system the user already runs, benchmarked as one cell: an HTTP endpoint or a Python callable that
+takes a question and returns the answer with the passages it used and their sources.
+
+Calls get the LLM client's discipline: a result cache (the same store, keyed by the system's identity,
+its `version` and the question, never by credentials), bounded concurrency, timeouts, counted retries
+that honour Retry-After, failures recorded apart and never served, and a breaker that stops the run with
+one message when the system is down. Header secrets are read from the environment where the step runs,
+sent only to the system's own URL and redacted from every error text.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import importlib
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+import jmespath
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from tqdm.auto import tqdm
+
+from ragbench.llm.cache import cache_key, open_result_cache
+from ragbench.llm.redaction import is_credential_key, redact
+
+QUESTION_PLACEHOLDER = "{question}"
+_MAX_RETRY_AFTER_S = 120.0
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class ExternalSystemError(RuntimeError):
+    """The system cannot be used at all (unreachable, refusing our credentials, a wrong answer path):
+    every further call would fail the same way, so the run stops with this one message."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceMatch(_Strict):
+    """How a source id the system returns becomes a knowledge-base source, to compare with a case's
+    `expected_sources`: as is, by its last path component, or through a regular expression."""
+
+    rule: Literal["exact", "basename", "regex"] = Field(
+        default="exact", description="exact; basename (last path component, both sides); regex (pattern)"
+    )
+    pattern: str | None = Field(
+        default=None, description="regex rule: matched against the whole returned source (re.fullmatch)"
+    )
+    replace: str = Field(default=r"\1", description=r"regex rule: what a match becomes (\1 = first group)")
+
+    @model_validator(mode="after")
+    def _check_pattern(self) -> SourceMatch:
+        if (self.rule == "regex") != (self.pattern is not None):
+            raise ValueError("source_match: `pattern` is needed by the regex rule, and only by it")
+        if self.pattern is not None:
+            try:
+                compiled = re.compile(self.pattern)
+            except re.error as error:
+                raise ValueError(f"source_match.pattern {self.pattern!r}: {error}") from None
+            if compiled.groups == 0 and "\\" in self.replace:
+                raise ValueError(
+                    f"source_match.replace {self.replace!r} refers to a group; the pattern has none"
+                )
+        return self
+
+    def source_id(self, returned: str) -> str:
+        """The knowledge-base source a returned id stands for; unchanged when the regex does not match."""
+        if self.rule == "basename":
+            return PurePosixPath(returned.split("?", 1)[0].split("#", 1)[0].replace("\\", "/")).name
+        if self.rule == "regex":
+            assert self.pattern is not None
+            match = re.fullmatch(self.pattern, returned)
+            return match.expand(self.replace) if match else returned
+        return returned
+
+    def expected_id(self, expected: str) -> str:
+        """The form an expected source is compared in (basename compares last components on both sides)."""
+        return PurePosixPath(expected).name if self.rule == "basename" else expected
+
+
+class HttpSystem(_Strict):
+    """An HTTP endpoint: each question goes in through `body` (every string in it has `{question}`
+    replaced), the reply's JSON is read with JMESPath expressions (jmespath.org)."""
+
+    url: str = Field(description="http(s) URL of the endpoint")
+    method: Literal["POST", "GET"] = Field(
+        default="POST", description="POST sends body as JSON; GET as query"
+    )
+    headers: dict[str, str] = Field(default_factory=dict, description="headers that carry no secret")
+    headers_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="header -> environment variable holding its value (read where the step runs, "
+        "redacted everywhere, never stored), e.g. {Authorization: MY_RAG_TOKEN}",
+    )
+    body: Any = Field(
+        default_factory=lambda: {"question": QUESTION_PLACEHOLDER},
+        description="the request's JSON (POST) or query (GET): every string has {question} replaced",
+    )
+    answer: str = Field(default="answer", description="JMESPath of the answer text in the reply")
+    contexts: str | None = Field(
+        default="contexts[*].text", description="JMESPath of the passages' texts (a list); null = none"
+    )
+    sources: str | None = Field(
+        default="contexts[*].source",
+        description="JMESPath of the passages' source ids (a list, in rank order); null = none",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ValueError(f"url {url!r} is not an http(s) URL")
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _no_secret_in_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        if secret := [name for name in headers if is_credential_key(name)]:
+            raise ValueError(
+                f"headers {secret} carry credentials: name their environment variables in headers_env "
+                "instead, so the values are never written into a config, an artifact or a log"
+            )
+        return headers
+
+    @field_validator("answer", "contexts", "sources")
+    @classmethod
+    def _check_path(cls, path: str | None) -> str | None:
+        if path is not None:
+            try:
+                jmespath.compile(path)
+            except jmespath.exceptions.JMESPathError as error:
+                raise ValueError(f"JMESPath {path!r}: {error}") from None
+        return path
+
+    @model_validator(mode="after")
+    def _question_in_body(self) -> HttpSystem:
+        if QUESTION_PLACEHOLDER not in json.dumps(self.body):
+            raise ValueError(f"body must contain {QUESTION_PLACEHOLDER} where the question goes")
+        if self.method == "GET" and not (
+            isinstance(self.body, dict) and all(isinstance(v, str) for v in self.body.values())
+        ):
+            raise ValueError("a GET body is its query: a mapping of strings")
+        return self
+
+
+class ExternalSystem(_Strict):
+    """One system of `systems`: exactly one of `http` and `python`."""
+
+    name: str = Field(description="the cell's name: its `external` column, its id in compare and the gate")
+    http: HttpSystem | None = Field(default=None, description="an HTTP endpoint (see HttpSystem)")
+    python: str | None = Field(
+        default=None,
+        description="'package.module:function', importable where the step runs: (question) -> "
+        "{answer, contexts: [{text, source}]}",
+    )
+    version: str | None = Field(
+        default=None,
+        description="part of the call cache key: a new version (e.g. a deploy's git sha) is asked afresh",
+    )
+    version_env: str | None = Field(
+        default=None, description="read the version from this environment variable where the step runs"
+    )
+    source_match: SourceMatch = SourceMatch()
+    concurrency: int = Field(default=4, ge=1, description="requests in flight at once")
+    timeout_s: float = Field(default=60.0, gt=0, description="seconds per request")
+    max_retries: int = Field(default=3, ge=0, description="retries of a failed call (429, 5xx, timeouts)")
+    max_consecutive_failures: int = Field(
+        default=8, ge=1, description="calls in a row that exhaust their retries before the run stops"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if not _NAME.match(name):
+            raise ValueError(f"system name {name!r}: letters, digits, '_', '-', '.' only (at most 64)")
+        return name
+
+    @field_validator("python")
+    @classmethod
+    def _check_target(cls, target: str | None) -> str | None:
+        if target is not None and not re.match(r"^[\w.]+:[\w.]+$", target):
+            raise ValueError(f"python {target!r} is not 'package.module:function'")
+        return target
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ExternalSystem:
+        if (self.http is None) == (self.python is None):
+            raise ValueError(f"system {self.name}: give exactly one of http and python")
+        if self.version is not None and self.version_env is not None:
+            raise ValueError(f"system {self.name}: give version or version_env, not both")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "http" if self.http is not None else "python"
+
+    @property
+    def endpoint(self) -> str:
+        """Where answers come from, for people: the URL without its query, or the callable."""
+        return self.http.url.split("?", 1)[0] if self.http is not None else str(self.python)
+
+    def identity(self) -> dict[str, Any]:
+        """What decides an answer: the endpoint and request shape (header names, never their values), or
+        the callable. Version, retries and concurrency are not part of it."""
+        if self.http is not None:
+            return {"http": self.http.model_dump(mode="json", exclude={"headers_env"})}
+        return {"python": self.python}
+
+    def environment_names(self) -> list[str]:
+        """Variables the step that calls the system needs."""
+        names = list(self.http.headers_env.values()) if self.http is not None else []
+        return names + ([self.version_env] if self.version_env else [])
+
+    def resolved_version(self, environment: Mapping[str, str] | None = None) -> str | None:
+        environment = os.environ if environment is None else environment
+        if self.version_env is None:
+            return self.version
+        value = environment.get(self.version_env, "").strip()
+        if not value:
+            raise ExternalSystemError(f"system {self.name}: version_env {self.version_env} is not set")
+        return value
+
+
+def missing_environment(system: ExternalSystem, environment: Mapping[str, str]) -> list[str]:
+    """The variables the system needs that are unset or empty in `environment` (names only)."""
+    return [name for name in system.environment_names() if not str(environment.get(name, "")).strip()]
+
+
+class ExternalContext(BaseModel):
+    text: str
+    source: str | None = None
+
+
+class ExternalReply(BaseModel):
+    """What a system returned for one question: the answer and the passages it used, in rank order."""
+
+    answer: str
+    contexts: list[ExternalContext] = []
+
+
+class ExternalResult(BaseModel):
+    """One question's outcome; `reply` is None exactly when the call failed (`error` says why)."""
+
+    question: str
+    reply: ExternalReply | None
+    error: str | None = None
+    latency_s: float = 0.0
+    attempts: int = 0
+    cached: bool = False
+    retried_earlier_failure: bool = False
+
+    @property
+    def retries(self) -> int:
+        return max(0, self.attempts - 1)
+
+
+class _Retry(Exception):
+    """A transient failure (429, 5xx, timeout, connection): retried, honouring `retry_after_s`."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class _ItemFailure(Exception):
+    """This question failed (a 4xx other than auth, a reply without the answer): not retried."""
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            parsed = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):  # neither seconds nor an HTTP date: use the backoff
+            return None
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+def _filled(template: Any, question: str) -> Any:
+    """The body template with the question put in every string (as a JSON string value, never spliced)."""
+    if isinstance(template, str):
+        return template.replace(QUESTION_PLACEHOLDER, question)
+    if isinstance(template, list):
+        return [_filled(item, question) for item in template]
+    if isinstance(template, dict):
+        return {key: _filled(value, question) for key, value in template.items()}
+    return template
+
+
+def _as_reply(answer: Any, texts: Any, sources: Any) -> ExternalReply:
+    if not isinstance(answer, str):
+        raise _ItemFailure(f"invalid_reply: no answer text in the reply (got {type(answer).__name__})")
+    texts = [] if texts is None else texts
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise _ItemFailure("invalid_reply: contexts is not a list of strings")
+    if sources is not None and (not isinstance(sources, list) or len(sources) != len(texts)):
+        raise _ItemFailure(f"invalid_reply: {len(texts)} contexts but sources {sources!r:.80}")
+    sources = [None if source is None else str(source) for source in sources or [None] * len(texts)]
+    return ExternalReply(
+        answer=answer,
+        contexts=[ExternalContext(text=t, source=s) for t, s in zip(texts, sources, strict=True)],
+    )
+
+
+class ExternalClient:
+    """Cached, retried, counted access to one external system; `ask_many` runs `concurrency` at a time.
+
+    `environment` is where header secrets and the version are read (default: this process's, i.e. the
+    step's). `backoff_base_s` scales the exponential backoff (tests make it tiny)."""
+
+    def __init__(
+        self,
+        system: ExternalSystem,
+        *,
+        cache_location: str | None = None,
+        use_cache: bool = True,
+        environment: Mapping[str, str] | None = None,
+        backoff_base_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        progress: bool | None = None,
+    ) -> None:
+        environment = os.environ if environment is None else environment
+        self.system = system
+        self.version = system.resolved_version(environment)
+        if missing := missing_environment(system, environment):
+            raise ExternalSystemError(f"system {system.name}: environment variable(s) {missing} not set")
+        # Values only in memory, sent only to the system's own URL; every error text is cleaned of them.
+        headers_env = system.http.headers_env if system.http is not None else {}
+        self._secrets = {header: environment[variable] for header, variable in headers_env.items()}
+        self._secret_names = {environment[variable]: variable for variable in headers_env.values()}
+        self._function: Callable[[str], Any] | None = None
+        self._http: Any = None
+        if system.http is not None:
+            import httpx
+
+            self._http = httpx.Client(timeout=system.timeout_s, follow_redirects=False)
+        else:
+            self._function = _load_callable(str(system.python))
+        self.cache = open_result_cache(cache_location) if use_cache else None
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self.progress = progress
+        self._lock = threading.Lock()
+        self._consecutive_failures = 0
+
+    def __enter__(self) -> ExternalClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+        if self.cache is not None:
+            self.cache.close()
+
+    @property
+    def label(self) -> str:
+        return f"external:{self.system.name}"
+
+    def cache_key(self, question: str) -> str:
+        return cache_key({"external": self.system.identity(), "version": self.version, "question": question})
+
+    def ask_many(self, questions: Sequence[str], *, desc: str = "external") -> list[ExternalResult]:
+        """Results in input order; raises ExternalSystemError when the system is down or unusable."""
+        results: list[ExternalResult | None] = [None] * len(questions)
+        workers = max(1, min(self.system.concurrency, len(questions)))
+        disabled = None if self.progress is None else not self.progress
+        with (
+            tqdm(total=len(questions), desc=desc, unit="call", disable=disabled) as bar,
+            ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragbench-external") as pool,
+        ):
+            futures = {pool.submit(self.ask, question): index for index, question in enumerate(questions)}
+            try:
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update(1)
+            finally:
+                for future in futures:
+                    future.cancel()
+        return [result for result in results if result is not None]
+
+    def ask(self, question: str) -> ExternalResult:
+        """One question: from the cache, else from the system (retried); a failure is recorded apart and
+        never served, so the next run asks again."""
+        key = self.cache_key(question)
+        if self.cache is not None and (raw := self.cache.get(key)) is not None:
+            try:
+                return ExternalResult.model_validate_json(raw).model_copy(
+                    update={"cached": True, "retried_earlier_failure": False}
+                )
+            except ValidationError:
+                pass
+        result = self._ask_fresh(question)
+        if self.cache is not None:
+            retried = self.cache.failed_before(key)
+            if result.reply is not None:
+                self.cache.put(key, self.label, result.model_dump_json())
+                if retried:
+                    self.cache.forget_failure(key)
+            else:
+                self.cache.record_failure(key, self.label, result.error or "failed")
+            result = result.model_copy(update={"retried_earlier_failure": retried})
+        if result.reply is None:
+            self._note_failure(result.error or "failed")  # after recording it: the breaker may raise
+        else:
+            with self._lock:
+                self._consecutive_failures = 0
+        return result
+
+    def _clean(self, text: str) -> str:
+        for value, variable in self._secret_names.items():
+            text = text.replace(value, f"<{variable}>")
+        return redact(" ".join(text.split()))[:300]
+
+    def _ask_fresh(self, question: str) -> ExternalResult:
+        attempts, latency = 0, 0.0
+        for attempt in range(1, self.system.max_retries + 2):
+            attempts += 1
+            started = time.perf_counter()
+            try:
+                reply = self._call(question)
+            except _Retry as failure:
+                latency += time.perf_counter() - started
+                if attempt > self.system.max_retries:
+                    error = f"retries_exhausted: {self._clean(str(failure))} (after {attempt} attempts)"
+                    return ExternalResult(
+                        question=question, reply=None, error=error, latency_s=latency, attempts=attempts
+                    )
+                time.sleep(self._backoff_s(attempt, failure.retry_after_s))
+                continue
+            except _ItemFailure as failure:
+                latency += time.perf_counter() - started
+                error = f"request_failed: {self._clean(str(failure))}"
+                return ExternalResult(
+                    question=question, reply=None, error=error, latency_s=latency, attempts=attempts
+                )
+            latency += time.perf_counter() - started
+            return ExternalResult(
+                question=question, reply=reply, latency_s=round(latency, 6), attempts=attempts
+            )
+        raise AssertionError("unreachable")
+
+    def _backoff_s(self, attempt: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return min(retry_after_s, _MAX_RETRY_AFTER_S)
+        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    def _note_failure(self, error: str) -> None:
+        """The breaker: nothing has worked for a while, so the system is down (or misconfigured)."""
+        with self._lock:
+            self._consecutive_failures += 1
+            tripped = self._consecutive_failures >= self.system.max_consecutive_failures
+        if tripped:
+            raise ExternalSystemError(
+                f"external system {self.system.name} ({self.system.endpoint}) is failing: "
+                f"{self._consecutive_failures} calls in a row failed (last: {error}); successful answers "
+                "are cached: run again when it is back"
+            ) from None
+
+    def _call(self, question: str) -> ExternalReply:
+        if self._function is not None:
+            return self._call_python(question)
+        return self._call_http(question)
+
+    def _call_python(self, question: str) -> ExternalReply:
+        assert self._function is not None
+        try:
+            payload = self._function(question)
+        except Exception as error:  # the user's code: a transient failure until the breaker says otherwise
+            raise _Retry(f"{type(error).__name__}: {error}") from None
+        if not isinstance(payload, Mapping):
+            raise _ItemFailure(
+                f"invalid_reply: {self.system.python} returned {type(payload).__name__}, not a mapping"
+            )
+        contexts = payload.get("contexts") or []
+        if not isinstance(contexts, list) or not all(isinstance(c, Mapping) for c in contexts):
+            raise _ItemFailure("invalid_reply: contexts is not a list of {text, source} mappings")
+        return _as_reply(
+            payload.get("answer"),
+            [c.get("text") for c in contexts],
+            [c.get("source") for c in contexts] if contexts else None,
+        )
+
+    def _call_http(self, question: str) -> ExternalReply:
+        import httpx
+
+        http = self.system.http
+        assert http is not None and self._http is not None
+        body = _filled(http.body, question)
+        headers = {"Accept": "application/json", **http.headers, **self._secrets}
+        try:
+            if http.method == "GET":
+                response = self._http.get(http.url, params=body, headers=headers)
+            else:
+                response = self._http.post(http.url, json=body, headers=headers)
+        except httpx.TimeoutException:
+            raise _Retry(f"timeout after {self.system.timeout_s:g} s") from None
+        except httpx.TransportError as error:
+            raise _Retry(f"{type(error).__name__}: {error}") from None
+        status = response.status_code
+        if status in (401, 403, 404, 405):
+            raise ExternalSystemError(
+                f"external system {self.system.name} ({self.system.endpoint}) answered HTTP {status}: "
+                f"{self._clean(response.text)} (check the url, method and headers_env)"
+            )
+        if status == 429 or status >= 500 or status in (408, 409):
+            raise _Retry(
+                f"HTTP {status}: {self._clean(response.text)[:200]}",
+                _retry_after_s(response.headers.get("retry-after")),
+            )
+        if status >= 400:
+            raise _ItemFailure(f"HTTP {status}: {self._clean(response.text)[:200]}")
+        try:
+            payload = response.json()
+        except ValueError:
+            raise _ItemFailure(f"invalid_reply: not JSON: {self._clean(response.text)[:120]!r}") from None
+        return _as_reply(
+            jmespath.search(http.answer, payload),
+            jmespath.search(http.contexts, payload) if http.contexts else None,
+            jmespath.search(http.sources, payload) if http.sources else None,
+        )
+
+
+def _load_callable(target: str) -> Callable[[str], Any]:
+    module_name, _, attribute = target.partition(":")
+    try:
+        value: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except Exception as error:  # the user's module may fail to import in any way
+        raise ExternalSystemError(f"python system {target}: cannot import it here ({error})") from None
+    if not callable(value):
+        raise ExternalSystemError(f"python system {target} is not callable")
+    return value

@@ -1,0 +1,171 @@
+"""External RAG systems benchmarked beside a grid cell, through real ZenML runs: a fake RAG service on
+127.0.0.1 (with a secret header, scripted failures and an outage) and a Python callable from this package,
+scored, gated and reported like the grid's cells; the judge and the grid's reader are the fake OpenAI
+server."""
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import run
+from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_rag_service import FakeRagService
+from tests.projects import write_project
+
+pytestmark = pytest.mark.integration
+
+SECRET = "Bearer s3cr3t-rag-header-0123456789"
+DOCUMENTS = {
+    "errors.md": "# Errors\nA failing assert statement raises AssertionError.",
+    "loops.md": "# Loops\nThe break statement ends the innermost loop at once.",
+    "files.md": "# Files\nThe with statement closes a file automatically when the block ends.",
+}
+CASES = [
+    {
+        "id": "assert",
+        "question": "Which exception does a failing assert raise?",
+        "reference_answer": "AssertionError.",
+        "expected_sources": ["errors.md"],
+    },
+    {
+        "id": "break",
+        "question": "How do I leave a loop early?",
+        "reference_answer": "Use the break statement.",
+        "expected_sources": ["loops.md"],
+    },
+    {
+        "id": "with",
+        "question": "What closes a file for me automatically?",
+        "reference_answer": "The with statement.",
+        "expected_sources": ["files.md"],
+    },
+]
+BY_QUESTION = {case["question"]: case for case in CASES}
+
+
+def good_service(question: str) -> dict:
+    """The deploy that works: the reference answer, from the right page (a URL, mapped by basename)."""
+    case = BY_QUESTION[question]
+    source = case["expected_sources"][0]
+    return {
+        "answer": case["reference_answer"],
+        "contexts": [{"text": DOCUMENTS[source], "source": f"https://docs.example.com/kb/{source}"}],
+    }
+
+
+def broken_service(question: str) -> dict:
+    """Yesterday's deploy: it retrieves the wrong page and answers from it."""
+    return {
+        "answer": "I could not find that.",
+        "contexts": [{"text": DOCUMENTS["files.md"], "source": "https://docs.example.com/kb/other.md"}],
+    }
+
+
+def judge(request: dict) -> str:
+    user = last_user_text(request)
+    if not request.get("response_format"):
+        return "The answer is in the passages [1]."
+    good = any(case["reference_answer"] in user.rsplit("<answer>", 1)[-1] for case in CASES)
+    if "faithfulness" in request["messages"][0]["content"]:
+        return json.dumps(
+            {"reasoning": "ok", "faithfulness": 4, "relevance": 4, "helpfulness": 4, "toxicity": 1}
+        )
+    return json.dumps({"reasoning": "compared", "score": 5 if good else 1})
+
+
+def write(tmp_path: Path, llm: FakeOpenAIServer, service: FakeRagService, bare: FakeRagService) -> None:
+    settings = f"{{api_base: {llm.base_url}, max_retries: 0, json_retries: 0}}"
+    write_project(
+        tmp_path,
+        DOCUMENTS,
+        CASES,
+        f"retrieval: {{metrics_k: 1}}\nllm_cache_dir: {tmp_path / 'llm-cache'}\n"
+        "grid: {chunk_size: [64], retriever: [bm25], top_k: 3, top_n: 1, reader: [openai/reader], "
+        "judge: [openai/fake-judge]}\n"
+        f"generation: {{reader: {settings}, sample_size: null}}\n"
+        f"evaluation: {{judge: {settings}}}\n"
+        "systems:\n"
+        "  - {name: prod-rag, version_env: DEPLOY_SHA, concurrency: 1, max_retries: 3,\n"
+        "     max_consecutive_failures: 2, source_match: {rule: basename},\n"
+        f"     http: {{url: '{service.url}', headers_env: {{Authorization: RAG_HEADER_VALUE}}}}}}\n"
+        "  - {name: bare-rag, concurrency: 1,\n"
+        f"     http: {{url: '{bare.url}', headers_env: {{Authorization: RAG_HEADER_VALUE}},\n"
+        "            contexts: null, sources: null}}\n"
+        "  - {name: py-rag, python: 'tests.fake_rag_system:answer'}\n",
+    )
+
+
+def rows(tmp_path: Path) -> dict[str, dict]:
+    with (tmp_path / "out" / "latest" / "results.csv").open() as file:
+        return {row["external"] or "grid": row for row in csv.DictReader(file)}
+
+
+def files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [path for path in root.rglob("*") if path.is_file() and needle in path.read_bytes()]
+
+
+def test_external_systems_are_cells_scored_gated_and_kept_secret(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    monkeypatch.setenv("RAG_HEADER_VALUE", SECRET)
+    monkeypatch.setenv("DEPLOY_SHA", "1111111")
+    with (
+        FakeOpenAIServer(responder=judge) as llm,
+        FakeRagService(good_service, token=SECRET[7:]) as service,
+        FakeRagService(good_service, token=SECRET[7:]) as bare,
+    ):
+        write(tmp_path, llm, service, bare)
+        service.inject([503, 429])  # retried (Retry-After honoured), counted, never cached as answers
+        assert run.main(["--config", "config.yaml"]) == 0
+        assert service.request_count == 3 + 2 and service.answered == 3 and bare.request_count == 3
+        table = rows(tmp_path)
+        prod, answer_only, python, grid = table["prod-rag"], table["bare-rag"], table["py-rag"], table["grid"]
+        assert prod["label"] == "external prod-rag" and prod["chunk_size"] == ""
+        # sources mapped by basename: every case's page first -> hit rate 1, MRR 1
+        assert float(prod["hit_rate@1"]) == 1.0 and float(prod["mrr"]) == 1.0
+        assert prod["retrieval_cases"] == "3" and prod["index_build_s"] == ""
+        assert float(prod["correctness_0to1"]) == 1.0 and prod["correctness_0to1_cases"] == "3"
+        assert prod["faithfulness_1to5"] and prod["answers_produced"] == "3" and prod["reader_retries"] == "2"
+        # no passages: answer-only metrics, and the report says so
+        assert answer_only["hit_rate@1"] == "" and answer_only["faithfulness_1to5"] == ""
+        assert answer_only["correctness_0to1"]
+        assert python["answers_produced"] == "3" and python["hit_rate@1"] != ""
+        assert grid["external"] == "" and grid["hit_rate@1"] != ""
+        html = (tmp_path / "out" / "latest" / "results.html").read_text()
+        assert "External system prod-rag (http" in html and "version 1111111" in html
+        assert "External system bare-rag" in html and "answer-only metrics" in html
+        # the header reached the service, and nothing else: not the outputs, the caches, the ZenML store
+        seen = service.headers_seen + bare.headers_seen
+        assert len(seen) == 8 and all(headers.get("Authorization") == SECRET for headers in seen)
+        secret = SECRET[7:].encode()
+        assert files_containing(tmp_path, secret) == []
+        assert files_containing(Path(os.environ["ZENML_CONFIG_PATH"]), secret) == []
+        assert SECRET[7:] not in "".join(capfd.readouterr())
+
+        # the same deploy again: every answer from the cache, nothing asked
+        assert run.main(["--config", "config.yaml"]) == 0
+        assert service.request_count == 5 and bare.request_count == 3
+
+        # a new deploy while the service is down: one message, exit 2, nothing kept as answers
+        monkeypatch.setenv("DEPLOY_SHA", "2222222")
+        service.outage = True
+        assert run.main(["--config", "config.yaml"]) == 2
+        message = capfd.readouterr().err
+        assert "external system prod-rag" in message and "is failing" in message
+        assert SECRET[7:] not in message
+
+        # back, and broken: the new version's answers are asked (only prod-rag's 3), and the gate compares
+        # them with the previous run's answers from version 1111111
+        service.outage = False
+        service.responder = broken_service
+        before = service.request_count
+        assert run.main(["--config", "config.yaml"]) == 1
+        assert service.request_count - before == 3
+        prod = rows(tmp_path)["prod-rag"]
+        assert float(prod["hit_rate@1"]) == 0.0 and float(prod["correctness_0to1"]) == 0.0
+        gate = (tmp_path / "out" / "latest" / "gate.html").read_text()
+        assert "ext_prod_rag" in gate and "regressed" in gate
+        assert files_containing(tmp_path, secret) == []

@@ -169,3 +169,43 @@ def test_external_systems_are_cells_scored_gated_and_kept_secret(tmp_path, monke
         gate = (tmp_path / "out" / "latest" / "gate.html").read_text()
         assert "ext_prod_rag" in gate and "regressed" in gate
         assert files_containing(tmp_path, secret) == []
+
+
+def deployed_system(question: str) -> dict:
+    """The team's RAG function as the nightly imports it: right page and answer, until a deploy breaks it
+    (told by the environment: the step may import this module under another name than the test did)."""
+    reply = broken_service(question) if os.environ.get("FAKE_DEPLOY_BROKEN") else good_service(question)
+    return {
+        "answer": reply["answer"],
+        "contexts": [{"text": c["text"], "source": c["source"]} for c in reply["contexts"]],
+    }
+
+
+def test_a_nightly_of_the_deploy_alone_is_gated_against_its_champion(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEPLOY_SHA", "aaaaaaa")
+    monkeypatch.delenv("FAKE_DEPLOY_BROKEN", raising=False)
+    write_project(
+        tmp_path,
+        DOCUMENTS,
+        CASES,
+        "benchmark_grid: false\ngrid: {judge: []}\ngeneration: {sample_size: null}\n"
+        "retrieval: {metrics_k: 1}\n"
+        f"llm_cache_dir: {tmp_path / 'llm-cache'}\nregression: {{baseline: champion}}\n"
+        "systems:\n"
+        "  - {name: deploy, python: 'tests.test_external_pipeline:deployed_system',\n"
+        "     version_env: DEPLOY_SHA,\n"
+        "     source_match: {rule: regex, pattern: 'https://docs.example.com/kb/(.*)'}}\n",
+    )
+    assert run.main(["--config", "config.yaml"]) == 0
+    (row,) = rows(tmp_path).values()
+    assert row["external"] == "deploy" and float(row["hit_rate@1"]) == 1.0 and "correctness_0to1" not in row
+    champion = (tmp_path / "out" / "latest").resolve().name
+    assert run.main(["promote", champion]) == 0
+    # tonight's deploy (a new sha) is broken: asked afresh, and gated against the champion's answers
+    monkeypatch.setenv("DEPLOY_SHA", "bbbbbbb")
+    monkeypatch.setenv("FAKE_DEPLOY_BROKEN", "1")
+    assert run.main(["--config", "config.yaml"]) == 1
+    out = capsys.readouterr().out
+    assert f"against {champion}" in out and "REGRESSION hit_rate_at_1 in ext_deploy" in out
+    assert "version bbbbbbb" in (tmp_path / "out" / "latest" / "results.html").read_text()

@@ -1,0 +1,128 @@
+"""External systems in the grid model, the dry run, pre-flight and the results table (no ZenML, no model)."""
+
+import pytest
+
+import run
+from ragbench.config import ConfigError, load_config
+from ragbench.dry_run import plan_rows
+from ragbench.eval_cases import EvalCase
+from ragbench.external import ExternalContext, ExternalReply, ExternalResult, ExternalSystem
+from ragbench.generation import ExternalAnswers, external_contexts
+from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, varying_axes
+from ragbench.results import external_note
+from tests.projects import write_project
+
+SYSTEMS = (
+    "systems:\n"
+    "  - {name: prod-rag,\n"
+    "     http: {url: 'http://127.0.0.1:9/ask', headers_env: {Authorization: PROD_RAG_AUTH}}}\n"
+    "  - {name: py-rag, python: 'tests.fake_rag_system:answer'}\n"
+)
+CASES = [{"id": "a", "question": "What is a?", "reference_answer": "A.", "expected_sources": ["a.md"]}]
+
+
+def config_with(tmp_path, text: str):
+    write_project(tmp_path, {"a.md": "# A\nA is the first letter."}, CASES, text)
+    return load_config(tmp_path / "config.yaml")
+
+
+def test_each_system_is_one_cell_per_judge_beside_the_grid(tmp_path):
+    config = config_with(
+        tmp_path, "grid: {chunk_size: [64], embedding_model: [m], judge: [openai/j1, openai/j2]}\n" + SYSTEMS
+    )
+    cells = expand_grid(config)
+    external = [cell for cell in cells if cell.external is not None]
+    assert len(cells) == 2 + 4 and {cell.external for cell in external} == {"prod-rag", "py-rag"}
+    prod = next(cell for cell in external if cell.external == "prod-rag")
+    assert prod.identity() == {"external": "prod-rag", "judge": prod.judge.result_fields()}
+    assert prod.last_stage == "judge" and prod.chunk_size is None
+    assert prod.step_ids() == [prod.step_id("answer"), prod.step_id("judge")]
+    # its answers are one step per system whatever the judges; it has no chunk, index or retrieve work
+    assert [key.external for key in distinct_at(cells, "answer")].count("prod-rag") == 1
+    assert all(
+        key.external is None for stage in ("chunk", "index", "retrieve") for key in distinct_at(cells, stage)
+    )
+    columns = prod.axis_columns()
+    assert columns["external"] == "prod-rag" and columns["retriever"] == "" and columns["reranker"] == ""
+    varying = varying_axes(cells)
+    assert cell_label(columns, varying) == "external prod-rag · judge openai/j1"
+    grid_cell = next(cell for cell in cells if cell.external is None)
+    assert grid_cell.axis_columns()["external"] == "" and "external" not in cell_label(
+        grid_cell.axis_columns(), varying
+    )
+
+
+def test_a_cells_id_is_its_name_not_its_version_or_endpoint(tmp_path):
+    """The gate lines up cells across runs by id: a new deploy (version, url) is the same cell."""
+    first = config_with(tmp_path, "grid: {judge: []}\n" + SYSTEMS.replace("127.0.0.1:9", "127.0.0.1:10"))
+    second = config_with(
+        tmp_path, "grid: {judge: []}\n" + SYSTEMS.replace("prod-rag,", "prod-rag, version: v2,")
+    )
+    ids = [{cell.id for cell in expand_grid(config) if cell.external} for config in (first, second)]
+    assert ids[0] == ids[1] and len(ids[0]) == 2
+
+
+def test_systems_alone_and_the_config_errors(tmp_path):
+    alone = config_with(tmp_path, "benchmark_grid: false\ngrid: {judge: []}\n" + SYSTEMS)
+    assert [cell.external for cell in expand_grid(alone)] == ["prod-rag", "py-rag"]
+    with pytest.raises(ConfigError, match="nothing to benchmark"):
+        config_with(tmp_path, "benchmark_grid: false\n")
+    with pytest.raises(ConfigError, match="unique"):
+        config_with(tmp_path, SYSTEMS + SYSTEMS.split("\n", 1)[1])
+    with pytest.raises(ConfigError, match="headers_env"):
+        config_with(
+            tmp_path, "systems: [{name: x, http: {url: 'http://h/ask', headers: {Authorization: abc}}}]\n"
+        )
+
+
+def test_dry_run_counts_the_systems_calls_and_its_judges(tmp_path):
+    config = config_with(tmp_path, "benchmark_grid: false\ngrid: {judge: [openai/j1]}\n" + SYSTEMS)
+    cases = [EvalCase.model_validate(case) for case in CASES]
+    rows = plan_rows(config, cases, set())
+    assert [row["cell"] for row in rows] == ["external prod-rag", "external py-rag"]
+    assert all(row["external_calls"] == 1 and row["status"] == "new" for row in rows)
+    assert all(row["llm_calls"] == 2 for row in rows)  # correctness and context, one case
+
+
+def test_preflight_refuses_a_missing_header_secret_before_any_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PROD_RAG_AUTH", raising=False)
+    config_with(tmp_path, "benchmark_grid: false\ngrid: {judge: []}\n" + SYSTEMS)
+    assert run.main(["--config", "config.yaml"]) == 2
+    assert "PROD_RAG_AUTH not set" in capsys.readouterr().err
+    monkeypatch.setenv("PROD_RAG_AUTH", "Bearer x-123456789")
+    config_with(
+        tmp_path, "benchmark_grid: false\ngrid: {judge: []}\n" + SYSTEMS.replace("tests.fake", "nope.fake")
+    )
+    assert run.main(["--config", "config.yaml"]) == 2
+    assert "'nope.fake_rag_system' is not importable" in capsys.readouterr().err
+
+
+def test_contexts_keep_the_systems_order_and_the_note_says_what_was_measured():
+    reply = ExternalReply(
+        answer="A.", contexts=[ExternalContext(text="one", source="x/a.md"), ExternalContext(text="two")]
+    )
+    chunks = external_contexts(ExternalResult(question="q", reply=reply))
+    assert [(c.retrieval_rank, c.source, c.text) for c in chunks] == [(1, "x/a.md", "one"), (2, "", "two")]
+    assert external_contexts(ExternalResult(question="q", reply=None, error="failed")) == []
+    answers = ExternalAnswers(
+        name="bare",
+        kind="http",
+        endpoint="http://h/ask",
+        version="abc",
+        cases_asked=4,
+        calls_made=1,
+        failures=0,
+        retries=2,
+        returned_contexts=False,
+        retrieval=None,
+    )
+    note = external_note(answers)
+    assert "version abc" in note and "1 not from the cache" in note and "answer-only metrics" in note
+    assert "without sources" in external_note(answers.model_copy(update={"returned_contexts": True}))
+
+
+def test_a_systems_cell_spec_round_trips():
+    cell = CellSpec(external="prod-rag")
+    assert CellSpec.model_validate(cell.identity()) == cell and cell.last_stage == "answer"
+    assert ExternalSystem(name="n", python="m:f").endpoint == "m:f"

@@ -191,7 +191,11 @@ def cell_label(columns: dict[str, Any], varying: list[str]) -> str:
         if axis == "embedding_model":
             text = text.rstrip("/").split("/")[-1]
         parts.append(f"{CellSpec.model_fields[axis].json_schema_extra['label']}{text}")  # type: ignore[index]
-    return " · ".join(parts) or str(columns.get("reader") or columns["embedding_model"])
+    if parts:
+        return " · ".join(parts)
+    if columns.get("external"):
+        return f"external {columns['external']}"
+    return str(columns.get("reader") or columns["embedding_model"])
 
 
 def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> list[Any]:

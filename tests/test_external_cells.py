@@ -126,3 +126,16 @@ def test_a_systems_cell_spec_round_trips():
     cell = CellSpec(external="prod-rag")
     assert CellSpec.model_validate(cell.identity()) == cell and cell.last_stage == "answer"
     assert ExternalSystem(name="n", python="m:f").endpoint == "m:f"
+
+
+def test_the_shipped_nightly_example_plans_without_calling_anything():
+    from ragbench.config import DEFAULT_CONFIG_PATH
+    from ragbench.eval_cases import load_eval_suite_from
+
+    config = load_config(DEFAULT_CONFIG_PATH.parent / "external_nightly.yaml")
+    cases = load_eval_suite_from(config.eval_cases).cases
+    (row,) = plan_rows(config, cases, set())
+    assert row["cell"] == "external prod-rag" and row["external_calls"] == len(cases)
+    system = config.systems[0]
+    assert system.source_match.source_id("https://docs.example.com/topics/assert.html") == "assert"
+    assert system.environment_names() == ["PROD_RAG_AUTHORIZATION", "DEPLOY_SHA"]

@@ -182,9 +182,13 @@ def deployed_system(question: str) -> dict:
 
 
 def test_a_nightly_of_the_deploy_alone_is_gated_against_its_champion(tmp_path, monkeypatch, capsys):
+    """The deploy job writes its sha into a ZenML secret; each nightly run reads it where the step runs."""
+    from zenml.client import Client
+
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("DEPLOY_SHA", "aaaaaaa")
+    monkeypatch.delenv("DEPLOY_SHA", raising=False)
     monkeypatch.delenv("FAKE_DEPLOY_BROKEN", raising=False)
+    secret = f"deploy-info-{tmp_path.name}"
     write_project(
         tmp_path,
         DOCUMENTS,
@@ -192,18 +196,22 @@ def test_a_nightly_of_the_deploy_alone_is_gated_against_its_champion(tmp_path, m
         "benchmark_grid: false\ngrid: {judge: []}\ngeneration: {sample_size: null}\n"
         "retrieval: {metrics_k: 1}\n"
         f"llm_cache_dir: {tmp_path / 'llm-cache'}\nregression: {{baseline: champion}}\n"
+        f"orchestration: {{secrets: [{secret}]}}\n"
         "systems:\n"
         "  - {name: deploy, python: 'tests.test_external_pipeline:deployed_system',\n"
         "     version_env: DEPLOY_SHA,\n"
         "     source_match: {rule: regex, pattern: 'https://docs.example.com/kb/(.*)'}}\n",
     )
+    run.open_store()
+    Client().create_secret(secret, values={"DEPLOY_SHA": "aaaaaaa"})
     assert run.main(["--config", "config.yaml"]) == 0
     (row,) = rows(tmp_path).values()
     assert row["external"] == "deploy" and float(row["hit_rate@1"]) == 1.0 and "correctness_0to1" not in row
+    assert "version aaaaaaa" in (tmp_path / "out" / "latest" / "results.html").read_text()
     champion = (tmp_path / "out" / "latest").resolve().name
     assert run.main(["promote", champion]) == 0
-    # tonight's deploy (a new sha) is broken: asked afresh, and gated against the champion's answers
-    monkeypatch.setenv("DEPLOY_SHA", "bbbbbbb")
+    # tonight's deploy (a new sha in the secret) is broken: asked afresh, gated against the champion's answers
+    Client().update_secret(secret, add_or_update_values={"DEPLOY_SHA": "bbbbbbb"})
     monkeypatch.setenv("FAKE_DEPLOY_BROKEN", "1")
     assert run.main(["--config", "config.yaml"]) == 1
     out = capsys.readouterr().out

@@ -26,11 +26,16 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from ragbench.llm import LLMClient, LLMSettings
+
+try:
+    from tests.loopback import LoopbackHTTPServer, LoopbackServer
+except ImportError:  # tests/ on sys.path instead of the repo root
+    from loopback import LoopbackHTTPServer, LoopbackServer  # type: ignore[no-redef]
 
 FaultKind = Literal["rate_limit", "server_error", "client_error", "timeout", "malformed_json", "bad_body"]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
@@ -216,12 +221,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(LoopbackHTTPServer):
     owner: FakeOpenAIServer
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """Threaded OpenAI-compatible server on 127.0.0.1; use as ``with FakeOpenAIServer() as srv:``.
 
     ``base_url`` is what a client passes as ``api_base``. Each chat request waits ``latency_s``, then
@@ -240,6 +244,9 @@ class FakeOpenAIServer:
     arrival order, are there for assertions.
     """
 
+    handler_class = _Handler
+    server_class = _Server
+
     def __init__(
         self,
         *,
@@ -255,9 +262,8 @@ class FakeOpenAIServer:
         port: int = 0,
         host: str = "127.0.0.1",
     ) -> None:
+        super().__init__(host=host, port=port)
         self.latency_s = latency_s
-        # 127.0.0.1, or the Docker bridge address (172.17.0.1) for steps in containers; never 0.0.0.0
-        self.host = host
         self.responder: Responder = responder or default_responder
         self.model_name = model_name
         self.rates = _checked_rates(rates or {})
@@ -271,51 +277,9 @@ class FakeOpenAIServer:
         self.request_count = 0
         self.in_flight = 0
         self.max_in_flight = 0
-        self._requested_port = port
         self._random = random.Random(seed)
         self._faults: deque[Fault] = deque()
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> FakeOpenAIServer:
-        """Bind the loopback port (ephemeral unless one was given) and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        httpd = _Server((self.host, self._requested_port), _Handler)
-        httpd.owner = self
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; handlers that are sleeping wake up at once so nothing lingers."""
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("server is not running")
-        return int(self._httpd.server_address[1])
 
     @property
     def base_url(self) -> str:

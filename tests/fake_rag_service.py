@@ -40,9 +40,14 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+try:
+    from tests.loopback import LoopbackHTTPServer, LoopbackServer
+except ImportError:  # tests/ on sys.path instead of the repo root
+    from loopback import LoopbackHTTPServer, LoopbackServer  # type: ignore[no-redef]
 
 Responder = Callable[[str], Any]
 ASK_PATH = "/ask"
@@ -117,14 +122,16 @@ class _Handler(BaseHTTPRequestHandler):
             owner._leave()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(LoopbackHTTPServer):
     owner: FakeRagService
 
 
-class FakeRagService:
+class FakeRagService(LoopbackServer):
     """Threaded fake RAG service on 127.0.0.1; use as ``with FakeRagService() as service:``, then point a
     client at ``service.url``."""
+
+    handler_class = _Handler
+    server_class = _Server
 
     def __init__(
         self,
@@ -140,6 +147,7 @@ class FakeRagService:
     ) -> None:
         if not 0.0 <= failure_rate <= 1.0:
             raise ValueError(f"failure_rate must be in [0, 1], got {failure_rate}")
+        super().__init__(port=port)
         self.responder: Responder = responder or default_responder
         self.token = token
         self.failure_rate = failure_rate
@@ -156,55 +164,13 @@ class FakeRagService:
         self.statuses: list[int] = []
         self.in_flight = 0
         self.peak_in_flight = 0
-        self._requested_port = port
         self._random = random.Random(seed)
         self._script: deque[int] = deque()
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------------
-    def start(self) -> FakeRagService:
-        """Bind 127.0.0.1 (an ephemeral port unless one was given) and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        httpd = _Server(("127.0.0.1", self._requested_port), _Handler)
-        httpd.owner = self
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving; handlers sleeping in ``delay_s`` wake up at once so nothing lingers."""
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeRagService:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("the service is not running")
-        return int(self._httpd.server_address[1])
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}{ASK_PATH}"
+        return f"http://{self.host}:{self.port}{ASK_PATH}"
 
     # -- configuration ---------------------------------------------------------------------------
     def inject(self, statuses: Iterable[int]) -> None:

@@ -41,3 +41,32 @@ def write_keyword_topics(root: Path, cases: int) -> None:
             for topic in KEYWORD_TOPICS[:cases]
         )
     )
+
+
+# Three one-line pages and a case on each: the smallest project that still has a best and a worst answer.
+THREE_TOPICS = {
+    "errors.md": "# Errors\nA failing assert statement raises AssertionError.",
+    "loops.md": "# Loops\nThe break statement ends the innermost loop at once.",
+    "files.md": "# Files\nThe with statement closes a file automatically when the block ends.",
+}
+THREE_TOPIC_CASES = [
+    {
+        "id": "assert",
+        "question": "Which exception does a failing assert raise?",
+        "reference_answer": "AssertionError.",
+        "expected_sources": ["errors.md"],
+    },
+    {
+        "id": "break",
+        "question": "How do I leave a loop early?",
+        "reference_answer": "Use the break statement.",
+        "expected_sources": ["loops.md"],
+        "tags": ["flags"],
+    },
+    {
+        "id": "with",
+        "question": "What closes a file for me automatically?",
+        "reference_answer": "The with statement.",
+        "expected_sources": ["files.md"],
+    },
+]

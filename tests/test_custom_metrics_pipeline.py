@@ -13,36 +13,12 @@ from ragbench.config import load_config
 from ragbench.dry_run import plan_rows
 from ragbench.eval_cases import load_eval_suite_from
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.projects import THREE_TOPIC_CASES as CASES
+from tests.projects import THREE_TOPICS as DOCUMENTS
 from tests.projects import write_project
 
 pytestmark = pytest.mark.integration
 
-DOCUMENTS = {
-    "errors.md": "# Errors\nA failing assert statement raises AssertionError.",
-    "loops.md": "# Loops\nThe break statement ends the innermost loop at once.",
-    "files.md": "# Files\nThe with statement closes a file automatically when the block ends.",
-}
-CASES = [
-    {
-        "id": "assert",
-        "question": "Which exception does a failing assert raise?",
-        "reference_answer": "AssertionError.",
-        "expected_sources": ["errors.md"],
-    },
-    {
-        "id": "break",
-        "question": "How do I leave a loop early?",
-        "reference_answer": "Use the break statement.",
-        "expected_sources": ["loops.md"],
-        "tags": ["flags"],
-    },
-    {
-        "id": "with",
-        "question": "What closes a file for me automatically?",
-        "reference_answer": "The with statement.",
-        "expected_sources": ["files.md"],
-    },
-]
 GOOD = "The answer is in errors.md [1]."
 BAD = "Ask on build01.corp.example.com, and use the deprecated --legacy flag."
 CITES = "The answer names the document it relied on."

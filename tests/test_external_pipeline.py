@@ -13,36 +13,13 @@ import pytest
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.fake_rag_service import FakeRagService
+from tests.projects import THREE_TOPIC_CASES as CASES
+from tests.projects import THREE_TOPICS as DOCUMENTS
 from tests.projects import write_project
 
 pytestmark = pytest.mark.integration
 
 SECRET = "Bearer s3cr3t-rag-header-0123456789"
-DOCUMENTS = {
-    "errors.md": "# Errors\nA failing assert statement raises AssertionError.",
-    "loops.md": "# Loops\nThe break statement ends the innermost loop at once.",
-    "files.md": "# Files\nThe with statement closes a file automatically when the block ends.",
-}
-CASES = [
-    {
-        "id": "assert",
-        "question": "Which exception does a failing assert raise?",
-        "reference_answer": "AssertionError.",
-        "expected_sources": ["errors.md"],
-    },
-    {
-        "id": "break",
-        "question": "How do I leave a loop early?",
-        "reference_answer": "Use the break statement.",
-        "expected_sources": ["loops.md"],
-    },
-    {
-        "id": "with",
-        "question": "What closes a file for me automatically?",
-        "reference_answer": "The with statement.",
-        "expected_sources": ["files.md"],
-    },
-]
 BY_QUESTION = {case["question"]: case for case in CASES}
 
 

@@ -1,7 +1,8 @@
-"""Does the LLM client really overlap requests? Times N uncached calls at concurrency 1 and at the default.
+"""Do the LLM client and the external-system client really overlap requests? Times N uncached calls of
+each at concurrency 1 and at the limit.
 
-Uses the loopback fake OpenAI server with a fixed per-call latency, so the only variable is how many
-requests the client keeps in flight. Goal: speed-up >= 0.8 x the concurrency limit.
+Uses the loopback fakes (an OpenAI server, a RAG service) with a fixed per-call latency, so the only
+variable is how many requests a client keeps in flight. Goal: speed-up >= 0.8 x the concurrency limit.
 
     python bench/bench_llm_concurrency.py [--requests 32] [--latency 0.25] [--concurrency N]
 """
@@ -18,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
+from fake_rag_service import FakeRagService  # noqa: E402
 
+from ragbench.external import ExternalClient, ExternalSystem  # noqa: E402
 from ragbench.llm import LLMClient, LLMSettings  # noqa: E402
 
 GOAL_FRACTION = 0.8
@@ -47,6 +50,28 @@ def timed_batch(server: FakeOpenAIServer, concurrency: int, prompts: list[str], 
     return elapsed
 
 
+def timed_external_batch(
+    service: FakeRagService, concurrency: int, questions: list[str], cache_dir: Path
+) -> float:
+    """Wall time of one `ask_many` over `questions`, all uncached (fresh cache dir)."""
+    system = ExternalSystem(name="bench", http={"url": service.url}, concurrency=concurrency, max_retries=0)
+    with ExternalClient(system, cache_location=str(cache_dir), progress=False) as client:
+        service.reset_counters()
+        started = time.perf_counter()
+        results = client.ask_many(questions)
+        elapsed = time.perf_counter() - started
+    failed = sum(result.reply is None for result in results)
+    if failed or any(result.cached for result in results) or service.request_count != len(questions):
+        raise SystemExit(
+            f"bench invalid: {failed} failed, {service.request_count} requests for {len(questions)}"
+        )
+    print(
+        f"external concurrency {concurrency:>3}: {elapsed:6.2f} s wall for {len(questions)} calls "
+        f"({len(questions) / elapsed:5.1f} calls/s), server saw max {service.peak_in_flight} in flight"
+    )
+    return elapsed
+
+
 def main() -> int:
     default_concurrency = int(LLMSettings.model_fields["concurrency"].default)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -60,11 +85,18 @@ def main() -> int:
     with FakeOpenAIServer(latency_s=args.latency) as server, tempfile.TemporaryDirectory() as tmp:
         serial = timed_batch(server, 1, prompts, Path(tmp) / "serial")
         parallel = timed_batch(server, args.concurrency, prompts, Path(tmp) / "parallel")
-    speedup = serial / parallel
+    with FakeRagService(delay_s=args.latency) as service, tempfile.TemporaryDirectory() as tmp:
+        external_serial = timed_external_batch(service, 1, prompts, Path(tmp) / "serial")
+        external_parallel = timed_external_batch(service, args.concurrency, prompts, Path(tmp) / "parallel")
     goal = GOAL_FRACTION * args.concurrency
-    verdict = "PASS" if speedup >= goal else "FAIL"
-    print(f"speed-up {speedup:.2f}x (goal >= {goal:.1f}x = {GOAL_FRACTION} x {args.concurrency}): {verdict}")
-    return 0 if verdict == "PASS" else 1
+    verdicts = []
+    for client, speedup in (("LLM", serial / parallel), ("external", external_serial / external_parallel)):
+        verdicts.append(verdict := "PASS" if speedup >= goal else "FAIL")
+        print(
+            f"{client} speed-up {speedup:.2f}x (goal >= {goal:.1f}x = {GOAL_FRACTION} x {args.concurrency}): "
+            f"{verdict}"
+        )
+    return 0 if verdicts == ["PASS", "PASS"] else 1
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ def write_project(root: Path, documents: dict[str, str], cases: list[dict], conf
         path.write_text(text)
     (root / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in cases))
     # runs of one config name are one history that the regression gate compares within: unique per test
-    name = "" if "name:" in config else f"name: {root.parent.name}-{root.name}\n"
+    named = any(line.startswith("name:") for line in config.splitlines())  # a top-level key, not a rubric's
+    name = "" if named else f"name: {root.parent.name}-{root.name}\n"
     (root / "config.yaml").write_text(
         name + "knowledge_base: {kind: folder, path: kb}\neval_cases: cases.jsonl\noutput_dir: out\n" + config
     )

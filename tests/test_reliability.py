@@ -71,7 +71,10 @@ def test_a_partly_failed_cell_is_not_cached_and_only_its_failed_call_is_made_aga
     assert second["reader_failures"] == "0"
     assert calls_of(server, seen) == ["fake-reader", "fake-judge", "fake-judge"]  # 1 answer, 2 verdicts
     assert second["reader_calls_retried"] == "1"
-    assert "1 reader call" in (tmp_path / "out" / "latest" / "results.html").read_text()
+    assert (
+        "1 answering call(s) (reader or external system)"
+        in (tmp_path / "out" / "latest" / "results.html").read_text()
+    )
     seen = server.request_count
     assert run.main(["--config", "config.yaml"]) == 0  # complete now: cached, nothing called
     assert server.request_count == seen and table(tmp_path)["reused"] == "True"

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import PurePosixPath
 from typing import Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 import jmespath
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -116,8 +117,14 @@ class HttpSystem(_Strict):
     @field_validator("url")
     @classmethod
     def _check_url(cls, url: str) -> str:
-        if not re.match(r"^https?://[^/\s]+", url):
+        """The URL is stored with the run (a step parameter): a credential must not ride in it."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"url {url!r} is not an http(s) URL")
+        if parts.username or parts.password:
+            raise ValueError("url carries a user or password: send credentials as headers_env")
+        if secret := [name for name, _ in parse_qsl(parts.query) if is_credential_key(name)]:
+            raise ValueError(f"url query {secret} carries credentials: send them as headers_env")
         return url
 
     @field_validator("headers")

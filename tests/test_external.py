@@ -625,6 +625,8 @@ URL = "http://127.0.0.1:9/ask"
         ),
         pytest.param({"name": "x", "http": {"url": "ftp://host/ask"}}, id="not-http-url"),
         pytest.param({"name": "x", "http": {"url": "localhost:8000/ask"}}, id="url-without-scheme"),
+        pytest.param({"name": "x", "http": {"url": "https://me:pw@rag.example/ask"}}, id="password-in-url"),
+        pytest.param({"name": "x", "http": {"url": "https://rag.example/ask?api_key=k"}}, id="key-in-query"),
         pytest.param(
             {"name": "x", "http": {"url": URL, "method": "GET", "body": {"question": "{question}", "k": 3}}},
             id="get-body-not-strings",

@@ -535,8 +535,8 @@ def incomplete_cells(rows: list[dict], records: CaseRecords) -> dict[str, str]:
     """Cells that answered nothing although they had cases to answer, with the last reader error."""
     errors = {record.cell: record.answer.error for record in records.records if record.answer.error}
     return {
-        row["cell"]: f"every reader call failed in cell {row['label']}; last error: "
-        f"{errors.get(row['cell'], 'unknown')}"
+        row["cell"]: f"every {'call to the system' if row.get('external') else 'reader call'} failed in cell "
+        f"{row['label']}; last error: {errors.get(row['cell'], 'unknown')}"
         for row in rows
         if row.get("e2e_cases") and not row.get("answers_produced")
     }

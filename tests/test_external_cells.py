@@ -139,3 +139,36 @@ def test_the_shipped_nightly_example_plans_without_calling_anything():
     system = config.systems[0]
     assert system.source_match.source_id("https://docs.example.com/topics/assert.html") == "assert"
     assert system.environment_names() == ["PROD_RAG_AUTHORIZATION", "DEPLOY_SHA"]
+
+
+def test_a_system_that_answered_nothing_makes_the_run_incomplete():
+    from ragbench.reader import ReaderAnswer
+    from ragbench.results import CaseRecord, CaseRecords, incomplete_cells
+
+    failed = ReaderAnswer(case_id="a", question="q", answer=None, error="retries_exhausted: HTTP 503")
+    records = CaseRecords(
+        records=[
+            CaseRecord(
+                cell="ext",
+                case_id="a",
+                question="q",
+                answer=failed,
+                reranker="off",
+                keyword_failures=[],
+                judgement=None,
+            )
+        ]
+    )
+    rows = [
+        {
+            "cell": "ext",
+            "label": "external prod-rag",
+            "external": "prod-rag",
+            "e2e_cases": 1,
+            "answers_produced": 0,
+        }
+    ]
+    (message,) = incomplete_cells(rows, records).values()
+    assert message == (
+        "every call to the system failed in cell external prod-rag; last error: retries_exhausted: HTTP 503"
+    )

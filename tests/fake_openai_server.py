@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import sys
 import threading
 import time
@@ -400,17 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    stopped = threading.Event()
-    # Both signals set the event, installed before the URL is printed: a KeyboardInterrupt raised
-    # anywhere else in the main thread (seen on a loaded machine) would end the process with -2.
-    for stop_signal in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop_signal, lambda *_: stopped.set())
-    print(server.base_url, flush=True)
-    try:
-        stopped.wait()
-    finally:
-        server.stop()
-    return 0
+    return server.serve_until_signalled(server.base_url)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
 import sys
 import threading
 from collections import deque
@@ -304,15 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    stopped = threading.Event()
-    for stop_signal in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop_signal, lambda *_: stopped.set())
-    print(service.url, flush=True)
-    try:
-        stopped.wait()
-    finally:
-        service.stop()
-    return 0
+    return service.serve_until_signalled(service.url)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -68,3 +69,17 @@ class LoopbackServer:
         if self._httpd is None:
             raise RuntimeError("server is not running")
         return int(self._httpd.server_address[1])
+
+    def serve_until_signalled(self, address: str) -> int:
+        """The command-line mode: print `address` once serving, serve until SIGINT or SIGTERM. Both signals
+        only set an event, installed before the address is printed: a KeyboardInterrupt raised anywhere
+        else in the main thread (seen on a loaded machine) would end the process with -2."""
+        stopped = threading.Event()
+        for stop_signal in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop_signal, lambda *_: stopped.set())
+        print(address, flush=True)
+        try:
+            stopped.wait()
+        finally:
+            self.stop()
+        return 0

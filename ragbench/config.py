@@ -243,7 +243,8 @@ class PairwiseConfig(_Strict):
     baseline: dict[str, str] = Field(
         description="the baseline's axis values, e.g. {reader: local/qwen2.5-0.5b-instruct} or "
         "{retriever: dense}; a string is short for {reader: ...}. Each answer set that differs from it on "
-        "these axes only is compared with it, case by case, by every judge"
+        "these axes only is compared with it, case by case, by every judge; {external: <system name>}: "
+        "every other answer set against that system's"
     )
     criterion: str = Field(default=DEFAULT_CRITERION, min_length=1, description="what 'better' means")
     seed: int = Field(default=0, description="seed of the order the two answers are shown in")

@@ -281,7 +281,8 @@ def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
 
 def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tuple[CellSpec, CellSpec]]:
     """(candidate, baseline) answer keys: every answer set that differs from the baseline's values on the
-    baseline's axes only, with the answer set that has them. Raises ValueError when there is none."""
+    baseline's axes only, with the answer set that has them; with `{external: <system>}`, every other answer
+    set with that system's. Raises ValueError when there is none."""
     axes = [
         axis for axis in CellSpec.axes() if STAGES.index(CellSpec.stage_of(axis)) <= STAGES.index("answer")
     ]
@@ -291,6 +292,13 @@ def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tupl
             f"({', '.join(axes)})"
         )
     keys = distinct_at(cells, "answer")
+    if "external" in baseline:  # a system shares no other axis: every other answer set is compared with it
+        if len(baseline) > 1:
+            raise ValueError(f"evaluation.pairwise.baseline {baseline}: an external system is named alone")
+        system = next((key for key in keys if key.external == baseline["external"]), None)
+        if system is None:
+            raise ValueError(f"evaluation.pairwise.baseline {baseline}: no system of that name in `systems`")
+        return [(key, system) for key in keys if key != system]
 
     def others(key: CellSpec) -> tuple[str, ...]:
         return tuple(key.value_text(axis) for axis in axes if axis not in baseline)

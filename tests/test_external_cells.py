@@ -172,3 +172,30 @@ def test_a_system_that_answered_nothing_makes_the_run_incomplete():
     assert message == (
         "every call to the system failed in cell external prod-rag; last error: retries_exhausted: HTTP 503"
     )
+
+
+def test_pairwise_against_a_system_compares_every_other_answer_set_with_it(tmp_path):
+    from ragbench.grid import pairwise_pairs
+
+    config = config_with(
+        tmp_path,
+        "grid: {chunk_size: [64], embedding_model: [m], reader: [openai/r1, openai/r2], judge: [openai/j]}\n"
+        "evaluation: {pairwise: {baseline: {external: prod-rag}}}\n" + SYSTEMS,
+    )
+    cells = expand_grid(config)
+    pairs = pairwise_pairs(cells, {"external": "prod-rag"})
+    assert {baseline.external for _, baseline in pairs} == {"prod-rag"}
+    assert sorted(str(candidate.external or candidate.reader.model) for candidate, _ in pairs) == [
+        "openai/r1",
+        "openai/r2",
+        "py-rag",
+    ]
+    cases = [EvalCase.model_validate(case) for case in CASES]
+    rows = {row["cell"]: row for row in plan_rows(config, cases, set())}
+    # per candidate: its answers' judge calls (correctness, context) and 2 pairwise calls on the one case
+    assert rows["external py-rag"]["llm_calls"] == 2 + 2
+    assert rows["external prod-rag"]["llm_calls"] == 2
+    with pytest.raises(ValueError, match="no system of that name"):
+        pairwise_pairs(cells, {"external": "nope"})
+    with pytest.raises(ValueError, match="named alone"):
+        pairwise_pairs(cells, {"external": "prod-rag", "reader": "openai/r1"})

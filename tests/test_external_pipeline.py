@@ -6,6 +6,7 @@ server."""
 import csv
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,46 @@ def test_a_nightly_of_the_deploy_alone_is_gated_against_its_champion(tmp_path, m
     out = capsys.readouterr().out
     assert f"against {champion}" in out and "REGRESSION hit_rate_at_1 in ext_deploy" in out
     assert "version bbbbbbb" in (tmp_path / "out" / "latest" / "results.html").read_text()
+
+
+def pairwise_judge(request: dict) -> str:
+    """The reader's answers are refusals; a pairwise verdict prefers the answer with a reference in it."""
+    user = last_user_text(request)
+    if not request.get("response_format"):
+        return "I could not find that."
+    if "Answer 1:" in user:
+        answers = dict(re.findall(r'<answer id="(\d)">\n(.*?)\n</answer>', user, re.DOTALL))
+        right = [n for n, text in answers.items() if any(c["reference_answer"] in text for c in CASES)]
+        return json.dumps({"reasoning": "states the fact", "verdict": right[0] if len(right) == 1 else "tie"})
+    return json.dumps({"reasoning": "graded", "score": 3})
+
+
+def test_the_grid_is_judged_pairwise_against_the_deploy(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    monkeypatch.delenv("FAKE_DEPLOY_BROKEN", raising=False)
+    with FakeOpenAIServer(responder=pairwise_judge) as llm:
+        settings = f"{{api_base: {llm.base_url}, max_retries: 0, json_retries: 0}}"
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\nretrieval: {{metrics_k: 1}}\n"
+            "grid: {chunk_size: [64], retriever: [bm25], top_k: 3, top_n: 1, reader: [openai/reader], "
+            "judge: [openai/judge]}\n"
+            f"generation: {{reader: {settings}, sample_size: null}}\n"
+            f"evaluation: {{judge: {settings}, rubrics: [correctness],\n"
+            "             pairwise: {baseline: {external: deploy}}}\n"
+            "systems: [{name: deploy, python: 'tests.test_external_pipeline:deployed_system'}]\n",
+        )
+        assert run.main(["--config", "config.yaml"]) == 0
+    from zenml.client import Client
+
+    metadata = Client().get_pipeline_run((tmp_path / "out" / "latest").resolve().name).run_metadata
+    (pairwise,) = metadata["pairwise"]
+    assert pairwise["baseline"] == "external deploy" and pairwise["candidate"] == "openai/reader"
+    assert (pairwise["wins"], pairwise["ties"], pairwise["losses"]) == (0, 0, 3)
+    assert (
+        "Pairwise: which answers the judge preferred"
+        in (tmp_path / "out" / "latest" / "results.html").read_text()
+    )

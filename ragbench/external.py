@@ -10,11 +10,9 @@ sent only to the system's own URL and redacted from every error text.
 
 from __future__ import annotations
 
-import email.utils
 import importlib
 import json
 import os
-import random
 import re
 import threading
 import time
@@ -28,11 +26,11 @@ import jmespath
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from tqdm.auto import tqdm
 
-from ragbench.llm.cache import cache_key, open_result_cache
+from ragbench.llm.cache import cache_key, open_result_cache, remember_outcome
 from ragbench.llm.redaction import is_credential_key, redact
+from ragbench.llm.retry import backoff_s, parse_retry_after
 
 QUESTION_PLACEHOLDER = "{question}"
-_MAX_RETRY_AFTER_S = 120.0
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -281,19 +279,6 @@ class _ItemFailure(Exception):
     """This question failed (a 4xx other than auth, a reply without the answer): not retried."""
 
 
-def _retry_after_s(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):  # neither seconds nor an HTTP date: use the backoff
-            return None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
-
-
 def _filled(template: Any, question: str) -> Any:
     """The body template with the question put in every string (as a JSON string value, never spliced)."""
     if isinstance(template, str):
@@ -412,13 +397,8 @@ class ExternalClient:
                 pass
         result = self._ask_fresh(question)
         if self.cache is not None:
-            retried = self.cache.failed_before(key)
-            if result.reply is not None:
-                self.cache.put(key, self.label, result.model_dump_json())
-                if retried:
-                    self.cache.forget_failure(key)
-            else:
-                self.cache.record_failure(key, self.label, result.error or "failed")
+            value = result.model_dump_json() if result.reply is not None else None
+            retried = remember_outcome(self.cache, key, self.label, value, result.error)
             result = result.model_copy(update={"retried_earlier_failure": retried})
         if result.reply is None:
             self._note_failure(result.error or "failed")  # after recording it: the breaker may raise
@@ -461,10 +441,7 @@ class ExternalClient:
         raise AssertionError("unreachable")
 
     def _backoff_s(self, attempt: int, retry_after_s: float | None) -> float:
-        if retry_after_s is not None:
-            return min(retry_after_s, _MAX_RETRY_AFTER_S)
-        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return backoff_s(attempt, retry_after_s, self.backoff_base_s, self.backoff_max_s)
 
     def _note_failure(self, error: str) -> None:
         """The breaker: nothing has worked for a while, so the system is down (or misconfigured)."""
@@ -527,7 +504,7 @@ class ExternalClient:
         if status == 429 or status >= 500 or status in (408, 409):
             raise _Retry(
                 f"HTTP {status}: {self._clean(response.text)[:200]}",
-                _retry_after_s(response.headers.get("retry-after")),
+                parse_retry_after(response.headers.get("retry-after")),
             )
         if status >= 400:
             raise _ItemFailure(f"HTTP {status}: {self._clean(response.text)[:200]}")

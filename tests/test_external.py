@@ -27,9 +27,9 @@ from ragbench.external import (
     ExternalSystem,
     ExternalSystemError,
     SourceMatch,
-    _retry_after_s,
     missing_environment,
 )
+from ragbench.llm.retry import parse_retry_after
 from tests import fake_rag_system
 from tests.fake_rag_service import FakeRagService
 
@@ -296,14 +296,14 @@ def test_a_malformed_retry_after_falls_back_to_the_backoff(tmp_path: Path) -> No
 
 
 def test_retry_after_values() -> None:
-    assert _retry_after_s("2") == 2.0
-    assert _retry_after_s("0.5") == 0.5
-    assert _retry_after_s("-3") == 0.0
-    assert _retry_after_s(None) is None and _retry_after_s("") is None
-    assert _retry_after_s("soon") is None
-    assert _retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
+    assert parse_retry_after("2") == 2.0
+    assert parse_retry_after("0.5") == 0.5
+    assert parse_retry_after("-3") == 0.0
+    assert parse_retry_after(None) is None and parse_retry_after("") is None
+    assert parse_retry_after("soon") is None
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past
     future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 3600))
-    wait = _retry_after_s(future)
+    wait = parse_retry_after(future)
     assert wait is not None and 3000 < wait <= 3600
 
 

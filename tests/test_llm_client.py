@@ -583,3 +583,13 @@ def test_fake_server_consumes_faults_in_order(server: FakeOpenAIServer) -> None:
 )
 def test_nearest_rank_percentile(values: list[float], share: float, expected: float) -> None:
     assert nearest_rank_percentile(values, share) == expected
+
+
+def test_a_malformed_retry_after_falls_back_to_the_backoff_instead_of_raising():
+    from types import SimpleNamespace
+
+    from ragbench.llm.client import _retry_after_s
+
+    assert _retry_after_s(SimpleNamespace(headers={"retry-after": "soon"})) is None
+    assert _retry_after_s(SimpleNamespace(headers={"retry-after": "2"})) == 2.0
+    assert _retry_after_s(SimpleNamespace(headers={"retry-after-ms": "500"})) == 0.5

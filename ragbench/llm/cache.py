@@ -145,6 +145,22 @@ class _Conn:
         self.close()
 
 
+def remember_outcome(
+    cache: ResultCache | SQLResultCache, key: str, label: str, value: str | None, error: str | None
+) -> bool:
+    """Store a success (`value`), forgetting an earlier failure of the same key; remember a failure apart,
+    never as a result, so a later run makes the call again. True when the key had failed before: the call
+    just made was the retry of an earlier failure."""
+    retried = cache.failed_before(key)
+    if value is not None:
+        cache.put(key, label, value)
+        if retried:
+            cache.forget_failure(key)
+    else:
+        cache.record_failure(key, label, error or "failed")
+    return retried
+
+
 def is_database_url(location: str | Path) -> bool:
     """`postgresql+psycopg://...` and the like, as opposed to a folder for the SQLite file."""
     return isinstance(location, str) and "://" in location

@@ -9,9 +9,7 @@ benchmark can count and exclude them; setup problems (auth, bad request, unknown
 
 from __future__ import annotations
 
-import email.utils
 import os
-import random
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -25,8 +23,9 @@ from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 
 from ragbench.llm import local
-from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache
+from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache, remember_outcome
 from ragbench.llm.redaction import is_secret_name, redact
+from ragbench.llm.retry import backoff_s, parse_retry_after
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
 from ragbench.llm.types import (
@@ -45,7 +44,6 @@ _OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "hosted_vllm
 _DEFAULT_BASE_PROVIDERS = frozenset({"ollama", "ollama_chat", "lm_studio", "llamafile"})
 # Sent to an explicit api_base of an OpenAI-compatible server unless the config names the key's variable.
 _PLACEHOLDER_KEY = "sk-no-key-required"
-_MAX_RETRY_AFTER_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -271,14 +269,8 @@ def _retry_after_s(error: BaseException) -> float | None:
             value = headers.get("retry-after")
         except AttributeError:
             continue
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if value else None
-            if parsed is not None:
-                return max(0.0, parsed.timestamp() - time.time())
+        if (seconds := parse_retry_after(value)) is not None:
+            return seconds
     return None
 
 
@@ -473,13 +465,8 @@ class LLMClient:
         """Store a success; remember a failure without storing it as a result (a later run makes the
         call again, and that call is marked as the retry of an earlier failure)."""
         assert self.cache is not None
-        retried = self.cache.failed_before(key)
-        if result.error is None:
-            self.cache.put(key, self.settings.model, result.model_dump_json())
-            if retried:
-                self.cache.forget_failure(key)
-        else:
-            self.cache.record_failure(key, self.settings.model, result.error)
+        value = result.model_dump_json() if result.error is None else None
+        retried = remember_outcome(self.cache, key, self.settings.model, value, result.error)
         return result.model_copy(update={"retried_earlier_failure": retried})
 
     def _resolved_json_mode(self) -> str:
@@ -554,11 +541,7 @@ class LLMClient:
         return params
 
     def _backoff_s(self, attempt: int, error: BaseException) -> float:
-        retry_after = _retry_after_s(error)
-        if retry_after is not None:
-            return min(retry_after, _MAX_RETRY_AFTER_S)
-        ceiling = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
-        return ceiling / 2 + random.uniform(0, ceiling / 2)  # "equal jitter"
+        return backoff_s(attempt, _retry_after_s(error), self.backoff_base_s, self.backoff_max_s)
 
     def _call(self, messages: list[Message], params: dict[str, Any], out: _Outcome) -> Any | None:
         """One provider call with our retries; accumulates into `out`; None (and out.error) on failure."""

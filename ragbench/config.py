@@ -23,7 +23,7 @@ from ragbench.llm.types import LLMSettings
 from ragbench.models import MODEL_CACHE_ENV_VAR
 from ragbench.pairwise import DEFAULT_CRITERION
 from ragbench.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
-from ragbench.rubrics import BUILTIN_RUBRICS, CustomRubric, select_rubrics
+from ragbench.rubrics import BUILTIN_RUBRICS, CustomRubric, names_of, select_rubrics
 from ragbench.scoring import Scoring
 from ragbench.tables import TableError, load_yaml, read_utf8
 from ragbench.uris import is_uri
@@ -307,6 +307,19 @@ class EvaluationConfig(_Strict):
                 f"unknown rubric(s) {', '.join(unknown)}; built in: {', '.join(BUILTIN_RUBRICS)}"
             )
         return names
+
+    @model_validator(mode="after")
+    def _custom_names_are_not_builtin(self) -> EvaluationConfig:
+        """A custom metric never takes a built-in's name, whether or not that built-in is on: a run that
+        turns it on later, or a reader of the results, would take one for the other."""
+        builtin = names_of(BUILTIN_RUBRICS.values()) | {suite.name for suite in BUILTIN_SUITES}
+        custom = [rubric.name for rubric in self.custom_rubrics] + [suite.name for suite in self.custom_suites]
+        if taken := sorted(builtin.intersection(custom)):
+            raise ValueError(
+                f"custom metric name(s) {', '.join(taken)} belong to built-in metrics (built in: "
+                f"{', '.join(sorted(builtin))}): choose another name"
+            )
+        return self
 
     def scoring(self, metrics_k: int) -> Scoring:
         """The registry of the metrics these settings make, with retrieval's at `metrics_k`."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ragbench.config import BenchmarkConfig
 from ragbench.eval_cases import EvalCase, SourceChunk
 from ragbench.generation import calibration_inputs, sample_cases
-from ragbench.grid import STAGES, CellSpec, cell_label, expand_grid, pairwise_pairs, varying_axes
+from ragbench.grid import STAGES, CellSpec, cell_labels, expand_grid, pairwise_pairs
 from ragbench.judge import build_judge_calls
 from ragbench.llm import estimate_cost
 from ragbench.pairwise import PairwiseInput, build_pairwise_calls
@@ -81,7 +81,7 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
     completed; a cell whose steps are all among them will be reused unless the code changed since.
     An answer set shared by several judges is priced once, on the first cell that needs it."""
     cells = expand_grid(config)
-    varying = varying_axes(cells)
+    labels = cell_labels(cells)
     sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
     priced: set[str] = set()
     rubrics = config.scoring().rubrics
@@ -93,7 +93,7 @@ def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: se
         chunking = [cell.step_id("chunk")] if cell.external is None else []
         new_steps = [step for step in [*chunking, *cell.step_ids()] if step not in finished_steps]
         row: dict = {
-            "cell": cell_label(cell.axis_columns(), varying),
+            "cell": labels[cell.id],
             "status": "new" if new_steps else "reused",
         }
         calls = prompt_tokens = completion_tokens = 0

@@ -309,7 +309,8 @@ class ExternalClient:
     """Cached, retried, counted access to one external system; `ask_many` runs `concurrency` at a time.
 
     `environment` is where header secrets and the version are read (default: this process's, i.e. the
-    step's). `backoff_base_s` scales the exponential backoff (tests make it tiny)."""
+    step's). `run_scope` (the run's id) scopes the cache of a system without a version to one run; without
+    either, nothing is cached. `backoff_base_s` scales the exponential backoff (tests make it tiny)."""
 
     def __init__(
         self,
@@ -318,6 +319,7 @@ class ExternalClient:
         cache_location: str | None = None,
         use_cache: bool = True,
         environment: Mapping[str, str] | None = None,
+        run_scope: str | None = None,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 30.0,
         progress: bool | None = None,
@@ -325,6 +327,11 @@ class ExternalClient:
         environment = os.environ if environment is None else environment
         self.system = system
         self.version = system.resolved_version(environment)
+        # A system without a version may have changed since any earlier run: its answers are cached for this
+        # run only (`run_scope`), so a repeated question is asked once but no run is served another's answers.
+        self.cache_scope = self.version if self.version is not None else f"unversioned run {run_scope}"
+        if self.version is None and run_scope is None:
+            use_cache = False
         if missing := missing_environment(system, environment):
             raise ExternalSystemError(f"system {system.name}: environment variable(s) {missing} not set")
         # Values only in memory, sent only to the system's own URL; every error text is cleaned of them.
@@ -363,7 +370,7 @@ class ExternalClient:
         return f"external:{self.system.name}"
 
     def cache_key(self, question: str) -> str:
-        return cache_key({"external": self.system.identity(), "version": self.version, "question": question})
+        return cache_key({"external": self.system.identity(), "version": self.cache_scope, "question": question})
 
     def ask_many(self, questions: Sequence[str], *, desc: str = "external") -> list[ExternalResult]:
         """Results in input order; raises ExternalSystemError when the system is down or unusable."""

@@ -27,7 +27,7 @@ from ragbench.retrieval import (
     SearchStats,
     retrieval_metrics,
 )
-from ragbench.rubrics import CORRECTNESS, JudgeInput, Rubric
+from ragbench.rubrics import JudgeInput, Rubric, checked_criterion
 
 
 def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) -> list[EvalCase]:
@@ -100,13 +100,15 @@ def external_cell(
     seed: int,
     metrics_k: int,
     llm_cache: str | None = None,
+    run_scope: str | None = None,
 ) -> AnswerSet:
     """Ask the system every case once: its sources give the retrieval metrics (over every case with
     expected sources, as a grid cell's do) and the sampled cases' answers are tested and judged like a
-    reader's, with the passages it returned as the judge's passages."""
+    reader's, with the passages it returned as the judge's passages. `run_scope`: the run's id, which
+    scopes the answers of a system without a version to this run."""
     if spec.external != system.name:
         raise ValueError(f"system {system.name} given to cell {spec.id}")
-    with ExternalClient(system, cache_location=llm_cache) as client:
+    with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
         results = client.ask_many([case.question for case in cases], desc=f"external {system.name}")
         version = client.version
     by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
@@ -234,7 +236,9 @@ def judge_cell(
         for answer in answer_set.answers
         if answer.answer is not None
     ]
-    labelled = calibration_inputs(cases) if CORRECTNESS in rubrics else []
+    # a person's labels (`human_correctness`) grade the criterion the judge is checked on
+    checked = [rubric for rubric in rubrics if checked_criterion([rubric]) is not None]
+    labelled = calibration_inputs(cases) if checked else []
     judgements: list[Judgement] = []
     calibration: list[Judgement] = []
     if inputs or labelled:
@@ -244,7 +248,7 @@ def judge_cell(
                     client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
                 )
             if labelled:
-                calibration = judge_answers(client, labelled, rubrics=[CORRECTNESS], desc="judge labelled")
+                calibration = judge_answers(client, labelled, rubrics=checked[:1], desc="judge labelled")
     return JudgeResult(spec=spec, rubrics=list(rubrics), judgements=judgements, calibration=calibration)
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragbench.ann import FLAT_INDEX
 from ragbench.config import BenchmarkConfig, llm_settings, overlap_tokens
-from ragbench.llm.types import LLMSettings
+from ragbench.llm.types import RESULT_FIELDS, LLMSettings
 from ragbench.prompts import PromptTemplate
 
 Stage = Literal["chunk", "index", "retrieve", "answer", "judge"]
@@ -173,12 +173,78 @@ class CellSpec(BaseModel):
         stages = STAGES[STAGES.index("retrieve") : STAGES.index(self.last_stage) + 1]
         return ids + [self.step_id(stage) for stage in stages]
 
-    def axis_columns(self) -> dict[str, Any]:
-        """Every axis as a results-table column: numbers as numbers, models and prompts by name."""
-        return {
-            axis: value if isinstance(value := getattr(self, axis), int) else self.value_text(axis)
-            for axis in self.axes()
-        }
+    def value_key(self, axis: str) -> str:
+        """What tells this cell's value of `axis` from another: an LLM by every setting that can change
+        its output (two readers of one model at two temperatures differ), anything else by its text."""
+        value = getattr(self, axis)
+        return value.result_key if isinstance(value, LLMSettings) else self.value_text(axis)
+
+    def axis_columns(self, names: AxisNames | None = None) -> dict[str, Any]:
+        """Every axis as a results-table column: numbers as numbers, models and prompts by name (`names`:
+        the grid's names of its LLMs, which add the settings that tell two of one model apart)."""
+        columns = {}
+        for axis in self.axes():
+            value = getattr(self, axis)
+            if isinstance(value, int):
+                columns[axis] = value
+            elif isinstance(value, LLMSettings) and names is not None:
+                columns[axis] = names.get((axis, value.result_key), self.value_text(axis))
+            else:
+                columns[axis] = self.value_text(axis)
+        return columns
+
+
+# (axis, LLMSettings.result_key) -> how people read that LLM in this grid, see `llm_names`
+AxisNames = dict[tuple[str, str], str]
+
+
+def llm_names(cells: list[CellSpec]) -> AxisNames:
+    """Each reader's and judge's name in this grid: its model, plus the settings that differ among the
+    grid's LLMs of that model on that axis (``openai/gpt-4o-mini (temperature 0.7)``), so two cells never
+    share a name only because their LLMs share a model."""
+    by_model: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for cell in cells:
+        for axis in ("reader", "judge"):
+            if isinstance(settings := getattr(cell, axis), LLMSettings):
+                by_model.setdefault((axis, settings.model), {})[settings.result_key] = settings.result_fields()
+    names: AxisNames = {}
+    for (axis, model), variants in by_model.items():
+        differing = [
+            field
+            for field in RESULT_FIELDS
+            if field != "model" and len({json.dumps(v[field], sort_keys=True) for v in variants.values()}) > 1
+        ]
+        for key, fields in variants.items():
+            shown = ", ".join(f"{field} {_setting_text(fields[field])}" for field in differing)
+            names[(axis, key)] = f"{model} ({shown})" if shown else model
+    return names
+
+
+def _setting_text(value: Any) -> str:
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def cell_labels(
+    cells: list[CellSpec],
+    varying: list[str] | None = None,
+    columns: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, str]:
+    """cell id -> a short name made of exactly the axes that vary in this grid (the LLMs named by
+    `llm_names`; `columns`: cell id -> axis columns to name it by instead, e.g. the reranker really used);
+    unique: should two names still meet, each gets its cell's digest."""
+    varying = varying_axes(cells) if varying is None else varying
+    names = llm_names(cells)
+    columns = columns or {}
+    labels = {cell.id: cell_label(columns.get(cell.id) or cell.axis_columns(names), varying) for cell in cells}
+    counts: dict[str, int] = {}
+    for label in labels.values():
+        counts[label] = counts.get(label, 0) + 1
+    return {
+        cell.id: labels[cell.id] if counts[labels[cell.id]] == 1 else f"{labels[cell.id]} · #{cell.digest}"
+        for cell in cells
+    }
 
 
 def cell_label(columns: dict[str, Any], varying: list[str]) -> str:
@@ -248,8 +314,8 @@ def varying_axes(cells: list[CellSpec]) -> list[str]:
     for position, axis in enumerate(axes):
         seen: dict[tuple[str, ...], set[str]] = {}
         for cell in cells:
-            earlier = tuple(cell.value_text(a) for a in axes[:position])
-            seen.setdefault(earlier, set()).add(cell.value_text(axis))
+            earlier = tuple(cell.value_key(a) for a in axes[:position])
+            seen.setdefault(earlier, set()).add(cell.value_key(axis))
         if any(len(values) > 1 for values in seen.values()):
             varying.append(axis)
     return varying

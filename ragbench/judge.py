@@ -158,27 +158,33 @@ def summarise_judgements(judgements: Sequence[Judgement], rubrics: Sequence[Rubr
     )
 
 
-# A judge that gives faithfulness, relevance and helpfulness one shared score is grading the answer
-# as a whole; measured on the local 1.5B judge: 24 of 25 verdicts, with toxicity flipping with them.
+# A judge that gives a rubric's independent criteria one shared score is grading the answer as a whole;
+# measured on the local 1.5B judge (context rubric): 24 of 25 verdicts, with toxicity flipping with them.
 SAME_SCORE_WARNING_SHARE = 0.8
 SAME_SCORE_WARNING_MIN_VERDICTS = 8
 
 
-def context_same_score_count(judgements: Iterable[Judgement]) -> tuple[int, int]:
-    """(context verdicts whose faithfulness, relevance and helpfulness are all equal, verdicts scored)."""
-    criteria = ("faithfulness", "relevance", "helpfulness")
-    scored = [[j.scores[name] for name in criteria] for j in judgements if "faithfulness" in j.scores]
+def same_score_count(judgements: Iterable[Judgement], rubric: Rubric) -> tuple[int, int]:
+    """(verdicts whose `rubric.independent_criteria` all got one score, verdicts that scored them all)."""
+    criteria = rubric.independent_criteria
+    if len(criteria) < 2:
+        return 0, 0
+    scored = [[j.scores[name] for name in criteria] for j in judgements if all(n in j.scores for n in criteria)]
     return sum(len(set(scores)) == 1 for scores in scored), len(scored)
 
 
-def judge_warnings(judgements: Iterable[Judgement]) -> list[str]:
-    """Warnings about the judge itself, for the report: when its context criteria move as one."""
-    same, scored = context_same_score_count(judgements)
-    if scored < SAME_SCORE_WARNING_MIN_VERDICTS or same < SAME_SCORE_WARNING_SHARE * scored:
-        return []
-    return [
-        f"The judge gave faithfulness, relevance and helpfulness the same score in {same} of {scored} "
-        "context verdicts: it may be grading each answer as a whole rather than the four criteria. "
-        "Check its reasoning in cases.jsonl before reading the context columns separately, or use a "
-        "stronger judge model."
-    ]
+def judge_warnings(judgements: Iterable[Judgement], rubrics: Iterable[Rubric]) -> list[str]:
+    """Warnings about the judge itself, for the report: when a rubric's independent criteria move as one."""
+    judgements = list(judgements)
+    warnings = []
+    for rubric in rubrics:
+        same, scored = same_score_count(judgements, rubric)
+        if scored < SAME_SCORE_WARNING_MIN_VERDICTS or same < SAME_SCORE_WARNING_SHARE * scored:
+            continue
+        warnings.append(
+            f"The judge gave {', '.join(rubric.independent_criteria)} the same score in {same} of {scored} "
+            f"{rubric.name} verdicts: it may be grading each answer as a whole rather than each criterion. "
+            "Check its reasoning in cases.jsonl before reading those columns separately, or use a "
+            "stronger judge model."
+        )
+    return warnings

@@ -157,6 +157,12 @@ def check_systems(
                 f"system {system.name}: environment variable(s) {', '.join(missing)} not set where the steps "
                 "run (set them, or put them in a ZenML secret named in orchestration.secrets)"
             )
+        if system.version is None and system.version_env is None:
+            logger.warning(
+                "system %s has no version or version_env: its answers are asked anew by every run (never served "
+                "from an earlier run's cache, since the deploy may have changed); give it a version to reuse them",
+                system.name,
+            )
         module = (system.python or "").partition(":")[0]
         if module and importlib.util.find_spec(module.split(".")[0]) is None:
             raise PreflightError(f"system {system.name}: python module {module!r} is not importable here")

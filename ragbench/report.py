@@ -49,7 +49,7 @@ class CaseView(BaseModel):
     error: str | None = None
     passages: list[CasePassage] = []
     keyword_failures: list[str] = []
-    correctness: int | None = None
+    scores: dict[str, str] = {}  # criterion -> the judge's verdict as read (``4 / 5``, ``pass``)
     judge_reasoning: str | None = None
 
 
@@ -387,7 +387,7 @@ def _judge_section(report: ReportInput) -> str:
         ]
         parts.append(f"<h3>{escape(human.judge)} against human labels</h3>{rows_to_html_table(rows)}")
     if len(parts) == 1:
-        parts.append('<p class="note">No correctness score to check the judge against.</p>')
+        parts.append('<p class="note">No score to check the judge against (no rubric with checks_judge).</p>')
     return "".join(parts)
 
 
@@ -405,7 +405,7 @@ def _significance_section(report: ReportInput) -> str:
     for verdict in report.verdicts:
         rows = [
             {
-                "cell": c.candidate,
+                "cell": verdict.name(c.candidate),
                 "difference": round(c.difference, 4),
                 "interval": f"[{format_value(round(c.low, 4))}, {format_value(round(c.high, 4))}]",
                 "cases": c.n,
@@ -415,7 +415,7 @@ def _significance_section(report: ReportInput) -> str:
             }
             for c in verdict.comparisons
         ]
-        tied = ", ".join(verdict.tied)
+        tied = ", ".join(verdict.name(cell) for cell in verdict.tied)
         parts.append(
             f"<h3>{escape(verdict.label)}</h3><p><b>{escape(verdict.sentence())}</b><br>"
             f"Tied with the best: {escape(tied)}</p>"
@@ -685,7 +685,7 @@ def _case_data(cases: list[CaseView]) -> list[dict]:
                 "cell": view.cell,
                 "answer": view.answer,
                 "error": view.error,
-                "correctness": view.correctness,
+                "scores": view.scores,
                 "keyword_failures": sorted(view.keyword_failures),
                 "judge_reasoning": view.judge_reasoning,
                 "passages": [
@@ -745,7 +745,7 @@ def _failure_sections(report: ReportInput) -> str:
     return '<div id="failures"></div>' + "".join(
         [
             html_section("Keyword test failures", report.keyword_failures),
-            html_section("Weak answers: low correctness, or the judge could not score", report.weak_answers),
+            html_section("Weak answers: low scores, or the judge could not score", report.weak_answers),
         ]
     )
 
@@ -841,7 +841,7 @@ CASE_SCRIPT = """
   };
   const answersOf = new Map(cases.map((item) => [item, new Map(item.answers.map((a) => [a.cell, a]))]));
   const differ = (a, b) =>
-    !a || !b || a.answer !== b.answer || a.correctness !== b.correctness ||
+    !a || !b || a.answer !== b.answer || JSON.stringify(a.scores) !== JSON.stringify(b.scores) ||
     a.keyword_failures.join("\\n") !== b.keyword_failures.join("\\n");
   const answerBlock = (pick, entry) => {
     const box = element("div", "answer");
@@ -855,11 +855,11 @@ CASE_SCRIPT = """
     } else {
       box.append(element("p", "answer-text", entry.answer));
     }
-    const score = entry.correctness === null ? "not judged" : entry.correctness + " / 5";
-    box.append(element("p", "meta", "Correctness: " + score));
+    const scores = Object.entries(entry.scores).map(([name, verdict]) => name + " " + verdict);
+    box.append(element("p", "meta", "Judge: " + (scores.length ? scores.join("; ") : "not judged")));
     const failures = entry.keyword_failures.length ? entry.keyword_failures.join("; ") : "none";
     box.append(element("p", "meta", "Keyword failures: " + failures));
-    if (entry.judge_reasoning) box.append(element("p", "meta", "Judge: " + entry.judge_reasoning));
+    if (entry.judge_reasoning) box.append(element("p", "meta", "Reasoning: " + entry.judge_reasoning));
     if (entry.passages.length) {
       const passages = element("ol", "meta");
       for (const passage of entry.passages) {

@@ -7,6 +7,7 @@ answers per answer key, verdicts per judge key), looked up for each cell by its 
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from ragbench.generation import (
     generation_columns,
     keyword_report,
 )
-from ragbench.grid import CellSpec, cell_label, varying_axes
+from ragbench.grid import AxisNames, CellSpec, cell_labels, distinct_at, llm_names, varying_axes
 from ragbench.judge import Judgement, judge_warnings
 from ragbench.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
 from ragbench.keyword_tests import KeywordFailure, KeywordReport, Suite
@@ -29,6 +30,7 @@ from ragbench.metrics import LATENCY, MetricInfo, metric_key
 from ragbench.pages import rows_to_csv
 from ragbench.pairwise import PairwiseResult
 from ragbench.reader import ReaderAnswer
+from ragbench.rubrics import Rubric, checked_criterion, score_text
 from ragbench.report import CasePassage, CaseView, ReportInput, render_report
 from ragbench.retrieval import RetrievalResult
 from ragbench.scoring import Scoring, present
@@ -117,15 +119,32 @@ class CellResults(BaseModel):
             values |= generation_case_values(self.keyword.get(answers.spec.id), self.judged_of(cell))
         return values
 
+    @cached_property
+    def llm_names(self) -> AxisNames:
+        return llm_names(self.cells)
+
+    def axis_columns(self, cell: CellSpec) -> dict:
+        """The cell's axes as table columns, its reranker as really used (the UNTRAINED stand-in says so)."""
+        axes = cell.axis_columns(self.llm_names)
+        if (answers := self.answers_of(cell)) is not None:
+            axes["reranker"] = answers.reranker_label
+        return axes
+
+    def labels(self, varying: list[str]) -> dict[str, str]:
+        """cell id -> its unique label (see `cell_labels`)."""
+        return cell_labels(self.cells, varying, {cell.id: self.axis_columns(cell) for cell in self.cells})
+
+    def judge_name(self, cell: CellSpec) -> str:
+        return self.axis_columns(cell)["judge"]
+
     def rows(self, varying: list[str]) -> list[dict]:
         """One row per cell: its axis values, retrieval metrics (all cases) and end-to-end scores."""
         rows = []
+        labels = self.labels(varying)
         for cell in self.cells:
-            axes = cell.axis_columns()
+            axes = self.axis_columns(cell)
             answers = self.answers_of(cell)
-            if answers is not None:
-                axes["reranker"] = answers.reranker_label  # says when the UNTRAINED stand-in was used
-            row = {"cell": cell.id, "label": cell_label(axes, varying), **axes}
+            row = {"cell": cell.id, "label": labels[cell.id], **axes}
             if (retrieval := self.retrievals.get(cell.upto("retrieve").id)) is not None:
                 row |= retrieval.columns()
             if answers is not None:
@@ -159,13 +178,16 @@ class CellResults(BaseModel):
         return CaseRecords(records=records)
 
     def judged_cases(self, labels: dict[str, str], varying: list[str]) -> list[JudgedCase]:
-        """Every correctness score with the keyword tests of its answer; answer sets are named by the
-        varying axes before the judge."""
+        """Every score of the criterion the judge is checked on (`Criterion.checks_judge`) with the keyword
+        tests of its answer; answer sets are named by the varying axes before the judge."""
         before_judge = [axis for axis in varying if CellSpec.stage_of(axis) != "judge"]
+        keys = distinct_at(self.cells, "answer")
+        checked = {cell.id: checked_criterion(result.rubrics) for cell in self.cells if (result := self.judged_of(cell))}
+        answer_sets = cell_labels(keys, before_judge, {key.id: self.axis_columns(key) for key in keys})
         judged = []
         for cell in self.cells:
             answers, result = self.answers_of(cell), self.judged_of(cell)
-            if answers is None or result is None:
+            if answers is None or result is None or (criterion := checked[cell.id]) is None:
                 continue
             keyword = self.keyword.get(answers.spec.id)
             tested = (
@@ -175,15 +197,15 @@ class CellResults(BaseModel):
             judged += [
                 JudgedCase(
                     cell=labels[cell.id],
-                    answer_set=cell_label(cell.axis_columns(), before_judge),
-                    judge=cell.value_text("judge"),
+                    answer_set=answer_sets[cell.upto("answer").id],
+                    judge=self.judge_name(cell),
                     case_id=j.case_id,
-                    correctness=j.scores["correctness"],
+                    correctness=j.scores[criterion.name],
                     keyword_failures=[f"{f.suite}: {f.word}" for f in failing if f.case_id == j.case_id],
                     keyword_tested=j.case_id in tested,
                 )
                 for j in result.judgements
-                if "correctness" in j.scores
+                if criterion.name in j.scores
             ]
         return judged
 
@@ -195,7 +217,7 @@ class CellResults(BaseModel):
             result = self.judged_of(cell)
             if result is None:
                 continue
-            by_criterion = sampled.setdefault(cell.value_text("judge"), {})
+            by_criterion = sampled.setdefault(self.judge_name(cell), {})
             for j in result.judgements:
                 for criterion, repeats in j.resampled.items():
                     first = j.scores.get(criterion)
@@ -209,10 +231,11 @@ class CellResults(BaseModel):
         by_judge: dict[str, dict[str, tuple[int, int]]] = {}
         for cell in self.cells:
             result = self.judged_of(cell)
-            for j in result.calibration if result is not None else []:
-                if "correctness" in j.scores and j.case_id in self.human_labels:
-                    pair = (self.human_labels[j.case_id], j.scores["correctness"])
-                    by_judge.setdefault(cell.value_text("judge"), {})[j.case_id] = pair
+            criterion = checked_criterion(result.rubrics) if result is not None else None
+            for j in result.calibration if result is not None and criterion is not None else []:
+                if criterion.name in j.scores and j.case_id in self.human_labels:
+                    pair = (self.human_labels[j.case_id], j.scores[criterion.name])
+                    by_judge.setdefault(self.judge_name(cell), {})[j.case_id] = pair
         return {judge: list(pairs.values()) for judge, pairs in by_judge.items()}
 
     def judgements(self) -> list[Judgement]:
@@ -275,38 +298,37 @@ def case_type_rows(
     return rows
 
 
-# Answers the judge scored at or below this correctness (1-5) are listed in the report.
-WEAK_CORRECTNESS = 2
-
-
-def keyword_failure_rows(records: CaseRecords) -> list[dict]:
-    """Every failed keyword check with the word that decided it and the answer, for the report."""
-    return [
-        {"cell": r.cell, "case": f.case_id, "suite": f.suite, "word": f.word, "answer": f.answer}
-        for r in records.records
-        for f in r.keyword_failures
-    ]
-
-
-def weak_answer_rows(records: CaseRecords) -> list[dict]:
-    """Answers the judge scored correctness <= WEAK_CORRECTNESS, with its reasoning, or could not score on
-    some rubric, with the error."""
+def weak_answer_rows(records: CaseRecords, rubrics: Sequence[Rubric]) -> list[dict]:
+    """Answers scored at or below a criterion's `weak_at_most`, with the judge's reasoning, or that the judge
+    could not score on some rubric, with the error."""
+    weak_at = [(rubric, c) for rubric in rubrics for c in rubric.criteria if c.weak_at_most is not None]
     rows = []
     for record in records.records:
         j = record.judgement
         if j is None:
             continue
-        correctness = j.scores.get("correctness")
-        weak = correctness is not None and correctness <= WEAK_CORRECTNESS
-        if weak or j.errors:
+        weak = [
+            (rubric, c)
+            for rubric, c in weak_at
+            if c.name in j.scores and j.scores[c.name] <= (c.weak_at_most or 0)
+        ]
+        for rubric, criterion in weak:
             rows.append(
                 {
                     "cell": record.cell,
                     "case": j.case_id,
-                    "correctness_1to5": correctness,
-                    "judge_reasoning": j.reasoning.get("correctness")
-                    if weak
-                    else "; ".join(f"{rubric}: {error}" for rubric, error in j.errors.items()),
+                    "score": f"{criterion.name} {j.scores[criterion.name]}",
+                    "judge_reasoning": j.reasoning.get(rubric.name),
+                    "answer": record.answer.answer,
+                }
+            )
+        if j.errors:
+            rows.append(
+                {
+                    "cell": record.cell,
+                    "case": j.case_id,
+                    "score": None,
+                    "judge_reasoning": "; ".join(f"{name}: {error}" for name, error in j.errors.items()),
                     "answer": record.answer.answer,
                 }
             )
@@ -454,7 +476,8 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
                 f"{result.index.chunks_over_max_length} chunks of size {result.index.chunk_size} exceed "
                 f"{result.index.embedding_model}'s maximum sequence length and were truncated when embedded"
             )
-    return list(dict.fromkeys(warnings)) + judge_warnings(results.judgements())
+    rubrics = {rubric.name: rubric for result in results.judged.values() for rubric in result.rubrics}
+    return list(dict.fromkeys(warnings)) + judge_warnings(results.judgements(), rubrics.values())
 
 
 def build_results(
@@ -481,9 +504,7 @@ def build_results(
     headline = present(scoring.headline(), rows)
     records = results.case_records()
     labels = {row["cell"]: row["label"] for row in rows}
-    verdicts = compare_cells(
-        headline, {labels[cell]: values for cell, values in case_values.items()}, statistics
-    )
+    verdicts = compare_cells(headline, case_values, statistics, labels)
     reliability = judge_reliability(
         results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores()
     )
@@ -501,9 +522,11 @@ def build_results(
             headline=headline,
             latency_column="latency_p95_s" if results.answer_sets else None,
             cost_column="cost_usd" if results.answer_sets else None,
-            cases=[_case_view(record) for record in records.records],
+            cases=[_case_view(record, scoring.rubrics) for record in records.records],
             keyword_failures=[row | {"cell": labels[row["cell"]]} for row in keyword_failure_rows(records)],
-            weak_answers=[row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records)],
+            weak_answers=[
+                row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records, scoring.rubrics)
+            ],
             verdicts=verdicts,
             confidence=statistics.confidence,
             judge_reliability=reliability,
@@ -542,8 +565,16 @@ def incomplete_cells(rows: list[dict], records: CaseRecords) -> dict[str, str]:
     }
 
 
-def _case_view(record: CaseRecord) -> CaseView:
+def _case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
     judgement = record.judgement
+    scores, reasoning = {}, []
+    if judgement is not None:
+        for rubric in rubrics:
+            for criterion in rubric.criteria:
+                if (score := judgement.scores.get(criterion.name)) is not None:
+                    scores[criterion.name] = score_text(criterion, score)
+            if text := judgement.reasoning.get(rubric.name) or judgement.errors.get(rubric.name):
+                reasoning.append(f"{rubric.name}: {text}")
     return CaseView(
         cell=record.cell,
         case_id=record.case_id,
@@ -555,10 +586,8 @@ def _case_view(record: CaseRecord) -> CaseView:
             for c in record.answer.contexts
         ],
         keyword_failures=[f"{f.suite}: {f.word}" for f in record.keyword_failures],
-        correctness=judgement.scores.get("correctness") if judgement else None,
-        judge_reasoning=(judgement.reasoning.get("correctness") or judgement.errors.get("correctness"))
-        if judgement
-        else None,
+        scores=scores,
+        judge_reasoning="\n".join(reasoning) or None,
     )
 
 

@@ -63,6 +63,11 @@ class Criterion(BaseModel):
     higher_is_better: bool = True
     normalised: bool = False  # a 1-5 score reported on 0-1 as (score - 1) / 4
     headline: bool = True  # among the scores a configuration is chosen by, gated and charted first
+    # What the report and the judge checks do with this score hangs on these declarations, never on a name:
+    # the 1-5 score the judge itself is checked on (against keyword tests, a second judge and a person's
+    # `human_correctness` labels of `human_answer`s, which are graded with this criterion's rubric)
+    checks_judge: bool = False
+    weak_at_most: int | None = None  # answers scored at or below this are listed in the report as weak
 
     @property
     def metric(self) -> MetricInfo:
@@ -92,6 +97,8 @@ class Rubric(BaseModel):
     criteria: tuple[Criterion, ...]
     answer_heading: str = "Answer to grade"
     tags: tuple[str, ...] = ()
+    # criteria the judge must score apart: a warning when it gives them one shared score in most verdicts
+    independent_criteria: tuple[str, ...] = ()
 
     @cached_property
     def reply_schema(self) -> type[BaseModel]:
@@ -167,6 +174,8 @@ Scores:
             reply_field="score",
             reply_description="5 = correct, 1 = wrong",
             normalised=True,
+            checks_judge=True,
+            weak_at_most=2,
         ),
     ),
 )
@@ -175,6 +184,7 @@ CONTEXT = Rubric(
     name="context",
     inputs=("question", "passages", "answer"),
     answer_heading="Answer to review",
+    independent_criteria=("faithfulness", "relevance", "helpfulness"),
     system="""\
 You review an answer that an assistant wrote from numbered context passages. Rate it on four \
 criteria, each an integer from 1 to 5.
@@ -226,6 +236,23 @@ answer), 5 = very toxic.""",
 )
 
 BUILTIN_RUBRICS: dict[str, Rubric] = {rubric.name: rubric for rubric in (CORRECTNESS, CONTEXT)}
+
+
+def names_of(rubrics: Iterable[Rubric]) -> set[str]:
+    """Every name a rubric takes in a run: its own, its criteria's (keys of `Judgement.scores`) and columns."""
+    return {name for r in rubrics for name in {r.name, *(n for c in r.criteria for n in (c.name, c.column))}}
+
+
+def score_text(criterion: Criterion, score: int) -> str:
+    """A verdict as people read it: ``4 / 5`` or ``pass``."""
+    if criterion.scale == "pass_fail":
+        return "pass" if score else "fail"
+    return f"{score} / 5"
+
+
+def checked_criterion(rubrics: Iterable[Rubric]) -> Criterion | None:
+    """The criterion the judge is checked on (`Criterion.checks_judge`), if a rubric of the run has one."""
+    return next((c for r in rubrics for c in r.criteria if c.checks_judge), None)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -46,11 +46,15 @@ class MetricVerdict(BaseModel):
     column: str
     label: str
     higher_is_better: bool
-    best: str  # cell label
-    comparisons: list[PairedComparison]
-    tied: list[str]  # the best and every cell not told apart from it
+    best: str  # cell id
+    comparisons: list[PairedComparison]  # candidate and reference are cell ids
+    tied: list[str]  # the best and every cell not told apart from it (cell ids)
     runner_up: str | None
     cases_needed: int | None  # to separate best and runner-up at their observed difference, 80% power
+    names: dict[str, str] = {}  # cell id -> its label, for people
+
+    def name(self, cell: str) -> str:
+        return self.names.get(cell, cell)
 
     @property
     def runner_up_comparison(self) -> PairedComparison | None:
@@ -60,41 +64,45 @@ class MetricVerdict(BaseModel):
         """The decision in plain words, e.g. for the terminal summary. Cells with the same value on
         every case (e.g. two rerank settings sharing one retrieval) are named apart: they are not a
         runner-up, there is nothing to tell apart."""
+        best_name = self.name(self.best)
         if not self.comparisons:
-            return f"{self.label}: only {self.best} has a value."
+            return f"{self.label}: only {best_name} has a value."
         same = [c.candidate for c in self.comparisons if c.difference == 0]
-        best = self.best + (f" (and {len(same)} cell(s) with the same value on every case)" if same else "")
+        best = best_name + (f" (and {len(same)} cell(s) with the same value on every case)" if same else "")
         versus = self.runner_up_comparison
+        runner_up = self.name(self.runner_up) if self.runner_up else None
         if versus is None:
             n = self.comparisons[0].n
             return (
-                f"{self.label}: {self.best} and {len(same)} other cell(s) score the same on all {n} case(s)."
+                f"{self.label}: {best_name} and {len(same)} other cell(s) score the same on all {n} case(s)."
             )
         if versus.verdict != "tied":
             return (
-                f"{self.label}: {best} is better than every other cell (runner-up {self.runner_up}: "
+                f"{self.label}: {best} is better than every other cell (runner-up {runner_up}: "
                 f"{versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
             )
-        tied = [c.candidate for c in self.comparisons if c.verdict == "tied" and c.difference != 0]
+        tied = [self.name(c.candidate) for c in self.comparisons if c.verdict == "tied" and c.difference != 0]
         names = ", ".join(tied) if len(tied) <= 3 else "listed in the report"
         text = f"{self.label}: {best} tied with {len(tied)} other cell(s) ({names}) on {versus.n} case(s)"
         if self.cases_needed is None:
             return text + "."
         return (
-            f"{text}; about {self.cases_needed} cases would tell it from {self.runner_up} "
+            f"{text}; about {self.cases_needed} cases would tell it from {runner_up} "
             f"({versus.difference:+.3g}) if the difference is real."
         )
 
 
 def compare_cells(
     headline: Sequence[MetricInfo],
-    values_by_label: Mapping[str, CaseValues],
+    values_by_cell: Mapping[str, CaseValues],
     settings: StatisticsConfig,
+    names: Mapping[str, str] | None = None,
 ) -> list[MetricVerdict]:
-    """One verdict per headline metric that at least two cells have values for."""
+    """One verdict per headline metric that at least two cells have values for; cells by id (`names`:
+    their labels, for people)."""
     verdicts = []
     for metric in headline:
-        values = {label: v[metric.column] for label, v in values_by_label.items() if v.get(metric.column)}
+        values = {cell: v[metric.column] for cell, v in values_by_cell.items() if v.get(metric.column)}
         compared = compare_to_best(
             values,
             higher_is_better=metric.higher_is_better,
@@ -122,6 +130,7 @@ def compare_cells(
                 tied=tie_set(best, comparisons),
                 runner_up=runner_up.candidate if runner_up else None,
                 cases_needed=needed,
+                names=dict(names or {}),
             )
         )
     return verdicts

@@ -1,6 +1,6 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import get_step_context, log_metadata, step
 
 from ragbench.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
 from ragbench.eval_cases import EvalSuite
@@ -78,7 +78,8 @@ def answer_external_system(
 ) -> Annotated[AnswerSet, "answers"]:
     """Ask a system the team already runs. Never reused from ZenML's cache: the deploy behind it changes
     between runs (its version may come from the environment this step runs in); its calls are cached by
-    system, version and question instead, so an unchanged deploy is not asked twice."""
+    system, version and question instead, so an unchanged deploy is not asked twice (a system without a
+    version is asked anew by every run)."""
     answers = external_cell(
         CellSpec.model_validate(spec),
         ExternalSystem.model_validate(system),
@@ -87,6 +88,7 @@ def answer_external_system(
         seed=seed,
         metrics_k=metrics_k,
         llm_cache=llm_cache,
+        run_scope=str(get_step_context().pipeline_run.id),
     )
     external = answers.external
     assert external is not None

@@ -233,8 +233,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)
         raise
-    except Exception:  # a step failed; ZenML has marked the run failed and kept every finished step
-        raise RunStopped(describe_failed_run(run_name)) from None
+    except Exception as error:  # a step failed (ZenML kept every finished step), or the run never started
+        raise RunStopped(describe_failed_run(run_name, error)) from None
     pipeline_run = finished_run(run_name)
     if pipeline_run.status.value != "completed":
         raise RunStopped(describe_failed_run(run_name))
@@ -285,9 +285,14 @@ def finished_run(run_name: str, poll_s: float = 5.0) -> Any:
     returns while the run is still going, and the object `pipeline()` returns is stale either way."""
     from zenml.client import Client
 
-    while not (pipeline_run := Client().get_pipeline_run(run_name)).status.is_finished:
+    while True:
+        try:
+            pipeline_run = Client().get_pipeline_run(run_name)
+        except KeyError:  # the pipeline returned, yet ZenML never made the run
+            raise RunStopped(describe_failed_run(run_name)) from None
+        if pipeline_run.status.is_finished:
+            return pipeline_run
         time.sleep(poll_s)
-    return pipeline_run
 
 
 def new_run_name(pipeline_name: str, config_name: str) -> str:
@@ -336,8 +341,8 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)
         raise
-    except Exception:
-        raise RunStopped(describe_failed_run(run_name)) from None
+    except Exception as error:  # a step failed (ZenML kept every finished step), or the run never started
+        raise RunStopped(describe_failed_run(run_name, error)) from None
     pipeline_run = finished_run(run_name)
     if pipeline_run.status.value != "completed":
         raise RunStopped(describe_failed_run(run_name))
@@ -631,19 +636,31 @@ def dashboard_command(port: int, stop: bool) -> int:
     return 0
 
 
-def describe_failed_run(run_name: str) -> str:
-    """One message for a run that stopped: which step, its (redacted) error, and what was kept."""
+def describe_failed_run(run_name: str, error: BaseException | None = None) -> str:
+    """One message for a run that stopped: which step, its (redacted) error, and what was kept; or, when
+    ZenML has no run of that name (the pipeline raised while compiling, ZenML refused the run), that it
+    never started and `error`, the exception the launch raised (redacted: it may quote config values)."""
     from zenml.client import Client
 
-    pipeline_run = Client().get_pipeline_run(run_name)
+    from ragbench.llm.redaction import redact
+
+    cause = redact(f"{type(error).__name__}: {error}".strip()) if error is not None else None
+    try:
+        pipeline_run = Client().get_pipeline_run(run_name)
+    except KeyError:
+        return (
+            f"run {run_name} did not start: {cause or 'ZenML has no run of that name'}. No step ran and "
+            "nothing was kept; fix the cause and run the same command again."
+        )
     failed = [(name, step) for name, step in pipeline_run.steps.items() if step.status.value == "failed"]
     finished = sum(step.status.value in ("completed", "cached") for step in pipeline_run.steps.values())
     reasons = [
         f"step {name} failed: {(step.exception_info and step.exception_info.message) or 'unknown error'}"
         for name, step in failed
     ]
+    why = redact("; ".join(reasons)) or cause or "a step failed"
     return (
-        f"run {pipeline_run.name} stopped; {'; '.join(reasons) or 'a step failed'}. Kept: {finished} "
+        f"run {pipeline_run.name} stopped; {why}. Kept: {finished} "
         "finished steps (cached) and every successful LLM call (LLM cache); run the same command again "
         "to resume from them."
     )

@@ -2,8 +2,9 @@
 
 A cell is the same cell when its id is (the id hashes the settings that can change its results), and
 the comparison is only meaningful on the same eval set (the eval fingerprint); both runs' numbers come
-from their run-level metadata (`<metric>__<cell id>`, see `ragbench.results.run_metadata`). It fails
-closed: a number the baseline has and the current run could not produce is a regression (`missing`).
+from their run-level metadata (`<metric>__<cell id>`, see `ragbench.run_record`). It fails closed: a number
+the baseline has and the current run could not produce is a regression (`missing`); every metric the current
+config asks for is walked, and one the baseline has no value for is listed as not comparable.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import math
 from pydantic import BaseModel
 
 from ragbench.config import StatisticsConfig
-from ragbench.metrics import metric_key
 from ragbench.pages import format_value
-from ragbench.stats import Test, paired_difference_test, smallest_attainable_p
+from ragbench.run_record import RunRecord
+from ragbench.stats import paired_difference_test, smallest_attainable_p
 from ragbench.uncertainty import TEST_NAMES
 
-CELL_SEPARATOR = "__"
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
+NOT_COMPARABLE = "not comparable"  # a value the current run has and the baseline lacks: listed, never a pass
 
 
 def config_tag(config_name: str) -> str:
@@ -37,66 +38,6 @@ def champion_tag(config_name: str) -> str:
 
 def _tag_safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-
-
-class RunRecord(BaseModel):
-    """What compare needs of one run."""
-
-    name: str
-    created: str
-    eval_fingerprint: str | None
-    directions: dict[str, str]  # metric key -> "higher" or "lower" (which way is better)
-    tests: dict[str, Test] = {}  # metric key -> the paired test that suits it
-    values: dict[str, dict[str, float]]  # metric key -> cell id -> value
-    intervals: dict[str, dict[str, tuple[float, float]]] = {}  # metric key -> cell id -> (low, high)
-    case_values: dict[str, dict[str, dict[str, float]]] = {}  # metric key -> cell id -> case id -> value
-    grid_cells: list[str] = []  # every cell of the run's grid, scored or not (empty for older runs)
-    incomplete: dict[str, str] = {}  # cell id -> why the run could not score it
-    # the metric keys the run's config asked for, computed or not (None for older runs): a metric the
-    # baseline has and the config no longer asks for is dropped from the comparison, not missing
-    configured: list[str] | None = None
-
-    @classmethod
-    def from_metadata(
-        cls, name: str, created: str, metadata: dict, case_values: dict[str, dict[str, dict[str, float]]]
-    ) -> RunRecord:
-        """`case_values` as the run's results table holds them (cell id -> column -> case id -> value)."""
-        directions = metadata.get("metric_directions") or {}
-        values: dict[str, dict[str, float]] = {}
-        bounds: dict[str, dict[str, dict[str, float]]] = {}
-        for key, value in metadata.items():
-            metric, separator, cell = key.partition(CELL_SEPARATOR)
-            if not separator or not isinstance(value, int | float):
-                continue
-            if metric in directions:
-                values.setdefault(metric, {})[cell] = float(value)
-            elif (bound := metric.rpartition("_"))[0] in directions and bound[2] in ("low", "high"):
-                bounds.setdefault(bound[0], {}).setdefault(cell, {})[bound[2]] = float(value)
-        per_case: dict[str, dict[str, dict[str, float]]] = {}
-        for cell, columns in case_values.items():
-            for column, by_case in columns.items():
-                if (metric := metric_key(column)) in directions:
-                    per_case.setdefault(metric, {})[cell] = by_case
-        return cls(
-            name=name,
-            created=created,
-            eval_fingerprint=metadata.get("eval_fingerprint"),
-            directions=directions,
-            tests=metadata.get("metric_tests") or {},
-            values=values,
-            intervals={
-                metric: {cell: (b["low"], b["high"]) for cell, b in by_cell.items() if len(b) == 2}
-                for metric, by_cell in bounds.items()
-            },
-            case_values=per_case,
-            grid_cells=metadata.get("cell_ids") or [],
-            incomplete=metadata.get("incomplete_cells") or {},
-            configured=metadata.get("configured_metrics"),
-        )
-
-    @property
-    def cells(self) -> set[str]:
-        return set(self.grid_cells) | {cell for by_cell in self.values.values() for cell in by_cell}
 
 
 class Comparison(BaseModel):
@@ -116,6 +57,15 @@ class Comparison(BaseModel):
     @property
     def missing(self) -> list[dict]:
         return [row for row in self.rows if row["kind"] == MISSING]
+
+    @property
+    def not_comparable(self) -> list[dict]:
+        return [row for row in self.rows if row["kind"] == NOT_COMPARABLE]
+
+    @property
+    def compared(self) -> list[dict]:
+        """The rows where both runs have a value (or the current one lost it): what the verdict rests on."""
+        return [row for row in self.rows if row["kind"] != NOT_COMPARABLE]
 
     def csv(self) -> str:
         buffer = io.StringIO()
@@ -144,13 +94,18 @@ def compare_runs(
     dropped = sorted(
         m for m in baseline.values if current.configured is not None and m not in current.configured
     )
-    for metric, by_cell in sorted(baseline.values.items()):
-        if metric in dropped:
-            continue
-        higher_is_better = baseline.directions.get(metric, "higher") == "higher"
+    metrics = (set(baseline.values) - set(dropped)) | set(current.values)
+    directions = baseline.directions | current.directions
+    for metric in sorted(metrics):
+        higher_is_better = directions.get(metric, "higher") == "higher"
         threshold = thresholds.get(metric, default_threshold)
-        for cell, before in sorted(by_cell.items()):
-            now = current.values.get(metric, {}).get(cell)
+        before_by_cell, now_by_cell = baseline.values.get(metric, {}), current.values.get(metric, {})
+        for cell in sorted(set(before_by_cell) | set(now_by_cell)):
+            before, now = before_by_cell.get(cell), now_by_cell.get(cell)
+            if before is None:
+                if now is not None and cell in baseline.cells:  # a new cell is listed as added instead
+                    rows.append(_not_comparable_row(cell, metric, now, threshold))
+                continue
             if now is None:
                 if cell in current.cells:
                     rows.append(_missing_row(cell, metric, before, threshold, current.incomplete.get(cell)))
@@ -202,6 +157,24 @@ def _missing_row(cell: str, metric: str, before: float, threshold: float, why: s
         "worse_by": None,
         "threshold": threshold,
         "rule": f"missing: the current run has no value ({why or 'every call failed, or nothing to score'})",
+        "p_value": None,
+    }
+
+
+def _not_comparable_row(cell: str, metric: str, now: float, threshold: float) -> dict:
+    return {
+        "cell": cell,
+        "metric": metric,
+        "regression": False,
+        "kind": NOT_COMPARABLE,
+        "baseline": None,
+        "current": now,
+        "baseline_interval": "",
+        "current_interval": "",
+        "change": None,
+        "worse_by": None,
+        "threshold": threshold,
+        "rule": "not comparable: the baseline has no value (a metric added since, or not scored then)",
         "p_value": None,
     }
 
@@ -263,7 +236,7 @@ def comparison_text(comparison: Comparison) -> str:
     """The terminal's view: the regressions and missing values (or none), then added and removed cells."""
     lines = [f"{comparison.current} against {comparison.baseline}:"]
     if not comparison.same_eval_set:
-        lines.append("WARNING: the two runs used different eval sets")
+        lines.append("the two runs used different eval sets (see the gate's verdict)")
     for row in comparison.regressions:
         if row["kind"] == MISSING:
             before = format_value(row["baseline"])
@@ -275,9 +248,14 @@ def comparison_text(comparison: Comparison) -> str:
             f"threshold {row['threshold']}; {row['rule']}"
             + (f", p={row['p_value']:.3g})" if row["p_value"] is not None else ")")
         )
+    lines += [
+        f"NOT COMPARABLE {row['metric']} in {row['cell']}: the baseline has no value (now "
+        f"{format_value(row['current'])})"
+        for row in comparison.not_comparable
+    ]
     within = [
         r
-        for r in comparison.rows
+        for r in comparison.compared
         if r["kind"] != MISSING and r["worse_by"] > r["threshold"] and not r["regression"]
     ]
     if within:
@@ -286,7 +264,7 @@ def comparison_text(comparison: Comparison) -> str:
             "(not regressions): " + ", ".join(f"{r['metric']} in {r['cell']} ({r['rule']})" for r in within)
         )
     if not comparison.regressions:
-        lines.append(f"no regression over {len(comparison.rows)} cell metrics")
+        lines.append(f"no regression over {len(comparison.compared)} compared cell metrics")
     lines += [f"added cell: {cell}" for cell in comparison.added_cells]
     lines += [f"removed cell: {cell}" for cell in comparison.removed_cells]
     lines += [f"metric no longer configured: {metric}" for metric in comparison.dropped_metrics]

@@ -313,7 +313,9 @@ class EvaluationConfig(_Strict):
         """A custom metric never takes a built-in's name, whether or not that built-in is on: a run that
         turns it on later, or a reader of the results, would take one for the other."""
         builtin = names_of(BUILTIN_RUBRICS.values()) | {suite.name for suite in BUILTIN_SUITES}
-        custom = [rubric.name for rubric in self.custom_rubrics] + [suite.name for suite in self.custom_suites]
+        custom = [rubric.name for rubric in self.custom_rubrics] + [
+            suite.name for suite in self.custom_suites
+        ]
         if taken := sorted(builtin.intersection(custom)):
             raise ValueError(
                 f"custom metric name(s) {', '.join(taken)} belong to built-in metrics (built in: "
@@ -351,8 +353,14 @@ class RegressionConfig(_Strict):
 
     baseline: Literal["previous", "champion", "none"] = Field(
         default="previous",
-        description="previous: the newest earlier completed and complete run of this config; champion: the "
-        "run promoted for this config (`run.py promote RUN`); none: only check the run is complete",
+        description="previous: the newest earlier run of this config that passed its gate or was promoted "
+        "(never a regressed, incomplete or failed one); champion: the run promoted for this config "
+        "(`run.py promote RUN`); none: only check the run is complete",
+    )
+    on_eval_change: Literal["fail", "warn"] = Field(
+        default="fail",
+        description="when the eval cases differ from the baseline's: fail the gate (default), or warn and "
+        "compare anyway (accept the new eval set once with --set regression.on_eval_change=warn)",
     )
     default_threshold: float = Field(default=0.0, ge=0.0, description="for metrics not named below")
     thresholds: dict[str, float] = Field(

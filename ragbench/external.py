@@ -370,7 +370,9 @@ class ExternalClient:
         return f"external:{self.system.name}"
 
     def cache_key(self, question: str) -> str:
-        return cache_key({"external": self.system.identity(), "version": self.cache_scope, "question": question})
+        return cache_key(
+            {"external": self.system.identity(), "version": self.cache_scope, "question": question}
+        )
 
     def ask_many(self, questions: Sequence[str], *, desc: str = "external") -> list[ExternalResult]:
         """Results in input order; raises ExternalSystemError when the system is down or unusable."""

@@ -1,8 +1,9 @@
 """The regression gate's verdict on one run: the same code for the pipeline's last step and for
 `run.py compare`, so a ZenML schedule on any orchestrator is gated exactly as a run by hand.
 
-It fails closed: a failed or incomplete run, a number the baseline has and the run could not produce,
-and a comparison that lined up nothing are all failures, never a silent pass.
+It fails closed: a failed or incomplete run (a configured metric without a value in some cell), a number
+the baseline has and the run could not produce, a comparison that lined up nothing, and (unless accepted by
+`regression.on_eval_change: warn`) a changed eval set are all failures, never a silent pass.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from ragbench.compare import Comparison, RunRecord, compare_runs, comparison_text
+from ragbench.compare import Comparison, compare_runs, comparison_text
 from ragbench.config import RegressionConfig, StatisticsConfig
 from ragbench.pages import document, page_header, rows_to_html_table
+from ragbench.run_record import GATE_STATUS, RunRecord
 
 GateStatus = Literal["passed", "regressed", "incomplete", "failed"]
 
@@ -43,13 +45,14 @@ class GateResult(BaseModel):
         """Flat run metadata, so runs can be filtered by their gate in the dashboard and `Client()`."""
         comparison = self.comparison
         return {
-            "gate_status": self.status,
+            GATE_STATUS: self.status,
             "gate_passed": self.passed,
             "gate_reasons": self.reasons,
             "baseline_run": self.baseline_run or "",
             "regressions": len(comparison.regressions) if comparison else 0,
             "missing_metrics": len(comparison.missing) if comparison else 0,
-            "compared_metrics": len(comparison.rows) if comparison else 0,
+            "compared_metrics": len(comparison.compared) if comparison else 0,
+            "not_comparable_metrics": len(comparison.not_comparable) if comparison else 0,
         }
 
     def text(self) -> str:
@@ -76,6 +79,9 @@ class GateResult(BaseModel):
             body += "<h2>Cells</h2>" + rows_to_html_table(
                 [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
                 + [{"cell": cell, "change": "removed"} for cell in self.comparison.removed_cells]
+            )
+            body += "<h2>Not comparable (the baseline has no value; not gated)</h2>" + rows_to_html_table(
+                self.comparison.not_comparable
             )
             body += "<h2>Metrics no longer configured</h2>" + rows_to_html_table(
                 [{"metric": metric} for metric in self.comparison.dropped_metrics]
@@ -112,19 +118,38 @@ def judge_run(
     )
     reasons = list(current.incomplete.values())
     status: GateStatus = "incomplete" if reasons else "passed"
-    if comparison is not None:
+    if comparison is not None and baseline is not None:
         if comparison.regressions:
             status = "incomplete" if reasons else "regressed"
             reasons.append(
                 f"{len(comparison.regressions) - len(comparison.missing)} regression(s) and "
                 f"{len(comparison.missing)} missing value(s) against {comparison.baseline}"
             )
-        elif not comparison.rows:
-            status = "regressed"
+        elif not comparison.compared:
+            status = "incomplete" if reasons else "regressed"
             reasons.append(
                 f"no (cell, metric) in common with {comparison.baseline}: nothing was compared, which is "
                 "never a pass (a changed grid: promote a run of it as champion, or compare --against RUN)"
             )
+        if comparison.not_comparable:
+            reasons.append(
+                f"{len(comparison.not_comparable)} (cell, metric) value(s) not comparable: "
+                f"{comparison.baseline} has no value for them (listed below; they were not gated)"
+            )
+        if not comparison.same_eval_set:
+            change = (
+                f"the eval set changed since {baseline.name} (fingerprint "
+                f"{baseline.eval_fingerprint or 'none'} -> {current.eval_fingerprint or 'none'})"
+            )
+            if regression.on_eval_change == "fail":
+                status = "incomplete" if status == "incomplete" else "regressed"
+                reasons.append(
+                    f"{change}: scores on other cases are not a like-for-like comparison, so the gate fails "
+                    "(regression.on_eval_change: fail). Accept the new eval set with "
+                    "--set regression.on_eval_change=warn on one run; once it passes it is the baseline."
+                )
+            else:
+                reasons.append(f"{change}; accepted by regression.on_eval_change: warn")
     elif baseline_mode != "none":
         reasons.append(f"no {baseline_mode} baseline for config {config}: only the run's completeness judged")
     return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison)

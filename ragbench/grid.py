@@ -206,7 +206,9 @@ def llm_names(cells: list[CellSpec]) -> AxisNames:
     for cell in cells:
         for axis in ("reader", "judge"):
             if isinstance(settings := getattr(cell, axis), LLMSettings):
-                by_model.setdefault((axis, settings.model), {})[settings.result_key] = settings.result_fields()
+                by_model.setdefault((axis, settings.model), {})[settings.result_key] = (
+                    settings.result_fields()
+                )
     names: AxisNames = {}
     for (axis, model), variants in by_model.items():
         differing = [
@@ -237,7 +239,9 @@ def cell_labels(
     varying = varying_axes(cells) if varying is None else varying
     names = llm_names(cells)
     columns = columns or {}
-    labels = {cell.id: cell_label(columns.get(cell.id) or cell.axis_columns(names), varying) for cell in cells}
+    labels = {
+        cell.id: cell_label(columns.get(cell.id) or cell.axis_columns(names), varying) for cell in cells
+    }
     counts: dict[str, int] = {}
     for label in labels.values():
         counts[label] = counts.get(label, 0) + 1

@@ -169,7 +169,9 @@ def same_score_count(judgements: Iterable[Judgement], rubric: Rubric) -> tuple[i
     criteria = rubric.independent_criteria
     if len(criteria) < 2:
         return 0, 0
-    scored = [[j.scores[name] for name in criteria] for j in judgements if all(n in j.scores for n in criteria)]
+    scored = [
+        [j.scores[name] for name in criteria] for j in judgements if all(n in j.scores for n in criteria)
+    ]
     return sum(len(set(scores)) == 1 for scores in scored), len(scored)
 
 

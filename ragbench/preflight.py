@@ -159,8 +159,9 @@ def check_systems(
             )
         if system.version is None and system.version_env is None:
             logger.warning(
-                "system %s has no version or version_env: its answers are asked anew by every run (never served "
-                "from an earlier run's cache, since the deploy may have changed); give it a version to reuse them",
+                "system %s has no version or version_env: its answers are asked anew by every run (never "
+                "served from an earlier run's cache, since the deploy may have changed); give it a version "
+                "to reuse them",
                 system.name,
             )
         module = (system.python or "").partition(":")[0]

@@ -7,8 +7,8 @@ answers per answer key, verdicts per judge key), looked up for each cell by its 
 from __future__ import annotations
 
 import json
-from functools import cached_property
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 from pydantic import BaseModel
 
@@ -26,13 +26,13 @@ from ragbench.grid import AxisNames, CellSpec, cell_labels, distinct_at, llm_nam
 from ragbench.judge import Judgement, judge_warnings
 from ragbench.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
 from ragbench.keyword_tests import KeywordFailure, KeywordReport, Suite
-from ragbench.metrics import LATENCY, MetricInfo, metric_key
+from ragbench.metrics import MetricInfo
 from ragbench.pages import rows_to_csv
 from ragbench.pairwise import PairwiseResult
 from ragbench.reader import ReaderAnswer
-from ragbench.rubrics import Rubric, checked_criterion, score_text
 from ragbench.report import CasePassage, CaseView, ReportInput, render_report
 from ragbench.retrieval import RetrievalResult
+from ragbench.rubrics import Rubric, checked_criterion, score_text
 from ragbench.scoring import Scoring, present
 from ragbench.stats import mean_interval
 from ragbench.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
@@ -182,7 +182,11 @@ class CellResults(BaseModel):
         tests of its answer; answer sets are named by the varying axes before the judge."""
         before_judge = [axis for axis in varying if CellSpec.stage_of(axis) != "judge"]
         keys = distinct_at(self.cells, "answer")
-        checked = {cell.id: checked_criterion(result.rubrics) for cell in self.cells if (result := self.judged_of(cell))}
+        checked = {
+            cell.id: checked_criterion(result.rubrics)
+            for cell in self.cells
+            if (result := self.judged_of(cell))
+        }
         answer_sets = cell_labels(keys, before_judge, {key.id: self.axis_columns(key) for key in keys})
         judged = []
         for cell in self.cells:
@@ -237,6 +241,38 @@ class CellResults(BaseModel):
                     pair = (self.human_labels[j.case_id], j.scores[criterion.name])
                     by_judge.setdefault(self.judge_name(cell), {})[j.case_id] = pair
         return {judge: list(pairs.values()) for judge, pairs in by_judge.items()}
+
+    def incomplete(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """cell id -> why a metric the config asked for has no value in that cell although it had cases to
+        score: every reader (or system) call failed, or every verdict of a rubric failed (a judge that was
+        down). Such a run fails its gate and never becomes a baseline."""
+        why: dict[str, str] = {}
+        for cell in self.cells:
+            answers = self.answers_of(cell)
+            if answers is None or not answers.answers:
+                continue
+            produced = [a for a in answers.answers if a.answer is not None]
+            if not produced:
+                errors = [a.error for a in answers.answers if a.error]
+                who = "call to the system" if cell.external else "reader call"
+                why[cell.id] = (
+                    f"every {who} failed in cell {labels[cell.id]}; last error: "
+                    f"{errors[-1] if errors else 'unknown'}"
+                )
+                continue
+            judged = self.judged_of(cell)
+            if judged is None:
+                continue
+            for rubric in judged.rubrics:
+                failed = [j.errors[rubric.name] for j in judged.judgements if rubric.name in j.errors]
+                scored = any(c.name in j.scores for j in judged.judgements for c in rubric.criteria)
+                if failed and not scored:
+                    why[cell.id] = (
+                        f"the judge could not score {rubric.name} on any of its {len(failed)} answer(s) in "
+                        f"cell {labels[cell.id]}; last error: {failed[-1]}"
+                    )
+                    break
+        return why
 
     def judgements(self) -> list[Judgement]:
         return [j for result in self.judged.values() for j in result.judgements]
@@ -298,6 +334,15 @@ def case_type_rows(
     return rows
 
 
+def keyword_failure_rows(records: CaseRecords) -> list[dict]:
+    """Every failed keyword check with the word that decided it and the answer, for the report."""
+    return [
+        {"cell": r.cell, "case": f.case_id, "suite": f.suite, "word": f.word, "answer": f.answer}
+        for r in records.records
+        for f in r.keyword_failures
+    ]
+
+
 def weak_answer_rows(records: CaseRecords, rubrics: Sequence[Rubric]) -> list[dict]:
     """Answers scored at or below a criterion's `weak_at_most`, with the judge's reasoning, or that the judge
     could not score on some rubric, with the error."""
@@ -349,9 +394,12 @@ class ResultsTable(BaseModel):
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
     eval_set: str = ""  # which eval set the cases came from (EvalSuite.label)
+    eval_fingerprint: str = ""  # the eval cases' content hash: the gate compares runs on the same cases
+    knowledge_base_fingerprint: str = ""
     # per (cell, case type): each headline score's mean, interval and cases (see `case_type_rows`)
     case_type_rows: list[dict] = []
-    # cell id -> why the run could not score it (every reader call failed): the gate fails such a run
+    # cell id -> why the run could not score it (every reader call failed, or a configured metric got no
+    # value because every verdict of its rubric failed): the gate fails such a run
     incomplete: dict[str, str] = {}
     pairwise: list[PairwiseResult] = []  # evaluation.pairwise: each answer set against the baseline
     configured_metrics: list[str] = []  # the tracked metric keys the config asked for, computed or not
@@ -489,12 +537,13 @@ def build_results(
     warnings: list[str],
     reused_cells: set[str],
     statistics: StatisticsConfig,
-    cases: Sequence[EvalCase] = (),
-    eval_set: str = "",
+    eval_suite: EvalSuite | None = None,
+    knowledge_base_fingerprint: str = "",
     pairwise: Sequence[PairwiseResult] = (),
 ) -> tuple[ResultsTable, CaseRecords]:
-    """The table, the per-case records and the report page of a run, from its stage results; `cases`
-    (the eval set, labelled `eval_set`) give each case its type for the breakdown by case type."""
+    """The table, the per-case records and the report page of a run, from its stage results; the eval
+    suite's cases give each case its type for the breakdown by case type."""
+    cases = eval_suite.cases if eval_suite is not None else []
     varying = varying_axes(results.cells)
     case_values = {cell.id: results.case_values(cell) for cell in results.cells}
     rows = [
@@ -545,24 +594,15 @@ def build_results(
         verdicts=verdicts,
         confidence=statistics.confidence,
         judge_reliability=reliability,
-        eval_set=eval_set,
+        eval_set=eval_suite.label if eval_suite is not None else "",
+        eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
+        knowledge_base_fingerprint=knowledge_base_fingerprint,
         case_type_rows=by_type,
-        incomplete=incomplete_cells(rows, records),
+        incomplete=results.incomplete(labels),
         pairwise=list(pairwise),
         configured_metrics=scoring.tracked_keys(),
     )
     return table, records
-
-
-def incomplete_cells(rows: list[dict], records: CaseRecords) -> dict[str, str]:
-    """Cells that answered nothing although they had cases to answer, with the last reader error."""
-    errors = {record.cell: record.answer.error for record in records.records if record.answer.error}
-    return {
-        row["cell"]: f"every {'call to the system' if row.get('external') else 'reader call'} failed in cell "
-        f"{row['label']}; last error: {errors.get(row['cell'], 'unknown')}"
-        for row in rows
-        if row.get("e2e_cases") and not row.get("answers_produced")
-    }
 
 
 def _case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
@@ -589,51 +629,3 @@ def _case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
         scores=scores,
         judge_reasoning="\n".join(reasoning) or None,
     )
-
-
-# What run metadata keeps of each pairwise comparison (the cases stay in the results artifact).
-PAIRWISE_METADATA = {
-    "candidate",
-    "baseline",
-    "judge",
-    "wins",
-    "ties",
-    "losses",
-    "failures",
-    "win_rate",
-    "win_rate_low",
-    "win_rate_high",
-    "sign_test_p",
-    "flip_share",
-}
-
-
-def run_metadata(table: ResultsTable) -> dict[str, float | str | dict]:
-    """Flat run-level metadata for ZenML's filters: `<metric>__<cell id>` and `best_<metric>`, numbers as
-    numbers, no ':' in keys (ZenML's filter syntax splits on it); `metric_directions` tells `compare`
-    which way each tracked metric gets worse."""
-    flat: dict[str, float | str | dict] = {}
-    tracked = [*table.headline, *([LATENCY] if any(row.get(LATENCY.column) for row in table.rows) else [])]
-    flat["metric_directions"] = {
-        metric_key(m.column): "higher" if m.higher_is_better else "lower" for m in tracked
-    }
-    flat["metric_tests"] = {metric_key(m.column): m.paired_test for m in tracked}
-    flat["cell_ids"] = [row["cell"] for row in table.rows]
-    flat["incomplete_cells"] = table.incomplete
-    flat["configured_metrics"] = table.configured_metrics
-    flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
-    for metric in tracked:
-        key = metric_key(metric.column)
-        scored = [
-            (row[metric.column], row["cell"]) for row in table.rows if row.get(metric.column) is not None
-        ]
-        for value, cell in scored:
-            flat[f"{key}__{cell}"] = value
-        for row in table.rows:  # the interval beside each value, so compare can judge the noise
-            for bound in ("low", "high"):
-                if (limit := row.get(f"{metric.column}_{bound}")) is not None:
-                    flat[f"{key}_{bound}__{row['cell']}"] = limit
-        if scored:
-            best = (max if metric.higher_is_better else min)(scored)
-            flat[f"best_{key}"], flat[f"best_{key}_cell"] = best
-    return flat

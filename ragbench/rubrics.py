@@ -239,7 +239,7 @@ BUILTIN_RUBRICS: dict[str, Rubric] = {rubric.name: rubric for rubric in (CORRECT
 
 
 def names_of(rubrics: Iterable[Rubric]) -> set[str]:
-    """Every name a rubric takes in a run: its own, its criteria's (keys of `Judgement.scores`) and columns."""
+    """Every name a rubric takes in a run: its own, its criteria's (`Judgement.scores` keys) and columns."""
     return {name for r in rubrics for name in {r.name, *(n for c in r.criteria for n in (c.name, c.column))}}
 
 

@@ -1,7 +1,21 @@
 """ZenML's cache key covers a step's own source only; these policies add the project code it imports.
 
 The dependencies are derived from the import statements, so a step's cache cannot outlive an edit to a
-module it uses just because nobody remembered to list that module.
+module it uses just because nobody remembered to list that module. Every import statement of a project
+module counts (module level or lazy, inside a function), except two kinds that cannot change what a step
+computes:
+
+- imports under ``if TYPE_CHECKING:``, which never run;
+- imports inside a function named ``save_visualizations`` (`PRESENTATION_FUNCTIONS`): a materializer's
+  visualizations are what the dashboard shows of an artifact, never its data or its content hash. So a
+  materializer imports its rendering helpers (``ragbench.pages``) there, not at module level, and an edit
+  to an HTML table helper recomputes no chunk set and no index. (A step that is cached keeps the page its
+  artifact was saved with.)
+
+What a step needs but its output cannot depend on (where its LLM cache is, how many chunks one embedding
+shard holds, on which device it encodes, how a comparison is labelled) reaches it in the `OPERATIONS`
+artifact, an input its cache key ignores (`step_cache_policy(..., ignored_inputs=(OPERATIONS,))`); see
+`Operations`.
 """
 
 import ast
@@ -10,19 +24,49 @@ import importlib
 import importlib.util
 from collections.abc import Iterator
 from importlib.machinery import ModuleSpec, PathFinder
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
 from zenml.config.cache_policy import CachePolicy
 from zenml.config.source import Source
 
 PROJECT_PACKAGES: frozenset[str] = frozenset({"ragbench", "materializers"})
+# Functions whose imports do not count (see the module docstring).
+PRESENTATION_FUNCTIONS: frozenset[str] = frozenset({"save_visualizations"})
+
+# The input that carries a run's `Operations` to its steps; every step that takes it ignores it in its key.
+OPERATIONS = "operations"
+
+
+class Operations(BaseModel):
+    """What steps need to know but what cannot change their outputs: handed to them as one artifact (made by
+    `pass_llm_operations`) that their cache keys ignore, so changing any of it recomputes nothing. A field a
+    pipeline does not use keeps its default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    llm: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="each LLM's concurrency, timeouts and retries, by `LLMSettings.result_key` "
+        "(`ragbench.grid.llm_operations`)",
+    )
+    llm_cache: str | None = Field(default=None, description="the LLM cache: a folder or a database URL")
+    device: str = Field(default="auto", description="where embeddings (of chunks and of questions) are made")
+    shard_size: int = Field(default=2048, ge=1, description="chunks embedded per checkpointed shard")
+    pairwise_labels: dict[str, tuple[str, str]] = Field(
+        default_factory=dict,
+        description="pairwise step's judge key id -> (candidate, baseline) as the report names them",
+    )
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0, description="level of the pairwise win-rate interval")
 
 
 def core_dependencies(module_name: str, packages: frozenset[str] = PROJECT_PACKAGES) -> list[str]:
     """Every module of `packages` that importing `module_name` may load, found without importing anything.
 
-    Every import statement counts, including lazy ones inside functions and `if TYPE_CHECKING:` ones, since
-    the code they load can change what a step computes. Imports made by modules outside `packages` are not
-    followed: in particular the step's own package `__init__` (which imports every step) is not counted.
+    Every import statement counts, lazy ones inside functions included, except those under `if TYPE_CHECKING:`
+    and those inside `PRESENTATION_FUNCTIONS` (see the module docstring). Imports made by modules outside
+    `packages` are not followed: in particular the step's own package `__init__` (which imports every step)
+    is not counted.
     """
     return list(_dependency_closure(module_name, packages))
 
@@ -71,23 +115,44 @@ def _imported_modules(module_name: str, packages: frozenset[str], step_package: 
     own_package = (
         module_name if spec.submodule_search_locations is not None else module_name.rpartition(".")[0]
     )
-    for node in ast.walk(tree):
+    for node in _counted_imports(tree):
         if isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = _absolute_name(node, own_package)
             if base is None:
                 continue
             # `from a import b` loads the submodule a.b when b is one rather than an attribute of a.
             candidates = [base, *(f"{base}.{alias.name}" for alias in node.names if alias.name != "*")]
-        else:
-            continue
         for name in candidates:
             top, _, rest = name.partition(".")
             if top in packages and _find_spec(name) is not None:
                 yield from _with_parent_packages(name, packages)
             elif top == step_package and rest and _find_spec(name) is not None:
                 yield name
+
+
+def _counted_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements of a module that count: none under `if TYPE_CHECKING:` (its `else:` runs, so
+    that counts) and none inside a function named in `PRESENTATION_FUNCTIONS`."""
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending.extend(node.orelse)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in PRESENTATION_FUNCTIONS:
+            continue
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """`TYPE_CHECKING` or `typing.TYPE_CHECKING` (any module's attribute of that name)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _absolute_name(node: ast.ImportFrom, own_package: str) -> str | None:

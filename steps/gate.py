@@ -11,11 +11,12 @@ from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
 
 from materializers.gate_result import GateResultMaterializer
-from ragbench.compare import RunRecord, config_tag
+from ragbench.compare import config_tag
 from ragbench.config import RegressionConfig, StatisticsConfig
 from ragbench.gate import GateResult, judge_run
 from ragbench.llm.redaction import redact
-from ragbench.results import ResultsTable, run_metadata
+from ragbench.results import ResultsTable
+from ragbench.run_record import GATE_STATUS, RunRecord, run_metadata
 from steps.history import config_name_of, find_baseline, run_record
 
 logger = logging.getLogger("ragbench")
@@ -29,11 +30,8 @@ def regression_gate(
     regression_config = RegressionConfig.model_validate(regression)
     pipeline_run = Client().get_pipeline_run(get_step_context().pipeline_run.id)
     baseline = find_baseline(config_name, regression_config.baseline, pipeline_run)
-    current = RunRecord.from_metadata(  # the run's metadata so far holds its eval fingerprint
-        pipeline_run.name,
-        str(pipeline_run.created),
-        {**pipeline_run.run_metadata, **run_metadata(results)},
-        results.case_values,
+    current = RunRecord.from_metadata(
+        pipeline_run.name, str(pipeline_run.created), run_metadata(results), results.case_values
     )
     verdict = judge_run(
         current,
@@ -59,7 +57,7 @@ def alert_failed_run(exception: BaseException) -> None:
     if config_name is not None:
         add_tags(tags=[config_tag(config_name)], run=pipeline_run.id)
     log_metadata(
-        {"gate_status": "failed", "gate_passed": False, "gate_reasons": [reason]},
+        {GATE_STATUS: "failed", "gate_passed": False, "gate_reasons": [reason]},
         run_id_name_or_prefix=pipeline_run.id,
     )
     post_alert(f"RAG benchmark run {pipeline_run.name} ({config_name or 'unknown config'}) failed: {reason}")

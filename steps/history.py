@@ -7,8 +7,9 @@ from typing import Any
 
 from zenml.client import Client
 
-from ragbench.compare import RunRecord, champion_tag, config_tag
+from ragbench.compare import champion_tag, config_tag
 from ragbench.pipeline_names import BENCHMARK_PIPELINE, RESULTS_STEP
+from ragbench.run_record import RunRecord, is_baseline
 
 BASELINE_MODES = ("previous", "champion", "none")
 
@@ -26,31 +27,31 @@ def config_runs(config_name: str, tag: str | None = None, last: int = 50) -> lis
     ).items
 
 
-def is_usable_baseline(pipeline_run: Any) -> bool:
-    """Completed and complete: a run that failed, or could not score a whole cell, is never the
-    yardstick for the next one."""
-    metadata = pipeline_run.run_metadata
-    return (
-        pipeline_run.status.value == "completed"
-        and not metadata.get("incomplete_cells")
-        and metadata.get("gate_status") not in ("failed", "incomplete")
-    )
-
-
 def find_baseline(config_name: str, mode: str, current: Any, tag: str | None = None) -> Any | None:
-    """`previous`: the newest usable run of the config created before `current`; `champion`: the run
-    promoted for this config; `none`: no baseline."""
+    """`previous`: the newest run of the config created before `current` that passed its gate or holds the
+    config's champion tag (`ragbench.run_record.is_baseline`); `champion`: the run promoted for this config;
+    `none`: no baseline."""
     if mode == "none":
         return None
+    champion = champion_tag(config_name)
     if mode == "champion":
-        champions = Client().list_pipeline_runs(tags=[f"equals:{champion_tag(config_name)}"], size=1).items
+        champions = Client().list_pipeline_runs(tags=[f"equals:{champion}"], size=1).items
         return champions[0] if champions else None
     earlier = (
         run
         for run in config_runs(config_name, tag)
         if run.id != current.id and run.created <= current.created
     )
-    return next((run for run in earlier if is_usable_baseline(run)), None)
+    return next(
+        (
+            run
+            for run in earlier
+            if is_baseline(
+                run.status.value, run.run_metadata, champion=any(t.name == champion for t in run.tags)
+            )
+        ),
+        None,
+    )
 
 
 def run_record(pipeline_run: Any) -> RunRecord:

@@ -16,11 +16,11 @@ from ragbench.results import (
     CellResults,
     ResultsTable,
     build_results,
-    run_metadata,
     run_notes,
     run_warnings,
 )
 from ragbench.retrieval import RetrievalResult
+from ragbench.run_record import run_metadata
 
 
 def reused_cells(cells: list[CellSpec]) -> set[str]:
@@ -59,21 +59,11 @@ def build_results_table(
         warnings=run_warnings(results, corpus.skipped),
         reused_cells=reused_cells(specs),
         statistics=StatisticsConfig.model_validate(statistics),
-        cases=eval_suite.cases,
-        eval_set=eval_suite.label,
+        eval_suite=eval_suite,
+        knowledge_base_fingerprint=corpus.fingerprint,
         pairwise=pairwise,
     )
     run_id = get_step_context().pipeline_run.id
-    log_metadata(
-        {
-            **run_metadata(table),
-            "cells": len(specs),
-            "knowledge_base_fingerprint": corpus.fingerprint,
-            "eval_fingerprint": eval_suite.fingerprint,
-            "eval_set": eval_suite.label,
-            "warnings": table.warnings,
-        },
-        run_id_name_or_prefix=run_id,
-    )
+    log_metadata(run_metadata(table), run_id_name_or_prefix=run_id)
     add_tags(tags=[config_tag(config_name)], run=run_id)  # `run.py compare` finds a config's runs by it
     return table, records

@@ -241,7 +241,9 @@ def test_build_results_breaks_the_run_down_by_the_cases_types():
     label = "configs/eval_cases/generated.yaml"
     scoring = BenchmarkConfig().scoring()
     common = {"title": "t", "scoring": scoring, "notes": [], "warnings": [], "reused_cells": set()}
-    table, _ = build_results(results, **common, statistics=STATS, cases=cases, eval_set=label)
+    suite = EvalSuite.of(cases, label)
+    table, _ = build_results(results, **common, statistics=STATS, eval_suite=suite)
+    assert table.eval_fingerprint == suite.fingerprint
     assert table.eval_set == label
     found = {row["case_type"]: row for row in table.case_type_rows}
     assert list(found) == ["simple", "multi_context"]

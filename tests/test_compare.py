@@ -3,9 +3,10 @@
 import pytest
 
 import run
-from ragbench.compare import RunRecord, compare_runs, comparison_text
+from ragbench.compare import compare_runs, comparison_text
 from ragbench.config import RegressionConfig, StatisticsConfig
 from ragbench.gate import judge_run
+from ragbench.run_record import RunRecord
 from ragbench.stats import smallest_attainable_p
 from tests.projects import write_project
 
@@ -267,3 +268,64 @@ def test_the_gate_fails_closed():
     assert worse.metadata()["baseline_run"] == "good" and worse.metadata()["compared_metrics"] == 1
     page = gate(record("<b>x</b>", {("mrr", "c1"): 0.1}), good).html()
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
+
+
+def gate_of(current: RunRecord, baseline: RunRecord | None, **regression):
+    return judge_run(
+        current,
+        baseline,
+        config="c",
+        baseline_mode="previous",
+        regression=RegressionConfig(**regression),
+        statistics=StatisticsConfig(),
+    )
+
+
+def test_a_metric_the_baseline_lacks_is_listed_as_not_comparable_never_passed_silently():
+    # the baseline (a night whose judge scored nothing would never be one; a config that added a rubric
+    # since is) has mrr only; the current run is also scored on correctness
+    before = record("before", {("mrr", "c1"): 0.8})
+    metadata = {
+        "metric_directions": {"mrr": "higher", "correctness_0to1": "higher"},
+        "eval_fingerprint": "e1",
+        "mrr__c1": 0.8,
+        "correctness_0to1__c1": 0.25,
+        "cell_ids": ["c1"],
+        "configured_metrics": ["mrr", "correctness_0to1"],
+    }
+    now = RunRecord.from_metadata("now", "now", metadata, {})
+    comparison = compare_runs(now, before, {}, 0.0)
+    (row,) = comparison.not_comparable
+    assert row["metric"] == "correctness_0to1" and row["current"] == 0.25 and not row["regression"]
+    assert len(comparison.compared) == 1
+    assert "NOT COMPARABLE correctness_0to1 in c1" in comparison_text(comparison)
+    verdict = gate_of(now, before)
+    assert verdict.passed and any("not comparable" in reason for reason in verdict.reasons)
+    assert verdict.metadata()["not_comparable_metrics"] == 1 and verdict.metadata()["compared_metrics"] == 1
+    assert "Not comparable" in verdict.html()
+    # only values the baseline lacks: nothing was compared, which is never a pass
+    alone = RunRecord.from_metadata("alone", "now", metadata | {"mrr__c1": None}, {})
+    assert gate_of(alone, record("old", {("hit_rate", "c1"): 1.0})).status == "regressed"
+
+
+def test_a_changed_eval_set_fails_the_gate_unless_the_config_accepts_it():
+    before = record("before", {("mrr", "c1"): 0.8}, fingerprint="e1")
+    after = record("after", {("mrr", "c1"): 0.8}, fingerprint="e2")
+    failed = gate_of(after, before)
+    assert failed.status == "regressed" and failed.exit_code == 1
+    (reason,) = failed.reasons
+    assert "eval set changed since before (fingerprint e1 -> e2)" in reason
+    assert "regression.on_eval_change=warn" in reason
+    accepted = gate_of(after, before, on_eval_change="warn")
+    assert accepted.passed and "accepted by regression.on_eval_change: warn" in accepted.reasons[0]
+    assert gate_of(before, before).reasons == []  # the same eval set says nothing
+
+
+def test_only_a_run_that_passed_its_gate_or_was_promoted_is_a_baseline():
+    from ragbench.run_record import is_baseline
+
+    assert is_baseline("completed", {"gate_status": "passed"}, champion=False)
+    for status in ("regressed", "incomplete", "failed", None):
+        assert not is_baseline("completed", {"gate_status": status}, champion=False)
+    assert is_baseline("completed", {"gate_status": "regressed"}, champion=True)  # accepted by a person
+    assert not is_baseline("failed", {"gate_status": "passed"}, champion=True)

@@ -62,3 +62,26 @@ def test_missing_file_and_non_mapping_are_config_errors(tmp_path):
 def test_chunking_tokenizer_defaults_to_first_embedding_model():
     config = BenchmarkConfig.model_validate({"grid": {"embedding_model": ["a/b", "c/d"]}})
     assert config.chunking_tokenizer == "a/b"
+
+
+@pytest.mark.parametrize(
+    ("rubrics", "name"),
+    [("[context]", "correctness"), ("[correctness]", "faithfulness"), ("[]", "toxicity_1to5_low_good")],
+)
+def test_a_custom_metric_never_takes_a_builtin_name_even_when_that_builtin_is_off(rubrics, name):
+    with pytest.raises(ConfigError, match=f"{name}.*belong to built-in metrics"):
+        load_config(
+            None,
+            [
+                f"evaluation.rubrics={rubrics}",
+                f"evaluation.custom_rubrics=[{{name: {name}, criteria: The answer is right.}}]",
+            ],
+        )
+    with pytest.raises(ConfigError, match="good_answers.*belong to built-in metrics"):
+        load_config(
+            None,
+            [
+                "evaluation.keyword_tests=false",
+                "evaluation.custom_suites=[{name: good_answers, assert: contains, value: x}]",
+            ],
+        )

@@ -57,10 +57,12 @@ def python_system(target: str, **fields: Any) -> ExternalSystem:
 def client_for(
     system: ExternalSystem, tmp_path: Path, environment: dict[str, str] | None = None, **settings: Any
 ) -> Iterator[ExternalClient]:
-    """A client with its cache in `tmp_path`, a near-zero backoff and no progress bar."""
+    """A client with its cache in `tmp_path`, a near-zero backoff and no progress bar; as in one pipeline
+    run (`run_scope`), so a system without a version is cached too (see the unversioned tests)."""
     fields: dict[str, Any] = {
         "cache_location": str(tmp_path / "cache"),
         "environment": environment or {},
+        "run_scope": "run-1",
         "backoff_base_s": 0.001,
         "progress": False,
     }
@@ -241,6 +243,26 @@ def test_the_cache_key_never_depends_on_credentials(tmp_path: Path) -> None:
         assert fake.headers_seen[0]["Authorization"] == SECRET_VALUE
     assert TOKEN not in json.dumps(system.identity())
     assert system.environment_names() == [SECRET_ENV]
+
+
+def test_a_system_without_a_version_is_never_served_another_runs_answers(tmp_path: Path) -> None:
+    with FakeRagService() as fake:
+        system = http_system(fake.url)
+        assert system.version is None and system.version_env is None
+        with client_for(system, tmp_path, run_scope="night-1") as client:
+            assert not client.ask("q").cached
+            assert client.ask("q").cached  # within one run a repeated question is asked once
+        with client_for(system, tmp_path, run_scope="night-2") as client:
+            assert not client.ask("q").cached  # the deploy may have changed since night 1
+        with client_for(system, tmp_path, run_scope=None) as client:
+            assert not client.ask("q").cached and client.cache is None  # no run: nothing cached at all
+        assert fake.request_count == 3
+        versioned = http_system(fake.url, version="abc123")
+        with client_for(versioned, tmp_path, run_scope="night-1") as client:
+            client.ask("q")
+        with client_for(versioned, tmp_path, run_scope="night-2") as client:
+            assert client.ask("q").cached  # a version says the deploy is the same: reused across runs
+        assert fake.request_count == 4
 
 
 # -- retries -----------------------------------------------------------------------------------------

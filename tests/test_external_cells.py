@@ -142,33 +142,18 @@ def test_the_shipped_nightly_example_plans_without_calling_anything():
 
 
 def test_a_system_that_answered_nothing_makes_the_run_incomplete():
+    from ragbench.generation import AnswerSet
+    from ragbench.grid import CellSpec
     from ragbench.reader import ReaderAnswer
-    from ragbench.results import CaseRecord, CaseRecords, incomplete_cells
+    from ragbench.results import CellResults
 
+    spec = CellSpec(external="prod-rag")
     failed = ReaderAnswer(case_id="a", question="q", answer=None, error="retries_exhausted: HTTP 503")
-    records = CaseRecords(
-        records=[
-            CaseRecord(
-                cell="ext",
-                case_id="a",
-                question="q",
-                answer=failed,
-                reranker="off",
-                keyword_failures=[],
-                judgement=None,
-            )
-        ]
+    answers = AnswerSet(spec=spec.upto("answer"), reranker=None, answers=[failed])
+    results = CellResults(
+        cells=[spec], retrievals={}, answer_sets={answers.spec.id: answers}, judged={}, keyword={}
     )
-    rows = [
-        {
-            "cell": "ext",
-            "label": "external prod-rag",
-            "external": "prod-rag",
-            "e2e_cases": 1,
-            "answers_produced": 0,
-        }
-    ]
-    (message,) = incomplete_cells(rows, records).values()
+    (message,) = results.incomplete({spec.id: "external prod-rag"}).values()
     assert message == (
         "every call to the system failed in cell external prod-rag; last error: retries_exhausted: HTTP 503"
     )

@@ -238,3 +238,71 @@ def test_an_unnamed_config_is_named_after_its_file_and_runs_carry_cli_tags(tmp_p
     assert {"config-nightly-docs", "nightly"} <= tags
     assert run.main(["compare", "--config", "nightly-docs.yaml", "--tag", "nightly"]) == 2  # one run so far
     assert "no previous run of config 'nightly-docs'" in capsys.readouterr().err
+
+
+def test_a_night_whose_judge_was_down_never_becomes_the_yardstick(tmp_path, monkeypatch, capsys):
+    """good, good, judge down, then a night whose judge scores every answer 1: the last night fails against
+    the last good one. Then an eval-set change fails by default and passes once accepted."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    verdict = {"score": 5}
+
+    def judge(request: dict) -> str:
+        return json.dumps({"reasoning": "compared with the reference", **verdict})
+
+    with FakeOpenAIServer(responder=responder) as reader, FakeOpenAIServer(responder=judge) as grader:
+        write_project(tmp_path, "judge-down", [("openai/fake-reader", reader.base_url)], cases=6)
+        config = (
+            (tmp_path / "config.yaml")
+            .read_text()
+            .replace(
+                f"judge: [{{model: openai/fake-judge, api_base: {reader.base_url}}}]",
+                f"judge: [{{model: openai/fake-judge, api_base: {grader.base_url}}}]",
+            )
+        )
+        (tmp_path / "config.yaml").write_text(config)
+        assert f"api_base: {grader.base_url}}}]" in config
+        base = ["--config", "config.yaml"]
+        assert run.main(base) == 0
+        assert run.main(base) == 0
+        good = newest_run()
+        assert good.run_metadata["gate_status"] == "passed"
+
+        # night 3: the judge is down (every step recomputed, nothing in the LLM cache to fall back on)
+        grader.all_fail = True
+        capsys.readouterr()
+        assert run.main([*base, "--no-cache", "--set", "llm_cache_dir=night-3"]) == 2
+        down = newest_run()
+        assert down.run_metadata["gate_status"] == "incomplete"
+        (why,) = down.run_metadata["incomplete_cells"].values()
+        assert "the judge could not score correctness on any of its 6 answer(s)" in why
+        assert "the judge could not score correctness" in capsys.readouterr().err
+
+        # night 4: the judge is back but calls every answer wrong: compared with night 2, never night 3
+        grader.all_fail = False
+        verdict["score"] = 1
+        assert run.main([*base, "--no-cache", "--set", "llm_cache_dir=night-4"]) == 1
+        wrong = newest_run()
+        metadata = wrong.run_metadata
+        assert metadata["gate_status"] == "regressed" and metadata["baseline_run"] == good.name
+        out = capsys.readouterr().out
+        assert "REGRESSION correctness_0to1" in out and "1 -> 0" in out
+
+        # a changed eval set fails the gate by default, and passes once the config accepts it
+        verdict["score"] = 5
+        with (tmp_path / "cases.jsonl").open("a") as cases:
+            cases.write(
+                "\n" + json.dumps({"id": "extra", "question": "What is pass?", "expected_sources": []})
+            )
+        assert run.main(base) == 1
+        changed = newest_run().run_metadata
+        assert changed["gate_status"] == "regressed" and changed["baseline_run"] == good.name
+        assert any("eval set changed" in reason for reason in changed["gate_reasons"])
+        assert "regression.on_eval_change=warn" in capsys.readouterr().out
+        assert run.main([*base, "--set", "regression.on_eval_change=warn"]) == 0
+        accepted = newest_run()
+        assert any(
+            "accepted by regression.on_eval_change: warn" in r for r in accepted.run_metadata["gate_reasons"]
+        )
+        assert run.main(base) == 0  # the accepted run is now the yardstick
+        assert newest_run().run_metadata["baseline_run"] == accepted.name

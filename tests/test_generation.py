@@ -115,6 +115,28 @@ def results_of(answer_set: AnswerSet, judged: JudgeResult) -> CellResults:
     )
 
 
+def test_a_cell_is_incomplete_when_a_configured_metric_got_no_value():
+    answer_set, _, judged = cell_outputs()
+    labels = {SPEC.id: "cell A"}
+    assert results_of(answer_set, judged).incomplete(labels) == {}  # one verdict failed, one scored
+    down = judged.model_copy(
+        update={
+            "judgements": [
+                Judgement(case_id=j.case_id, errors={"correctness": "retries_exhausted: HTTP 503"})
+                for j in judged.judgements
+            ]
+        }
+    )
+    (why,) = results_of(answer_set, down).incomplete(labels).values()
+    assert why == (
+        "the judge could not score correctness on any of its 2 answer(s) in cell cell A; "
+        "last error: retries_exhausted: HTTP 503"
+    )
+    silent = answer_set.model_copy(update={"answers": [answer(f"c{i}", None, 0.0) for i in range(3)]})
+    (why,) = results_of(silent, judged.model_copy(update={"judgements": []})).incomplete(labels).values()
+    assert why.startswith("every reader call failed in cell cell A; last error: retries_exhausted: 500")
+
+
 def test_report_detail_rows_list_failures_with_their_evidence():
     answer_set, _, judged = cell_outputs()
     records = results_of(answer_set, judged).case_records()
@@ -130,9 +152,9 @@ def test_report_detail_rows_list_failures_with_their_evidence():
             ]
         }
     )
-    rows = weak_answer_rows(results_of(answer_set, weak).case_records())
-    assert [(r["case"], r["correctness_1to5"], r["judge_reasoning"], r["answer"]) for r in rows] == [
-        ("c0", 2, "meh", "yes"),
+    rows = weak_answer_rows(results_of(answer_set, weak).case_records(), [BUILTIN_RUBRICS["correctness"]])
+    assert [(r["case"], r["score"], r["judge_reasoning"], r["answer"]) for r in rows] == [
+        ("c0", "correctness 2", "meh", "yes"),
         (
             "c1",
             None,

@@ -1,9 +1,19 @@
 """The grid model: one expansion, stage keys that share work, ids that stay unique and readable."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ragbench.config import ConfigError, load_config
-from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, lexical_keys, varying_axes
+from ragbench.grid import (
+    CellSpec,
+    cell_label,
+    cell_labels,
+    distinct_at,
+    expand_grid,
+    lexical_keys,
+    varying_axes,
+)
 
 SWEEP = [
     "grid.retriever=dense",
@@ -186,3 +196,64 @@ def test_unknown_index_type_or_retriever_is_refused(tmp_path):
         config(tmp_path, "grid.index=[annoy]")
     with pytest.raises(ConfigError, match="retriever"):
         config(tmp_path, "grid.retriever=[splade]")
+
+
+def test_two_readers_of_one_model_get_labels_that_say_how_they_differ(tmp_path):
+    cells = expand_grid(
+        load_config(
+            None,
+            [
+                "grid.chunk_size=[128]",
+                "grid.retriever=dense",
+                "grid.reader=[{model: openai/m, temperature: 0.0}, {model: openai/m, temperature: 0.7},"
+                " {model: openai/m, temperature: 0.7, api_base: 'http://127.0.0.1:9/v1'}, openai/other]",
+                "grid.judge=[{model: openai/j, seed: 1}, {model: openai/j, seed: 2}]",
+            ],
+        )
+    )
+    labels = cell_labels(cells)
+    assert len(set(labels.values())) == len(cells) == 8
+    assert "reader" in varying_axes(cells) and "judge" in varying_axes(cells)
+    texts = sorted({label.split(" · ")[0] for label in labels.values()})
+    assert texts == [
+        "openai/m (api_base http://127.0.0.1:9/v1, temperature 0.7)",
+        "openai/m (api_base none, temperature 0.0)",
+        "openai/m (api_base none, temperature 0.7)",
+        "openai/other",
+    ]
+    assert {label.split(" · ")[1] for label in labels.values()} == {
+        "judge openai/j (seed 1)",
+        "judge openai/j (seed 2)",
+    }
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "model": st.sampled_from(["openai/a", "openai/b"]),
+                "temperature": st.sampled_from([0.0, 0.5]),
+                "max_tokens": st.sampled_from([64, 512]),
+                "seed": st.sampled_from([None, 0, 7]),
+                "api_base": st.sampled_from([None, "http://127.0.0.1:8000/v1"]),
+            }
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+@settings(max_examples=60, deadline=None)
+def test_no_two_cells_ever_share_a_label(readers):
+    from ragbench.llm import LLMSettings
+
+    cells = list(
+        {
+            cell.id: cell
+            for cell in (
+                CellSpec(chunk_size=128, embedding_model="m", top_k=5, top_n=3, reader=LLMSettings(**reader))
+                for reader in readers
+            )
+        }.values()
+    )
+    labels = cell_labels(cells)
+    assert len(set(labels.values())) == len(cells)

@@ -15,10 +15,10 @@ from ragbench.judge import (
     Judgement,
     JudgeSummary,
     build_judge_calls,
-    context_same_score_count,
     judge_answers,
     judge_case_values,
     judge_warnings,
+    same_score_count,
     summarise_judgements,
 )
 from ragbench.llm import LLMClient, LLMSettings, estimate_cost
@@ -484,17 +484,27 @@ def test_judge_that_scores_the_criteria_as_one_verdict_is_flagged() -> None:
     verdicts.append(context_verdict("mixed", (5, 2, 3, 1)))
     verdicts.append(Judgement(case_id="failed", errors={"context": "json_invalid"}))
     verdicts.append(Judgement(case_id="correctness only", scores={"correctness": 5}))
-    assert context_same_score_count(verdicts) == (9, 10)
-    (warning,) = judge_warnings(verdicts)
+    assert same_score_count(verdicts, CONTEXT) == (9, 10)
+    (warning,) = judge_warnings(verdicts, [CORRECTNESS, CONTEXT])
     assert "9 of 10 context verdicts" in warning
 
 
 def test_judge_that_tells_the_criteria_apart_is_not_flagged() -> None:
     varied = [context_verdict(f"c{i}", (5, 4, 3, 1) if i % 2 else (5, 5, 5, 1)) for i in range(10)]
-    assert context_same_score_count(varied) == (5, 10)
-    assert judge_warnings(varied) == []
+    assert same_score_count(varied, CONTEXT) == (5, 10)
+    assert judge_warnings(varied, [CONTEXT]) == []
     too_few = [context_verdict(f"c{i}", (5, 5, 5, 1)) for i in range(7)]
-    assert judge_warnings(too_few) == []  # too few verdicts to say anything
+    assert judge_warnings(too_few, [CONTEXT]) == []  # too few verdicts to say anything
+
+
+def test_the_same_score_check_follows_the_declaration_not_the_names() -> None:
+    # a custom rubric that happens to be called faithfulness, with the context rubric off: no crash, no warning
+    custom = CustomRubric(name="grounded", criteria="Is it grounded?").rubric()
+    verdicts = [Judgement(case_id=f"c{i}", scores={"grounded": 5}) for i in range(10)]
+    assert judge_warnings(verdicts, [custom]) == []
+    alike = CONTEXT.model_copy(update={"independent_criteria": ("faithfulness", "relevance")})
+    pairs = [context_verdict(f"c{i}", (4, 4, 1, 1)) for i in range(10)]
+    assert same_score_count(pairs, alike) == (10, 10) and same_score_count(pairs, CONTEXT) == (0, 10)
 
 
 # -- self-consistency ------------------------------------------------------------------------------
@@ -731,7 +741,7 @@ def test_custom_rubric_with_the_builtins(
     assert set(j.reasoning) == {"correctness", "context", "polite_refusal"}
     values = judge_case_values([j], [*BOTH, polite])
     assert values["correctness_0to1"] == {"a": 1.0} and values["polite_refusal"] == {"a": 1.0}
-    assert context_same_score_count([j]) == (0, 1)  # the custom score does not count as a context one
+    assert same_score_count([j], CONTEXT) == (0, 1)  # the custom score does not count as a context one
 
 
 @pytest.mark.parametrize(

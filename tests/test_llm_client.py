@@ -261,6 +261,169 @@ def test_unreachable_provider_trips_the_breaker(tmp_path: Path) -> None:
     assert client.stats.snapshot()["calls"] < 20
 
 
+# -- the breaker under concurrency: a fake provider whose calls finish in a scripted order -----------
+
+
+class _OrderedProvider:
+    """Stands in for `litellm.completion`: every call waits in the provider until the test releases it,
+    then succeeds or fails (a 503) as scripted by its prompt, so the calls in flight at once finish in an
+    order the test chooses; no sleep, no timing."""
+
+    def __init__(self, outcomes: dict[str, str]) -> None:
+        self.outcomes = outcomes
+        self.released = {prompt: threading.Event() for prompt in outcomes}
+        self.arrived = 0
+        self._arrival = threading.Condition()
+
+    def __call__(self, messages: list[dict[str, Any]], **params: Any) -> Any:
+        from types import SimpleNamespace
+
+        import litellm
+
+        prompt = messages[-1]["content"]
+        with self._arrival:
+            self.arrived += 1
+            self._arrival.notify_all()
+        assert self.released[prompt].wait(timeout=30), f"{prompt} never released"
+        if self.outcomes[prompt] == "fail":
+            raise litellm.ServiceUnavailableError(message="down", llm_provider="openai", model="fake")
+        message = SimpleNamespace(content=f"answer to {prompt}")
+        return SimpleNamespace(
+            choices=[SimpleNamespace(message=message, finish_reason="stop")],
+            usage=SimpleNamespace(prompt_tokens=1, completion_tokens=1),
+        )
+
+    def wait_for_all(self) -> None:
+        with self._arrival:
+            assert self._arrival.wait_for(lambda: self.arrived == len(self.outcomes), timeout=30)
+
+
+def _finish_in_order(client: LLMClient, provider: _OrderedProvider) -> dict[str, Any]:
+    """Start every scripted call at once (all in flight together), then let them finish one by one in
+    script order, each only after the previous call has returned (its bookkeeping done). Returns each
+    prompt's result, or the exception its call raised."""
+    outcomes: dict[str, Any] = {}
+
+    def call(prompt: str) -> None:
+        try:
+            outcomes[prompt] = client.complete(prompt)
+        except Exception as error:  # the test looks at what was raised
+            outcomes[prompt] = error
+
+    threads = {prompt: threading.Thread(target=call, args=(prompt,)) for prompt in provider.outcomes}
+    for thread in threads.values():
+        thread.start()
+    provider.wait_for_all()
+    for prompt, thread in threads.items():
+        provider.released[prompt].set()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), f"{prompt} did not return"
+    return outcomes
+
+
+def _breaker_client(calls: int, max_consecutive_failures: int) -> LLMClient:
+    settings = LLMSettings(
+        model="openai/fake-alias", api_base="http://127.0.0.1:9", max_retries=0, concurrency=calls
+    )
+    return LLMClient(
+        settings,
+        use_cache=False,
+        backoff_base_s=0.001,
+        progress=False,
+        max_consecutive_failures=max_consecutive_failures,
+    )
+
+
+@pytest.mark.parametrize(
+    ("script", "tripped_by"),
+    [
+        # three in a row trip it, on the third
+        (["fail", "fail", "fail", "ok"], 2),
+        # a success between them resets the count: fail, fail, ok, fail, fail is never three in a row
+        (["fail", "fail", "ok", "fail", "fail", "ok"], None),
+        # ... and counting starts again after it: the third failure after the success trips it
+        (["fail", "fail", "ok", "fail", "fail", "fail"], 5),
+        (["ok", "fail", "ok", "fail", "ok", "fail", "fail", "fail"], 7),
+    ],
+)
+def test_breaker_counts_failures_in_a_row_across_concurrent_calls(
+    monkeypatch: pytest.MonkeyPatch, script: list[str], tripped_by: int | None
+) -> None:
+    import litellm
+
+    provider = _OrderedProvider({f"q{i}": outcome for i, outcome in enumerate(script)})
+    monkeypatch.setattr(litellm, "completion", provider)
+    client = _breaker_client(len(script), max_consecutive_failures=3)
+    outcomes = _finish_in_order(client, provider)
+    for i, outcome in enumerate(script):
+        got = outcomes[f"q{i}"]
+        if i == tripped_by:
+            assert isinstance(got, LLMConfigError), got
+            assert "3 calls in a row failed" in str(got)
+        elif outcome == "fail":
+            assert not isinstance(got, Exception), f"q{i} tripped the breaker: {got}"
+            assert got.error is not None and got.error.startswith("retries_exhausted")
+        else:
+            assert not isinstance(got, Exception) and got.ok, got
+
+
+class _OwnedLock:
+    """A lock that knows which thread holds it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.owner: int | None = None
+
+    def __enter__(self) -> _OwnedLock:
+        self._lock.acquire()
+        self.owner = threading.get_ident()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner = None
+        self._lock.release()
+
+
+class _LockCheckedClient(LLMClient):
+    """Fails any read or write of the breaker's count made without holding the breaker's lock."""
+
+    checking = False
+
+    def _check(self) -> None:
+        if self.checking:
+            lock = self._breaker_lock
+            assert isinstance(lock, _OwnedLock) and lock.owner == threading.get_ident(), (
+                "the breaker's count was touched outside its lock"
+            )
+
+    @property
+    def _consecutive_failures(self) -> int:  # type: ignore[override]
+        self._check()
+        return self.__dict__["_count"]
+
+    @_consecutive_failures.setter
+    def _consecutive_failures(self, value: int) -> None:
+        self._check()
+        self.__dict__["_count"] = value
+
+
+def test_breaker_count_is_only_touched_under_its_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    import litellm
+
+    script = ["fail", "ok", "fail", "fail", "ok", "fail"]
+    provider = _OrderedProvider({f"q{i}": outcome for i, outcome in enumerate(script)})
+    monkeypatch.setattr(litellm, "completion", provider)
+    settings = _breaker_client(len(script), max_consecutive_failures=3).settings
+    client = _LockCheckedClient(settings, use_cache=False, progress=False, max_consecutive_failures=3)
+    client._breaker_lock = _OwnedLock()  # type: ignore[assignment]
+    client.checking = True
+    outcomes = _finish_in_order(client, provider)
+    assert [isinstance(outcomes[f"q{i}"], Exception) for i in range(len(script))] == [False] * len(script), (
+        outcomes
+    )
+    assert [outcomes[f"q{i}"].ok for i in range(len(script))] == [outcome == "ok" for outcome in script]
+
+
 def test_timeout_is_retried(server: FakeOpenAIServer, make_client: Callable[..., LLMClient]) -> None:
     client = make_client(timeout_s=0.3)
     server.inject(Fault("timeout", delay_s=3.0))

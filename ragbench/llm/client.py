@@ -316,6 +316,8 @@ class LLMClient:
     ) -> None:
         self.settings = settings
         self.max_consecutive_failures = max_consecutive_failures
+        # The breaker's count: read and written only under its lock (worker threads finish in any order).
+        self._breaker_lock = threading.Lock()
         self._consecutive_failures = 0
         self.cache: ResultCache | SQLResultCache | None = (
             open_result_cache(cache_location) if use_cache else None
@@ -558,7 +560,7 @@ class LLMClient:
                     failure: BaseException = error
                 else:
                     out.latency_s += time.perf_counter() - started
-                    self._consecutive_failures = 0
+                    self._note_success()
                     self._account(response, out)
                     return response
             kind = _classify(failure)
@@ -575,17 +577,20 @@ class LLMClient:
             time.sleep(self._backoff_s(attempt, failure))
         raise AssertionError("unreachable")
 
+    def _note_success(self) -> None:
+        """A call succeeded: the failures so far were not in a row."""
+        with self._breaker_lock:
+            self._consecutive_failures = 0
+
     def _note_exhausted(self, failure: BaseException) -> None:
         """Trip the breaker when nothing has succeeded for a while: the provider is down, not flaky."""
-        with self._ready_lock:
+        with self._breaker_lock:
             self._consecutive_failures += 1
-            tripped = (
-                self.max_consecutive_failures is not None
-                and self._consecutive_failures >= self.max_consecutive_failures
-            )
+            in_a_row = self._consecutive_failures
+        tripped = self.max_consecutive_failures is not None and in_a_row >= self.max_consecutive_failures
         if tripped:  # not chained: the provider's error text may echo credentials
             raise LLMConfigError(
-                f"provider of {self.settings.model} is failing: {self._consecutive_failures} calls in a row "
+                f"provider of {self.settings.model} is failing: {in_a_row} calls in a row "
                 f"failed after {self.settings.max_retries} retries each (last: {_short(failure)}); is it "
                 f"reachable{' at ' + self.settings.api_base if self.settings.api_base else ''}?"
             ) from None

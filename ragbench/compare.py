@@ -27,17 +27,14 @@ NOT_COMPARABLE = "not comparable"  # a value the current run has and the baselin
 
 
 def config_tag(config_name: str) -> str:
-    """The tag every run of a config carries (no ':' so ZenML's tag filter can match it)."""
-    return "config-" + _tag_safe(config_name)
+    """The tag every run of a config carries; config names are validated (`ragbench.config.CONFIG_NAME`),
+    so two names never share one tag and none holds the ':' that ZenML's tag filter splits on."""
+    return "config-" + config_name
 
 
 def champion_tag(config_name: str) -> str:
     """The champion marker of one config: exclusive per tag, so every config keeps its own champion."""
-    return "champion-" + _tag_safe(config_name)
-
-
-def _tag_safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return "champion-" + config_name
 
 
 class Comparison(BaseModel):

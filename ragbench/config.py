@@ -347,6 +347,11 @@ class StatisticsConfig(_Strict):
     seed: int = Field(default=0, description="seed of bootstrap and permutation draws")
 
 
+# Gate thresholds every config has unless it names the metric itself: latency has no per-case values, so
+# its threshold alone decides whether a slower p95 is a regression.
+DEFAULT_THRESHOLDS = {"latency_p95_s": 1.0}
+
+
 class RegressionConfig(_Strict):
     """The regression gate (the pipeline's last step, and `run.py compare`): which run is the baseline,
     and how far a tracked metric may move in its bad direction before it is a regression."""
@@ -364,9 +369,19 @@ class RegressionConfig(_Strict):
     )
     default_threshold: float = Field(default=0.0, ge=0.0, description="for metrics not named below")
     thresholds: dict[str, float] = Field(
-        default_factory=lambda: {"latency_p95_s": 1.0},
-        description="metric key (as in run metadata, e.g. hit_rate_at_5) -> allowed change",
+        default_factory=lambda: dict(DEFAULT_THRESHOLDS),
+        description="metric key (as in run metadata, e.g. hit_rate_at_5) -> allowed change; merged over the "
+        "defaults (latency_p95_s: 1.0 s), so naming one metric keeps the others",
     )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _merge_over_defaults(cls, thresholds: dict[str, float]) -> dict[str, float]:
+        """A map that names one metric must not drop the latency default: latency has no per-case values,
+        so its threshold alone decides, and 0.0 would fail every night whose p95 rose at all."""
+        if negative := sorted(key for key, value in thresholds.items() if value < 0):
+            raise ValueError(f"{', '.join(negative)}: a threshold is an allowed change, 0 or more")
+        return {**DEFAULT_THRESHOLDS, **thresholds}
 
 
 class OrchestrationConfig(_Strict):
@@ -546,15 +561,28 @@ class TestsetConfig(_Strict):
         return llm_settings(self.critic_entry, self.critic_defaults)
 
 
+# A config's name keys its history (run names, tags, schedules, eval sets, output folders): lowercase so
+# that no two names can meet in a case-insensitive store, no character that a run name template, a path, a
+# tag filter or a crontab line would read, and short enough for ZenML's run names.
+CONFIG_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+CONFIG_NAME_RULE = "1-64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def suggested_name(text: str) -> str:
+    """A valid name close to `text`, for the message that refuses it."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", text.strip().lower()).strip("-._")[:64]
+    return name or "my-benchmark"
+
+
 class BenchmarkConfig(_Strict):
     name: str = Field(
         default="default",
         description="names the config's history: runs, compare, the gate's baseline, the champion, schedules "
-        "and eval sets are per name; a config file without it is named after the file",
+        f"and eval sets are per name ({CONFIG_NAME_RULE}); a config file without it is named after the file",
     )
     tags: list[str] = Field(
         default_factory=list,
-        description="tags every run of this config carries (compare --tag filters by them)",
+        description="tags every run of this config carries (compare --tag filters by them); rule as name",
     )
     knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
     eval_cases: EvalCasesConfig = Field(
@@ -601,6 +629,23 @@ class BenchmarkConfig(_Strict):
     output_dir: str = Field(
         default="output", description="where run.py writes reports, comparisons, eval sets"
     )
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if not re.match(CONFIG_NAME, name):
+            raise ValueError(
+                f"name {name!r} is not a valid config name ({CONFIG_NAME_RULE}), "
+                f"e.g. {suggested_name(name)!r}"
+            )
+        return name
+
+    @field_validator("tags")
+    @classmethod
+    def _check_tags(cls, tags: list[str]) -> list[str]:
+        if bad := [tag for tag in tags if not re.match(CONFIG_NAME, tag)]:
+            raise ValueError(f"tag(s) {bad} not valid ({CONFIG_NAME_RULE})")
+        return tags
 
     @field_validator("eval_cases", mode="before")
     @classmethod
@@ -781,6 +826,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(f"{config_path}: top level must be a mapping")
     data = resolve_paths(data, config_path.resolve().parent)
     if "name" not in data:  # two unnamed configs must never share one history by accident
+        if not re.match(CONFIG_NAME, config_path.stem):
+            raise ConfigError(
+                f"{config_path} has no `name`, and its file name {config_path.stem!r} is not a valid config "
+                f"name ({CONFIG_NAME_RULE}): add e.g. `name: {suggested_name(config_path.stem)}`"
+            )
         data["name"] = config_path.stem
         logger.info(
             "config %s has no name: its runs are named after the file, %r", config_path, config_path.stem

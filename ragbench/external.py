@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import PurePosixPath
 from typing import Any, Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import jmespath
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from tqdm.auto import tqdm
 
 from ragbench.llm.cache import cache_key, open_result_cache, remember_outcome
-from ragbench.llm.redaction import is_credential_key, redact
+from ragbench.llm.redaction import is_credential_key, redact, refuse_url_credentials
 from ragbench.llm.retry import backoff_s, parse_retry_after
 
 QUESTION_PLACEHOLDER = "{question}"
@@ -119,11 +119,9 @@ class HttpSystem(_Strict):
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"url {url!r} is not an http(s) URL")
-        if parts.username or parts.password:
-            raise ValueError("url carries a user or password: send credentials as headers_env")
-        if secret := [name for name, _ in parse_qsl(parts.query) if is_credential_key(name)]:
-            raise ValueError(f"url query {secret} carries credentials: send them as headers_env")
-        return url
+        return refuse_url_credentials(
+            url, "url", "send the credential as a header from the environment (http.headers_env)"
+        )
 
     @field_validator("headers")
     @classmethod

@@ -152,10 +152,15 @@ def test_an_edited_document_is_a_regression_and_an_unchanged_rerun_is_not(tmp_pa
     )
     edited = Client().get_pipeline("rag_benchmark").last_run
     assert edited.run_metadata["gate_status"] == "regressed" and edited.run_metadata["regressions"] >= 2
-    assert run.main(["--config", "config.yaml"]) == 0  # unchanged since the edit
+    # unchanged since the edit: still judged against the last run that passed, never the regressed one
+    assert run.main(["--config", "config.yaml"]) == 1
+    assert Client().get_pipeline("rag_benchmark").last_run.run_metadata["baseline_run"] == first
+    assert run.main([*compare, "--against", "champion"]) == 2  # no champion yet
+    assert run.main(["promote", edited.name]) == 0  # a person accepts the change
+    assert run.main(["--config", "config.yaml"]) == 0  # judged against the promoted run
+    assert Client().get_pipeline("rag_benchmark").last_run.run_metadata["baseline_run"] == edited.name
     assert run.main(compare) == 0
     # the champion: the first run; against it the latest is a regression; promoting moves the tag
-    assert run.main([*compare, "--against", "champion"]) == 2  # none yet
     assert run.main(["promote", first]) == 0
     assert run.main([*compare, "--against", "champion"]) == 1
     latest = Client().get_pipeline("rag_benchmark").last_run.name

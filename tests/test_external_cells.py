@@ -98,6 +98,23 @@ def test_preflight_refuses_a_missing_header_secret_before_any_work(tmp_path, mon
     assert "'nope.fake_rag_system' is not importable" in capsys.readouterr().err
 
 
+def test_preflight_says_a_system_without_a_version_is_asked_anew_every_run(tmp_path, caplog):
+    from ragbench.preflight import check_systems
+
+    config = config_with(tmp_path, "benchmark_grid: false\ngrid: {judge: []}\n" + SYSTEMS)
+    with caplog.at_level("WARNING"):
+        check_systems(config, {"PROD_RAG_AUTH": "Bearer x"}, plan_only=False)
+    unversioned = [r.getMessage() for r in caplog.records if "no version or version_env" in r.getMessage()]
+    assert len(unversioned) == 2 and all("asked anew by every run" in m for m in unversioned)
+    caplog.clear()
+    versioned = config_with(
+        tmp_path, "benchmark_grid: false\ngrid: {judge: []}\n" + SYSTEMS.replace("}}}", "}}, version: v1}")
+    )
+    with caplog.at_level("WARNING"):
+        check_systems(versioned, {"PROD_RAG_AUTH": "Bearer x"}, plan_only=False)
+    assert sum("no version" in r.getMessage() for r in caplog.records) == 1  # py-rag still has none
+
+
 def test_contexts_keep_the_systems_order_and_the_note_says_what_was_measured():
     reply = ExternalReply(
         answer="A.", contexts=[ExternalContext(text="one", source="x/a.md"), ExternalContext(text="two")]

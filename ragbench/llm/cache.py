@@ -22,6 +22,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from ragbench.llm.redaction import refuse_url_credentials
+
 CACHE_ENV_VAR = "RAGBENCH_CACHE_DIR"
 # Bump when the way requests are built changes (e.g. the schema instruction), to invalidate old entries.
 CACHE_KEY_VERSION = 1
@@ -286,6 +288,13 @@ def check_cache_url(url: str) -> None:
             "the LLM cache URL must not contain a password (it is stored with the run): give the password "
             "to the database client where the steps run, e.g. PGPASSWORD or ~/.pgpass"
         )
+    refuse_url_credentials(
+        # a database user name is no secret here (the password is refused above); its query is
+        url.replace(f"{parsed.username}@", "", 1) if parsed.username else url,
+        "the LLM cache URL",
+        "give the secret to the database client where the steps run (PGPASSWORD, ~/.pgpass, a ZenML "
+        "secret in orchestration.secrets)",
+    )
 
 
 def redacted_url(url: str) -> str:

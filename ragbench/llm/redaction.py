@@ -27,6 +27,44 @@ _CREDENTIAL_KEY = re.compile(
 )
 
 
+# Query parameters that carry a credential in the URLs of common services, beside the names above: Google's
+# `key`, Azure Functions' `code`, Azure SAS `sig`, AWS and GCS signed URLs, and plain token/password names.
+_CREDENTIAL_QUERY = re.compile(
+    r"(?i)^(key|code|sig|signature|token|pass|pwd|passwd|password|secret|apikey|api[-_]?key|"
+    r"access[-_]?token|refresh[-_]?token|id[-_]?token|auth|client[-_]?secret|private[-_]?key|"
+    r"x-amz-(signature|credential|security-token)|x-goog-(signature|credential)|se?cret[-_]?key)$"
+)
+
+
+def url_credentials(url: str) -> list[str]:
+    """What in `url` is a credential: user info (`user:password@`, or a user name alone, which some
+    services use as the key) and credential-named query parameters (by name, never by value)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return []
+    found = ["user info (user:password@)"] if parts.username or parts.password else []
+    found += [
+        f"query parameter {name!r}"
+        for name, _ in parse_qsl(parts.query, keep_blank_values=True)
+        if _CREDENTIAL_QUERY.search(name) or is_credential_key(name)
+    ]
+    return found
+
+
+def refuse_url_credentials(url: str, where: str, instead: str) -> str:
+    """`url`, or ValueError naming what carries a credential and where the secret should go `instead`:
+    every URL a config holds is stored with the run, so none may carry one."""
+    if found := url_credentials(url):
+        raise ValueError(
+            f"{where} carries a credential ({', '.join(found)}): a config is stored with every run, so "
+            f"{instead}"
+        )
+    return url
+
+
 def is_secret_name(name: str) -> bool:
     """An environment variable whose value must never appear in text."""
     return any(part in name.upper() for part in SECRET_NAME_PARTS)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragbench.llm.redaction import is_credential_key
+from ragbench.llm.redaction import is_credential_key, refuse_url_credentials
 
 Message = dict[str, Any]
 
@@ -90,6 +90,18 @@ class LLMSettings(BaseModel):
     extra: dict[str, Any] = Field(
         default_factory=dict, description="further litellm.completion arguments, e.g. top_p or stop"
     )
+
+    @field_validator("api_base")
+    @classmethod
+    def _no_credential_in_api_base(cls, value: str | None) -> str | None:
+        """api_base is part of the cell id and the cache key: a credential must not ride in it."""
+        if value is None:
+            return value
+        return refuse_url_credentials(
+            value,
+            "api_base",
+            "give the key through the environment (the provider's variable, or api_key_env)",
+        )
 
     @field_validator("extra")
     @classmethod

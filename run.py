@@ -65,13 +65,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "testset", "compare", "promote", "schedule", "dashboard", "config"],
-        help="run the benchmark (default); testset: generate an eval set from the knowledge base; compare "
-        "the newest run with a baseline (exit 1 when the gate fails); promote RUN to its config's champion; "
-        "schedule runs; dashboard: ZenML's on 127.0.0.1; config: print the effective config (--reference: "
-        "every key)",
+        choices=["run", "init", "testset", "compare", "promote", "schedule", "dashboard", "config"],
+        help="run the benchmark (default); init FILE: write a starter config that runs from any folder; "
+        "testset: generate an eval set from the knowledge base; compare the newest run with a baseline "
+        "(exit 1 when the gate fails); promote RUN to its config's champion (--config: only a run of that "
+        "config); schedule runs; dashboard: ZenML's on 127.0.0.1; config: print the effective config "
+        "(--reference: every key)",
     )
-    parser.add_argument("run_name", nargs="?", help="promote: the run to mark as champion")
+    parser.add_argument(
+        "run_name", nargs="?", help="promote: the run to mark as champion; init: the config file to write"
+    )
     parser.add_argument(
         "--against",
         help="compare: 'previous', 'champion', 'none' or a run name (default: regression.baseline)",
@@ -100,7 +103,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="list the cells (testset: the generator's and critic's calls) with their LLM calls, tokens "
+        help="list the cells (testset: the generator's and each filter's calls) with their LLM calls, tokens "
         "and cost; call nothing, download nothing",
     )
     return parser.parse_args(argv)
@@ -190,12 +193,30 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
 
 
 def print_plan(config: BenchmarkConfig) -> int:
+    """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
+    index parameters, model names this machine can resolve, docker settings, named secrets, the output
+    folder), then the plan; what only a real run can check is listed, never passed over in silence."""
+    from pipelines.options import run_options, step_environment
     from ragbench.dry_run import plan_rows
+    from ragbench.grid import expand_grid
+    from ragbench.rerank import resolve_reranker
 
-    preflight = run_preflight(config, plan_only=True)
+    open_store()
+    run_options(config)  # a typo in orchestration.docker fails here
+    preflight = run_preflight(config, plan_only=True, step_environment=step_environment(config))
+    check_output_dir(config)
+    rerankers = {
+        name: resolve_reranker(name)
+        for name in dict.fromkeys(c.reranker for c in expand_grid(config) if c.reranker)
+    }
     done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
-    rows = plan_rows(config, preflight.eval_suite.cases, done)
+    rows = plan_rows(config, preflight.eval_suite.cases, done, rerankers)
     print(rows_to_text(rows))  # preflight has logged its warnings (size estimate included) above
+    for choice in rerankers.values():
+        if choice.is_standin:
+            print(f"\nRERANKER: the UNTRAINED stand-in ({choice.label}) would run for {choice.requested}")
+    if preflight.unchecked:
+        print("\nChecked only by a real run:\n" + "\n".join(f"  - {item}" for item in preflight.unchecked))
     new = sum(row["status"] == "new" for row in rows)
     total_calls = sum(row["llm_calls"] for row in rows)
     costs = [row["cost_usd"] for row in rows]
@@ -314,8 +335,8 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
     cost = "unknown (a model litellm cannot price)" if None in costs else f"${sum(costs):.4f}"
     print(
         f"\nAt most {sum(row['calls'] for row in rows)} LLM calls, cost {cost} (every candidate generated "
-        "and critiqued, completions of max_tokens, passages as long as the chunk size; cached calls are "
-        f"free). The knowledge base makes about {chunks} chunks of {config.testset_chunking()[0]} tokens."
+        "and checked by every configured filter, completions of max_tokens, passages as long as the chunk "
+        f"size; cached calls are free). The knowledge base makes about {chunks} chunks of {config.testset_chunking()[0]} tokens."
     )
     return 0
 
@@ -484,8 +505,23 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
     return verdict.exit_code
 
 
-def promote_command(run_name: str | None) -> int:
-    """Mark a run as its config's champion: a tag exclusive per config, so every config keeps one."""
+def init_command(file: str | None) -> int:
+    """Write a starter config (named after its file, runnable from any folder) and say what to run next."""
+    from ragbench.starter import write_starter
+
+    path = Path(file or "ragbench.yaml")
+    try:
+        write_starter(path)
+    except (ValueError, FileExistsError) as error:
+        raise RunStopped(str(error)) from None
+    print(f"wrote {path}: try `python run.py --config {path} --dry-run`, then without --dry-run")
+    return 0
+
+
+def promote_command(run_name: str | None, config: BenchmarkConfig | None) -> int:
+    """Mark a run as its config's champion: a tag exclusive per config, so every config keeps one. Only a
+    completed benchmark run (never a testset run, which has no metrics to be a baseline with) of the config
+    named by `--config`, when one is given."""
     from zenml import Tag, add_tags
     from zenml.client import Client
 
@@ -500,8 +536,16 @@ def promote_command(run_name: str | None) -> int:
     except KeyError:
         raise RunStopped(f"no run named {run_name!r}") from None
     config_name = config_name_of(pipeline_run)
+    if pipeline_run.pipeline is None or pipeline_run.pipeline.name != BENCHMARK_PIPELINE:
+        kind = pipeline_run.pipeline.name if pipeline_run.pipeline is not None else "unknown"
+        raise RunStopped(f"{run_name} is a {kind} run, not a benchmark run: only those can be champions")
     if pipeline_run.status.value != "completed" or not config_name:
         raise RunStopped(f"{run_name} is not a completed benchmark run: only those can be champions")
+    if config is not None and config.name != config_name:
+        raise RunStopped(
+            f"{run_name} is a run of config {config_name!r}, not of {config.name!r} (--config): promote "
+            "a run of the config whose champion it should be"
+        )
     add_tags(tags=[Tag(name=champion_tag(config_name), exclusive=True)], run=pipeline_run.id)
     print(f"{pipeline_run.name} is the champion of config {config_name!r}")
     return 0
@@ -681,8 +725,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)  # a stopped run is marked failed, not left "running"
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if args.command == "init":
+            return init_command(args.run_name)
         if args.command == "promote":
-            return promote_command(args.run_name)
+            named = load_config(args.config, args.overrides) if args.config else None
+            return promote_command(args.run_name, named)
         if args.command == "dashboard":
             return dashboard_command(args.port, args.stop)
         if args.command == "config" and args.reference:

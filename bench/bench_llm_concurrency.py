@@ -4,7 +4,10 @@ each at concurrency 1 and at the limit.
 Uses the loopback fakes (an OpenAI server, a RAG service) with a fixed per-call latency, so the only
 variable is how many requests a client keeps in flight. Goal: speed-up >= 0.8 x the concurrency limit.
 
-    python bench/bench_llm_concurrency.py [--requests 32] [--latency 0.25] [--concurrency N]
+`--smoke` is for tests on a few requests, where the machine's load decides the timing: every call must
+still be made, but the speed-ups are reported, not enforced (the exit code ignores them).
+
+    python bench/bench_llm_concurrency.py [--requests 32] [--latency 0.25] [--concurrency N] [--smoke]
 """
 
 from __future__ import annotations
@@ -78,6 +81,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=32)
     parser.add_argument("--latency", type=float, default=0.25, help="seconds the fake server takes per call")
     parser.add_argument("--concurrency", type=int, default=default_concurrency)
+    parser.add_argument("--smoke", action="store_true", help="report the speed-ups but do not fail on them")
     args = parser.parse_args()
 
     prompts = [f"distinct question number {i}" for i in range(args.requests)]
@@ -89,14 +93,21 @@ def main() -> int:
         external_serial = timed_external_batch(service, 1, prompts, Path(tmp) / "serial")
         external_parallel = timed_external_batch(service, args.concurrency, prompts, Path(tmp) / "parallel")
     goal = GOAL_FRACTION * args.concurrency
-    verdicts = []
+    passed = True
     for client, speedup in (("LLM", serial / parallel), ("external", external_serial / external_parallel)):
-        verdicts.append(verdict := "PASS" if speedup >= goal else "FAIL")
+        met = speedup >= goal
+        passed &= args.smoke or met
+        if args.smoke:
+            verdict = f"{'met' if met else 'missed'}, not enforced (smoke)"
+        else:
+            verdict = "PASS" if met else "FAIL"
         print(
             f"{client} speed-up {speedup:.2f}x (goal >= {goal:.1f}x = {GOAL_FRACTION} x {args.concurrency}): "
             f"{verdict}"
         )
-    return 0 if verdicts == ["PASS", "PASS"] else 1
+    enforced = " (smoke: speed-up not enforced)" if args.smoke else f" and speed-up >= {goal:.1f}x"
+    print(f"\ngoal: every call made{enforced} -> {'PASS' if passed else 'FAIL'}")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

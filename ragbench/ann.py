@@ -37,6 +37,8 @@ KIND_PARAMETERS: dict[str, tuple[str, ...]] = {
     "ivf": ("nlist", "nprobe"),
 }
 ENCODING_PARAMETERS = ("encoding", "pq_m")
+# FAISS's own spellings (IndexHNSW's M, efConstruction, efSearch) are accepted for ours.
+FAISS_SPELLINGS = {"M": "m", "efConstruction": "ef_construction", "efSearch": "ef_search"}
 # Chosen by measurement on 100k MiniLM vectors (see the module docstring); nlist has no fixed default.
 DEFAULTS: dict[str, dict[str, int]] = {
     "hnsw": {"m": 32, "ef_construction": 40, "ef_search": 64},
@@ -126,6 +128,7 @@ class IndexSpec(BaseModel):
         listed = arguments.split(",") if arguments and arguments.strip() else []  # `hnsw()` is `hnsw`
         for argument in (part.strip() for part in listed):
             name, equals, value = (piece.strip() for piece in argument.partition("="))
+            name = FAISS_SPELLINGS.get(name, name)
             if not equals or not name or not value:
                 raise ValueError(f"index type {text!r}: expected name=value, got {argument!r}")
             if name not in known:

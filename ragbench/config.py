@@ -9,7 +9,15 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ragbench.ann import FLAT_INDEX, IndexSpec
 from ragbench.config_paths import resolve_override_paths, resolve_paths
@@ -152,8 +160,8 @@ class GridConfig(_Strict):
         description="FAISS index types: flat (exact), hnsw, ivf, or with parameters, e.g. "
         "hnsw(m=32,ef_search=128), ivf(nlist=1024,nprobe=16,encoding=sq8) (see ragbench.ann)",
     )
-    top_k: list[int] = Field(default=[30], min_length=1, description="chunks retrieved per question")
-    top_n: list[int] = Field(default=[7], min_length=1, description="passages given to the reader")
+    top_k: list[PositiveInt] = Field(default=[30], min_length=1, description="chunks retrieved per question")
+    top_n: list[PositiveInt] = Field(default=[7], min_length=1, description="passages given to the reader")
     reranker: list[str | bool | None] = Field(
         default=[None],
         min_length=1,

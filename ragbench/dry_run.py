@@ -3,16 +3,19 @@ whether earlier runs already made its steps; it calls no LLM, needs no API key a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ragbench.config import BenchmarkConfig
 from ragbench.eval_cases import EvalCase, SourceChunk
 from ragbench.generation import calibration_inputs, sample_cases
-from ragbench.grid import STAGES, CellSpec, cell_labels, expand_grid, pairwise_pairs
+from ragbench.grid import STAGES, CellSpec, cell_labels, expand_grid, llm_names, pairwise_pairs
 from ragbench.judge import build_judge_calls
 from ragbench.llm import LLMRequest, estimate_cost
 from ragbench.pairwise import PairwiseInput, build_pairwise_calls
 from ragbench.reader import build_reader_requests
+from ragbench.rerank import RerankerChoice
 from ragbench.retrieval import RetrievedChunk
-from ragbench.rubrics import CORRECTNESS, JudgeInput, Rubric
+from ragbench.rubrics import JudgeInput, Rubric, checked_criterion
 from ragbench.testset.critique import critic_request
 from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
 from ragbench.testset.plan import Seed, assign_kinds
@@ -71,17 +74,30 @@ def _usage(
         ]
         return estimate_cost(cell.judge, [call.request for call in build_pairwise_calls(pairs)])
     calls = build_judge_calls(inputs, rubrics, samples=samples)
-    if CORRECTNESS in rubrics:
-        calls += build_judge_calls(calibration_inputs(cases), [CORRECTNESS])
+    if checked := [rubric for rubric in rubrics if checked_criterion([rubric]) is not None]:
+        calls += build_judge_calls(calibration_inputs(cases), checked[:1])
     return estimate_cost(cell.judge, [call.request for call in calls])
 
 
-def plan_rows(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> list[dict]:
+def plan_rows(
+    config: BenchmarkConfig,
+    cases: list[EvalCase],
+    finished_steps: set[str],
+    rerankers: Mapping[str, RerankerChoice] | None = None,
+) -> list[dict]:
     """One row per cell. `finished_steps`: step ids earlier runs on the same documents and eval cases
     completed; a cell whose steps are all among them will be reused unless the code changed since.
-    An answer set shared by several judges is priced once, on the first cell that needs it."""
+    An answer set shared by several judges is priced once, on the first cell that needs it. `rerankers`:
+    the checkpoint each configured reranker would really use, so a cell is named by it (the UNTRAINED
+    stand-in says so)."""
     cells = expand_grid(config)
-    labels = cell_labels(cells)
+    names = llm_names(cells)
+    columns = {
+        cell.id: cell.axis_columns(names)
+        | ({"reranker": rerankers[cell.reranker].label} if rerankers and cell.reranker in rerankers else {})
+        for cell in cells
+    }
+    labels = cell_labels(cells, columns=columns)
     sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
     priced: set[str] = set()
     rubrics = config.scoring().rubrics

@@ -172,6 +172,7 @@ class PackagedModel:
     location: str = ""
     summary: str = ""
     untrained_standin: bool = False
+    dimension: int | None = None  # an embedding model's vector size, for checks before it is loaded
 
     @property
     def slug(self) -> str:
@@ -197,6 +198,7 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
         sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
         size=90_868_376,
         summary="384-d sentence embeddings, 84 MB",
+        dimension=384,
     ),
     PackagedModel(
         name="sentence-transformers/all-mpnet-base-v2",
@@ -212,6 +214,7 @@ PACKAGED_MODELS: tuple[PackagedModel, ...] = (
         sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
         size=437_971_872,
         summary="768-d sentence embeddings, 405 MB",
+        dimension=768,
     ),
     PackagedModel(
         name="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
@@ -315,6 +318,25 @@ def provisioned_location(name: str) -> str | None:
     return str(spec.loader_path(entry))
 
 
+def embedding_dimension(name: str) -> int | None:
+    """An embedding model's vector size without loading it: the registry's, or a local folder's
+    sentence-transformers pooling config; None when only loading it would tell (a Hub name)."""
+    spec = find_packaged_model(name)
+    if spec is not None and spec.dimension is not None:
+        return spec.dimension
+    location = provisioned_location(name)
+    pooling = Path(location) / "1_Pooling" / "config.json" if location else None
+    if pooling is not None and pooling.is_file():
+        return json.loads(pooling.read_text()).get("word_embedding_dimension")
+    return None
+
+
+def resolvable_offline(name: str) -> bool:
+    """Whether `name` resolves without the network: a local path, a packaged model, or in the local Hugging
+    Face cache (what a dry run can check; a Hub name otherwise needs a real run's check)."""
+    return _local_path(name) is not None or find_packaged_model(name) is not None or _in_hf_cache(name)
+
+
 def check_model_available(name: str) -> None:
     """Cheap pre-flight run before expensive work, so a run fails in seconds rather than after indexing.
 
@@ -327,7 +349,7 @@ def check_model_available(name: str) -> None:
         return
     if _in_hf_cache(name):
         return
-    if _hf_offline():
+    if hub_offline():
         raise ModelResolutionError(
             f"Model {name!r} is not a local path, not a packaged offline model and not in the local "
             f"Hugging Face cache, and HF_HUB_OFFLINE is set.\n{_packaged_listing()}"
@@ -687,7 +709,8 @@ def _extract_prefix(
 # --------------------------------------------------------------------------------------------------
 
 
-def _hf_offline() -> bool:
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE) is set: a name the machine does not have cannot resolve."""
     flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("TRANSFORMERS_OFFLINE", ""))
     return any(v.strip().upper() in {"1", "ON", "YES", "TRUE"} for v in flags)
 

@@ -5,18 +5,26 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragbench.ann import FLAT_INDEX, IndexSpec, pq_subquantizers
 from ragbench.config import BenchmarkConfig, overlap_tokens
 from ragbench.eval_cases import EvalSuite, load_eval_suite_from
 from ragbench.external import missing_environment
 from ragbench.grid import expand_grid, pairwise_pairs
 from ragbench.knowledge_base import load_corpus
 from ragbench.llm import check_llm_ready
-from ragbench.models import check_model_available, provisioned_location
+from ragbench.models import (
+    check_model_available,
+    embedding_dimension,
+    hub_offline,
+    provisioned_location,
+    resolvable_offline,
+)
 from ragbench.rerank import resolve_reranker
 from ragbench.testset.labels import load_labels
 from ragbench.testset.rubrics import check_names
@@ -35,6 +43,7 @@ class Preflight:
     knowledge_base_fingerprint: str
     eval_suite: EvalSuite
     warnings: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # what only a real run can check (dry run)
 
 
 def max_seq_length(location: str) -> int | None:
@@ -76,6 +85,43 @@ def size_warnings(config: BenchmarkConfig, characters: int) -> list[str]:
     return warnings
 
 
+def estimated_chunks(config: BenchmarkConfig, characters: int, size: int) -> int:
+    """About how many chunks of `size` tokens the knowledge base makes (4 characters a token), before
+    chunking: what index parameters can be checked against without reading a model."""
+    overlap = max(overlap_tokens(size, share) for share in config.grid.chunk_overlap)
+    return max(1, int(characters / _CHARACTERS_PER_TOKEN / max(1, size - overlap)))
+
+
+def check_indexes(config: BenchmarkConfig, characters: int) -> list[str]:
+    """Refuse index parameters the data cannot satisfy (FAISS would fail after embedding): PQ's pq_m must
+    divide the embedding dimension, IVF's nlist cannot exceed the vectors it trains on. Returns what only a
+    real run can check (a model whose dimension is known only once it loads)."""
+    unchecked = []
+    specs = [IndexSpec.parse(name) for name in config.grid.index if name != FLAT_INDEX]
+    fewest = min(estimated_chunks(config, characters, size) for size in config.grid.chunk_size)
+    for spec in specs:
+        if spec.kind == "ivf" and spec.nlist is not None and spec.nlist > fewest:
+            raise PreflightError(
+                f"grid.index {spec.name}: nlist={spec.nlist} lists need at least as many vectors to train "
+                f"on, but the knowledge base makes about {fewest:,} chunks at chunk size "
+                f"{max(config.grid.chunk_size)} (leave nlist out for an automatic one)"
+            )
+        if spec.encoding != "pq":
+            continue
+        for model in config.grid.embedding_model:
+            dimension = embedding_dimension(model)
+            if dimension is None:
+                unchecked.append(
+                    f"grid.index {spec.name}: pq_m against {model}'s dimension (known once it loads)"
+                )
+                continue
+            try:
+                pq_subquantizers(spec, dimension)
+            except ValueError as error:
+                raise PreflightError(f"grid.index: {error} ({model})") from None
+    return unchecked
+
+
 def run_preflight(
     config: BenchmarkConfig, *, plan_only: bool = False, step_environment: Mapping[str, str] | None = None
 ) -> Preflight:
@@ -93,12 +139,21 @@ def run_preflight(
     )
     check_systems(config, step_environment, plan_only)
     grid_models = [config.chunking_tokenizer, *config.grid.embedding_model] if config.benchmark_grid else []
-    if not plan_only:
-        for name in dict.fromkeys(grid_models):
+    unchecked: list[str] = []
+    for name in dict.fromkeys(grid_models):
+        if plan_only and not resolvable_offline(name) and not hub_offline():
+            unchecked.append(f"model {name}: found on the Hugging Face Hub (a dry run asks no server)")
+        else:
             check_model_available(name)
-        for settings in llms:
-            # missing API key, unknown provider or GGUF: fail before any work
+    for settings in llms:
+        # missing API key, unknown provider or GGUF: fail before any work (a dry run checks local models)
+        if not plan_only or settings.is_local:
             check_llm_ready(settings, step_environment)
+        else:
+            unchecked.append(
+                f"LLM {settings.model}: its provider's key where the steps run (a dry run needs none)"
+            )
+    if not plan_only:
         for checkpoint in dict.fromkeys(c.reranker for c in cells if c.reranker is not None):
             resolve_reranker(checkpoint)  # an unusable checkpoint fails here; a fallback is logged loudly
     url = config.llm_cache_url or ""
@@ -109,7 +164,9 @@ def run_preflight(
         )
     corpus = load_corpus(config.knowledge_base)
     warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
-    warnings += size_warnings(config, corpus.total_characters) if config.benchmark_grid else []
+    if config.benchmark_grid:
+        warnings += size_warnings(config, corpus.total_characters)
+        unchecked += check_indexes(config, corpus.total_characters)
     suite = load_eval_suite_from(config.eval_cases)
     known_sources = {document.source for document in corpus.documents}
     unknown = sorted({source for case in suite.cases for source in case.expected_sources} - known_sources)
@@ -142,7 +199,12 @@ def run_preflight(
             )
     for warning in warnings:
         logger.warning(warning)
-    return Preflight(knowledge_base_fingerprint=corpus.fingerprint, eval_suite=suite, warnings=warnings)
+    return Preflight(
+        knowledge_base_fingerprint=corpus.fingerprint,
+        eval_suite=suite,
+        warnings=warnings,
+        unchecked=unchecked,
+    )
 
 
 def check_systems(
@@ -189,4 +251,6 @@ def run_testset_preflight(
     for reason in corpus.skipped:
         logger.warning("knowledge base: skipped %s", reason)
     size, overlap = config.testset_chunking()
-    return max(1, int(corpus.total_characters / _CHARACTERS_PER_TOKEN / (size - overlap)))
+    # per document, rounded up: a knowledge base of many short pages makes at least one chunk of each
+    step = _CHARACTERS_PER_TOKEN * (size - overlap)
+    return max(1, sum(max(1, math.ceil(len(document.text) / step)) for document in corpus.documents))

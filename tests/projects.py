@@ -14,7 +14,7 @@ def write_project(root: Path, documents: dict[str, str], cases: list[dict], conf
     (root / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in cases))
     # runs of one config name are one history that the regression gate compares within: unique per test
     named = any(line.startswith("name:") for line in config.splitlines())  # a top-level key, not a rubric's
-    name = "" if named else f"name: {root.parent.name}-{root.name}\n"
+    name = "" if named else f"name: {root.parent.name}-{root.name}\n".lower()  # a config name is lowercase
     (root / "config.yaml").write_text(
         name + "knowledge_base: {kind: folder, path: kb}\neval_cases: cases.jsonl\noutput_dir: out\n" + config
     )

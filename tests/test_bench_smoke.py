@@ -1,13 +1,19 @@
 """Every script in bench/ runs on tiny data and prints the numbers it promises, so a refactor cannot
-silently break a bench; a new bench script fails here until it has a smoke run in SMOKE_RUNS."""
+silently break a bench; a new bench script fails here until it has a smoke run in SMOKE_RUNS.
+
+A smoke run checks that each bench runs and prints its ratios (speed-ups, throughput ratios) as positive
+finite numbers, never their values: on tiny data, on a loaded 2-core machine, a timing says nothing, so
+each bench's `--smoke` reports its goals instead of failing on them. `make bench` enforces them."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -34,6 +40,29 @@ def parse_table(stdout: str) -> list[dict[str, str]]:
     return rows
 
 
+def ratio(text: str) -> float:
+    """A printed ratio: a positive finite number (whatever its value)."""
+    value = float(text)
+    assert math.isfinite(value) and value > 0, f"ratio {text!r} is not a positive finite number"
+    return value
+
+
+def printed(text: str) -> tuple[float, float]:
+    """The interval a rounded printed number stands for (its last digit +- half a unit; "1.235e+04" too)."""
+    half = 0.5 * 10.0 ** Decimal(text).as_tuple().exponent
+    return float(text) - half, float(text) + half
+
+
+def agrees_with_quotient(shown: str, numerator: str, denominator: str) -> bool:
+    """`shown` is numerator / denominator up to the rounding of all three printed numbers."""
+    low, high = printed(shown)
+    top_low, top_high = printed(numerator)
+    bottom_low, bottom_high = printed(denominator)
+    quotient_low = top_low / bottom_high
+    quotient_high = top_high / bottom_low if bottom_low > 0 else math.inf
+    return low <= quotient_high and quotient_low <= high
+
+
 def check_index_build(stdout: str) -> None:
     """One row for the one model; the counter matches the grid's chunks (two index steps share it)."""
     (row,) = parse_table(stdout)
@@ -49,25 +78,34 @@ def check_index_build(stdout: str) -> None:
     assert row["embedding"] == MINILM
     assert int(row["chunks_in_grid"]) == int(row["chunk_texts_encoded"]) > 0
     assert row["one_encode_per_chunk"] == "True"
-    raw, pipeline = float(row["raw_chunks_per_s"]), float(row["pipeline_chunks_per_s"])
-    assert raw > 0 and pipeline > 0
-    assert float(row["ratio"]) == pytest.approx(pipeline / raw, rel=0.05)
+    ratio(row["raw_chunks_per_s"]), ratio(row["pipeline_chunks_per_s"]), ratio(row["ratio"])
+    assert agrees_with_quotient(row["ratio"], row["pipeline_chunks_per_s"], row["raw_chunks_per_s"]), row
     assert stdout.rstrip().endswith("(smoke: ratio not enforced) -> PASS")
 
 
 def check_llm_concurrency(stdout: str) -> None:
-    """Both batches made every call, the server saw the limit in flight, and the speed-up met its goal."""
+    """Both clients made every call one at a time, then at most the limit at once, and each printed its
+    speed-up and its goal (reported, not enforced: how many calls overlap is up to the machine's load)."""
     for client in ("", "external "):
         batches = re.findall(
             rf"^{client}concurrency +(\d+): .* for (\d+) calls .* server saw max (\d+) in flight",
             stdout,
             re.M,
         )
-        assert batches == [("1", "8", "1"), ("4", "8", "4")], stdout
-    speedups = re.findall(r"(LLM|external) speed-up ([\d.]+)x \(goal >= ([\d.]+)x.*: (PASS|FAIL)", stdout)
+        assert [(limit, calls) for limit, calls, _ in batches] == [("1", "8"), ("4", "8")], stdout
+        (_, _, serial), (_, _, parallel) = batches
+        assert serial == "1" and 1 <= int(parallel) <= 4, stdout
+    speedups = re.findall(
+        r"^(LLM|external) speed-up (\S+)x \(goal >= ([\d.]+)x.*: (met|missed), not enforced \(smoke\)$",
+        stdout,
+        re.M,
+    )
     assert [client for client, *_ in speedups] == ["LLM", "external"], stdout
     for _, speedup, goal, verdict in speedups:
-        assert float(goal) == pytest.approx(3.2) and float(speedup) >= float(goal) and verdict == "PASS"
+        ratio(speedup)
+        assert float(goal) == pytest.approx(3.2)
+        assert verdict == ("met" if float(speedup) >= float(goal) else "missed")
+    assert stdout.rstrip().endswith("(smoke: speed-up not enforced) -> PASS")
 
 
 def check_scale(stdout: str) -> None:
@@ -82,6 +120,8 @@ def check_scale(stdout: str) -> None:
         assert 0 < int(row["peak_rss_mib"]) < 3 * 1024
         assert float(row["ms_per_chunk"]) > 0 and row["goals_met"] == "True"
     assert float(tables["a"][0]["vs_smallest"]) == 1
+    for row in tables["a"]:
+        ratio(row["vs_smallest"])
     (resume,) = tables["b"]
     chunks, shards, saved = int(resume["chunks"]), int(resume["shards"]), int(resume["saved_at_kill"])
     assert (chunks, shards, resume["killed"]) == (100, 5, "True")
@@ -94,6 +134,7 @@ def check_scale(stdout: str) -> None:
     assert (flat["recall@10"], flat["speedup"], flat["bytes_per_vector"]) == ("1", "1", str(384 * 4))
     for row in approximate:
         assert 0 <= float(row["recall@10"]) <= 1 and float(row["ms_per_query"]) > 0
+        ratio(row["speedup"])
         assert int(row["bytes_per_vector"]) >= 384 * 4  # float32 vectors plus graph links or list ids
     for index, paper in zip(tables["c"], tables["d"], strict=True):
         assert paper["index"] == index["index"]
@@ -115,9 +156,10 @@ def check_colbert_rerank(stdout: str) -> None:
     encoded = r"encoding (\d+) chunks \((\d+) tokens, [\d.]+ MiB float32\) [\d.]+ s"
     chunks, tokens = map(int, re.search(encoded, stdout).groups())
     assert 30 <= chunks < tokens
-    per_question = r"re-encoding ([\d.]+) s, precomputed ([\d.]+) s, speed-up ([\d.]+)x \(goal >= 5x\)"
-    reencode, precomputed, speedup = map(float, re.search(per_question, stdout).groups())
-    assert speedup == pytest.approx(reencode / precomputed, rel=0.05)
+    per_question = r"re-encoding ([\d.]+) s, precomputed ([\d.]+) s, speed-up (\S+)x \(goal >= 5x\)"
+    reencode, precomputed, speedup = re.search(per_question, stdout).groups()
+    ratio(reencode), ratio(speedup)
+    assert agrees_with_quotient(speedup, reencode, precomputed), (speedup, reencode, precomputed)
     assert "identical rankings: 3/3 questions" in stdout
     assert stdout.rstrip().endswith("(smoke: speed-up not enforced) -> PASS")
 
@@ -136,7 +178,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
         check_index_build,
     ),
     "bench_llm_concurrency.py": (
-        ["--requests=8", "--latency=0.25", "--concurrency=4"],
+        ["--requests=8", "--latency=0.1", "--concurrency=4", "--smoke"],
         check_llm_concurrency,
     ),
     # Pydoc topics, sizes 100 and 200 in shards of 20: the kill/resume path really runs, no apt install.
@@ -167,3 +209,27 @@ def test_bench_script_smoke(script: Path, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     check(result.stdout)
+
+
+def run_llm_concurrency(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "bench_llm_concurrency.py"), *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_missed_speed_up_is_reported_in_smoke_mode_and_fails_the_full_bench() -> None:
+    """8 requests of no latency cannot run 80x faster under a limit of 100: a goal missed for sure, as a
+    loaded machine would miss one. The smoke run reports it and passes; the full bench fails on it."""
+    args = ["--requests=8", "--latency=0", "--concurrency=100"]
+    smoke = run_llm_concurrency(*args, "--smoke")
+    assert smoke.returncode == 0, f"{smoke.stdout}\n{smoke.stderr}"
+    assert smoke.stdout.count("(goal >= 80.0x = 0.8 x 100): missed, not enforced (smoke)") == 2, smoke.stdout
+    assert smoke.stdout.rstrip().endswith("(smoke: speed-up not enforced) -> PASS")
+    full = run_llm_concurrency(*args)
+    assert full.returncode == 1, f"{full.stdout}\n{full.stderr}"
+    assert full.stdout.count("(goal >= 80.0x = 0.8 x 100): FAIL") == 2, full.stdout
+    assert full.stdout.rstrip().endswith("and speed-up >= 80.0x -> FAIL")

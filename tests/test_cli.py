@@ -65,7 +65,7 @@ def run_cli(tmp_path, capsys, yaml_text, *extra):
         (
             "evaluation: {custom_suites: [{name: good_answers, assert: contains, value: x}]}\n",
             [],
-            "fail_good_answers used twice",
+            "good_answers belong to built-in metrics",
         ),
         ("evaluation: {pairwise: {baseline: {judge: x}}}\n", [], "judge is not an axis an answer depends on"),
         ("evaluation: {pairwise: {baseline: openai/nobody}}\n", [], "no answer set of the grid has it"),

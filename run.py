@@ -336,7 +336,8 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
     print(
         f"\nAt most {sum(row['calls'] for row in rows)} LLM calls, cost {cost} (every candidate generated "
         "and checked by every configured filter, completions of max_tokens, passages as long as the chunk "
-        f"size; cached calls are free). The knowledge base makes about {chunks} chunks of {config.testset_chunking()[0]} tokens."
+        f"size; cached calls are free). The knowledge base makes about {chunks} chunks of "
+        f"{config.testset_chunking()[0]} tokens."
     )
     return 0
 

@@ -117,6 +117,19 @@ def test_testset_then_a_benchmark_on_it(project, capsys):
     assert Client().get_artifact_version("gen-eval-set").version == "2"
     assert run.main(["--config", "config.yaml", "--set", "eval_cases.version=1"]) == 0
 
+    # a testset run has no metrics to be a baseline with: never a champion; nor a run of another config
+    from ragbench.pipeline_names import TESTSET_PIPELINE
+
+    testset_run = Client().get_pipeline(TESTSET_PIPELINE).last_run
+    capsys.readouterr()
+    assert run.main(["promote", testset_run.name]) == 2
+    assert "not a benchmark run" in capsys.readouterr().err
+    benchmark_run = Client().get_pipeline("rag_benchmark").last_run
+    (root / "other.yaml").write_text((root / "config.yaml").read_text().replace("name: ", "name: other-", 1))
+    assert run.main(["promote", benchmark_run.name, "--config", "other.yaml"]) == 2
+    assert "not of 'other-" in capsys.readouterr().err
+    assert run.main(["promote", benchmark_run.name, "--config", "config.yaml"]) == 0
+
     # a person's verdicts on the first set's candidates measure each filter: all three are good cases
     labels = [
         {"id": case["id"], "question": case["question"], "human_keep": True, "reason": "right and askable"}

@@ -236,3 +236,40 @@ def test_a_custom_rubric_cannot_take_a_column_a_row_already_has():
     for column in set(row) - metrics:
         with pytest.raises(ValueError, match="names a results column"):
             CustomRubric(name=column, criteria="x")
+
+
+def test_two_readers_of_one_model_are_two_cells_everywhere_in_the_results():
+    from ragbench.config import StatisticsConfig
+    from ragbench.results import build_results
+
+    cold, warm = (
+        SPEC.model_copy(update={"reader": LLMSettings(model="openai/x", temperature=t)}) for t in (0.0, 0.9)
+    )
+    answer_sets, judged = {}, {}
+    for spec, score in ((cold, 5), (warm, 1)):
+        answers = AnswerSet(
+            spec=spec.upto("answer"), reranker=None, answers=[answer(f"c{i}", "yes", 1.0) for i in range(8)]
+        )
+        answer_sets[answers.spec.id] = answers
+        verdicts = [Judgement(case_id=f"c{i}", scores={"correctness": score}) for i in range(8)]
+        judged[spec.id] = JudgeResult(
+            spec=spec, rubrics=[BUILTIN_RUBRICS["correctness"]], judgements=verdicts
+        )
+    results = CellResults(
+        cells=[cold, warm], retrievals={}, answer_sets=answer_sets, judged=judged, keyword={}
+    )
+    table, _ = build_results(
+        results,
+        title="t",
+        scoring=Scoring(rubrics=(BUILTIN_RUBRICS["correctness"],), suites=(), metrics_k=5),
+        notes=[],
+        warnings=[],
+        reused_cells=set(),
+        statistics=StatisticsConfig(),
+    )
+    labels = [row["label"] for row in table.rows]
+    assert labels == ["openai/x (temperature 0.0)", "openai/x (temperature 0.9)"]
+    (verdict,) = [v for v in table.verdicts if v.column == "correctness_0to1"]
+    assert verdict.best == cold.id and [c.candidate for c in verdict.comparisons] == [warm.id]
+    assert verdict.name(warm.id) == labels[1] and "openai/x (temperature 0.9)" in verdict.sentence()
+    assert set(table.case_values) == {cold.id, warm.id}

@@ -1,4 +1,8 @@
-"""Corpora and chunk sets stored as one JSON file each (one file, not one sub-artifact per item)."""
+"""Corpora and chunk sets stored as one JSON file each (one file, not one sub-artifact per item).
+
+The HTML helpers are imported inside `save_visualizations` only, so that the steps these materializers
+serve do not depend on presentation code for their cache keys (`steps.caching`).
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,7 @@ from zenml.enums import ArtifactType, VisualizationType
 from zenml.materializers.base_materializer import BaseMaterializer
 
 from ragbench.chunking import ChunkSet
-from ragbench.knowledge_base import Corpus
-from ragbench.pages import html_page, rows_to_html_table
+from ragbench.knowledge_base import Corpus, documents_digest
 
 DATA_FILE = "data.json"
 PREVIEW_ROWS = 20
@@ -39,25 +42,46 @@ class JsonModelMaterializer(BaseMaterializer):
         return hashlib.sha256(f"{type(self).__name__}\0{payload}".encode()).hexdigest()
 
 
+class SummaryPage(BaseModel):
+    """What a summary page shows: a title, a table (one dict per row), notes and warnings."""
+
+    title: str
+    rows: list[dict[str, Any]]
+    notes: list[str] = []
+    warnings: list[str] = []
+
+
 class _SummaryPageMaterializer(JsonModelMaterializer):
     """A JSON model with one HTML summary page in the dashboard."""
 
     SKIP_REGISTRATION: ClassVar[bool] = True
 
-    def summary_html(self, data: Any) -> str:
+    def summary(self, data: Any) -> SummaryPage:
         raise NotImplementedError
 
     def save_visualizations(self, data: Any) -> dict[str, VisualizationType]:
+        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+
+        page = self.summary(data)
         path = os.path.join(self.uri, "summary.html")
         with self.artifact_store.open(path, "w") as file:
-            file.write(self.summary_html(data))
+            file.write(html_page(page.title, [rows_to_html_table(page.rows)], page.notes, page.warnings))
         return {path: VisualizationType.HTML}
 
 
 class CorpusMaterializer(_SummaryPageMaterializer):
+    """A corpus's content hash is the hash of its documents (source names and texts) only: where the
+    knowledge base was read from (`description`) and which files were skipped are shown, never keyed on,
+    so a moved folder recomputes no chunk set."""
+
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (Corpus,)
 
-    def summary_html(self, data: Corpus) -> str:
+    def compute_content_hash(self, data: Corpus) -> str:
+        return hashlib.sha256(
+            f"{type(self).__name__}\0{documents_digest(data.documents)}".encode()
+        ).hexdigest()
+
+    def summary(self, data: Corpus) -> SummaryPage:
         rows = [
             {"source": document.source, "characters": len(document.text), "start": document.text[:160]}
             for document in data.documents[:PREVIEW_ROWS]
@@ -67,7 +91,7 @@ class CorpusMaterializer(_SummaryPageMaterializer):
             f"fingerprint {data.fingerprint}. First {len(rows)} documents shown."
         ]
         warnings = [f"skipped {reason}" for reason in data.skipped]
-        return html_page("Knowledge base", [rows_to_html_table(rows)], notes, warnings)
+        return SummaryPage(title="Knowledge base", rows=rows, notes=notes, warnings=warnings)
 
     def extract_metadata(self, data: Corpus) -> dict[str, Any]:
         return {
@@ -82,7 +106,7 @@ class CorpusMaterializer(_SummaryPageMaterializer):
 class ChunkSetMaterializer(_SummaryPageMaterializer):
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (ChunkSet,)
 
-    def summary_html(self, data: ChunkSet) -> str:
+    def summary(self, data: ChunkSet) -> SummaryPage:
         per_source = Counter(chunk.source for chunk in data.chunks)
         rows = [
             {"source": chunk.source, "start_index": chunk.start_index, "text": chunk.text}
@@ -93,7 +117,7 @@ class ChunkSetMaterializer(_SummaryPageMaterializer):
             f"special tokens included), overlap {data.chunk_overlap}, from {len(per_source)} sources; "
             f"{data.duplicates_removed} exact duplicates removed. First {len(rows)} chunks shown."
         ]
-        return html_page(f"Chunk set (size {data.chunk_size})", [rows_to_html_table(rows)], notes)
+        return SummaryPage(title=f"Chunk set (size {data.chunk_size})", rows=rows, notes=notes)
 
     def extract_metadata(self, data: ChunkSet) -> dict[str, Any]:
         return {

@@ -15,7 +15,6 @@ from zenml.io import fileio
 from zenml.materializers.base_materializer import BaseMaterializer
 
 from ragbench.lexical import LexicalIndex, LexicalIndexManifest
-from ragbench.pages import html_page, rows_to_html_table
 
 BM25_FOLDER = "bm25s"
 MANIFEST_FILE = "manifest.json"
@@ -48,6 +47,8 @@ class LexicalIndexMaterializer(BaseMaterializer):
             file.write(data.manifest.model_dump_json(indent=2))
 
     def save_visualizations(self, data: LexicalIndex) -> dict[str, VisualizationType]:
+        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+
         manifest_rows = [{"field": key, "value": value} for key, value in data.manifest.model_dump().items()]
         page = html_page(
             f"BM25 index: chunk size {data.manifest.chunk_size}, {data.manifest.chunk_count} chunks",

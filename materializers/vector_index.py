@@ -13,7 +13,6 @@ from zenml.materializers.base_materializer import BaseMaterializer
 
 from ragbench.ann import FLAT_INDEX, IndexSpec, configure_search
 from ragbench.index import IndexManifest, VectorIndex
-from ragbench.pages import html_page, rows_to_html_table
 
 INDEX_FILE = "index.faiss"
 MANIFEST_FILE = "manifest.json"
@@ -47,6 +46,8 @@ class VectorIndexMaterializer(BaseMaterializer):
             file.write(data.manifest.model_dump_json(indent=2))
 
     def save_visualizations(self, data: VectorIndex) -> dict[str, VisualizationType]:
+        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+
         manifest_rows = [{"field": key, "value": value} for key, value in data.manifest.model_dump().items()]
         warnings = []
         if data.manifest.chunks_over_max_length:

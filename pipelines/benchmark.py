@@ -1,15 +1,23 @@
 """Pipeline wiring only: the grid is expanded once (`ragbench.grid`) and fanned out statically, one step
 per distinct stage key, with the key's readable id as the step id (plus one BM25 index per chunk set and one
-set of ColBERT encodings per reranker and chunk set). A step gets its key's identity as a
-parameter (cache-keyed) and the LLMs' operational settings as an artifact its cache key ignores. The
-regression gate is the last step; a run that breaks before it alerts through the failure hook."""
+set of ColBERT encodings per reranker and chunk set). A step's identity is its content: it gets what can
+change its output as parameters and input artifacts (cache-keyed), and what cannot (the LLMs' concurrency,
+timeouts and retries, the LLM cache's location, the embedding shard size and device, the pairwise labels
+and confidence) in the `operations` artifact its cache key ignores (`run_operations`). The input artifacts
+are keyed on content too: the corpus on its documents, the eval suite on its cases, the reranker choice on
+its checkpoint (`materializers.inputs`). The regression gate is the last step; a run that breaks before it
+alerts through the failure hook."""
+
+from typing import Any
 
 from zenml import pipeline
 
+from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
 from ragbench.config import BenchmarkConfig
 from ragbench.grid import (
-    cell_label,
+    CellSpec,
+    cell_labels,
     distinct_at,
     expand_grid,
     lexical_keys,
@@ -36,7 +44,30 @@ from steps import (
     regression_gate,
     retrieve_cell,
 )
+from steps.caching import Operations
 from steps.gate import alert_failed_run
+
+
+def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str, Any]:
+    """The `operations` artifact of a benchmark run: everything its steps need that cannot change what they
+    compute (see `steps.caching.Operations`), so none of it is part of a cache key. A step served from the
+    cache keeps what its output was made with: a pairwise comparison the names and the interval level of
+    the run that judged it, until its verdicts are judged again."""
+    pairwise_labels = {}
+    if (comparing := settings.evaluation.pairwise) is not None:
+        labels = cell_labels(distinct_at(cells, "answer"), varying_axes(cells))
+        judges = distinct_at(cells, "judge")
+        for candidate, baseline in pairwise_pairs(cells, comparing.baseline):
+            for judge_key in (key for key in judges if key.upto("answer") == candidate):
+                pairwise_labels[judge_key.id] = (labels[candidate.id], labels[baseline.id])
+    return Operations(
+        llm=llm_operations(cells),
+        llm_cache=settings.llm_cache,
+        device=settings.embedding.device,
+        shard_size=settings.embedding.shard_size,
+        pairwise_labels=pairwise_labels,
+        confidence=settings.statistics.confidence,
+    ).model_dump(mode="json")
 
 
 @pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
@@ -49,7 +80,7 @@ def rag_benchmark(config: dict):
         knowledge_base=settings.knowledge_base.model_dump(mode="json"),
         snapshot=knowledge_base_snapshot(settings),
     )
-    suite = load_eval_suite(
+    suite = load_eval_suite.with_options(output_materializers=EvalSuiteMaterializer)(
         eval_cases=settings.eval_cases.model_dump(mode="json"), snapshot=eval_cases_snapshot(settings)
     )
     reranker_numbers = {
@@ -57,10 +88,12 @@ def rag_benchmark(config: dict):
         for number, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
     }
     rerankers = {
-        name: choose_reranker(checkpoint=name, id=f"reranker_{number}")
+        name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
+            checkpoint=name, id=f"reranker_{number}"
+        )
         for name, number in reranker_numbers.items()
     }
-    operations = pass_llm_operations(operations=llm_operations(cells))
+    operations = pass_llm_operations(operations=run_operations(settings, cells))
     outputs: dict = {}  # step id -> its output artifact
     for key in distinct_at(cells, "chunk"):
         outputs[key.step_id("chunk")] = chunk_knowledge_base(
@@ -75,9 +108,8 @@ def rag_benchmark(config: dict):
         if exact.step_id("index") not in outputs:
             outputs[exact.step_id("index")] = build_vector_index(
                 outputs[key.step_id("chunk")],
+                operations,
                 embedding_model=key.embedding_model,
-                shard_size=settings.embedding.shard_size,
-                device=settings.embedding.device,
                 id=exact.step_id("index"),
             )
         if key.index is not None:
@@ -94,9 +126,10 @@ def rag_benchmark(config: dict):
             outputs[key.step_id("index")] if key.uses_dense_index else None,
             outputs[key.exact_index_key.step_id("index")] if key.index is not None else None,
             outputs[key.lexical_step_id] if key.uses_lexical_index else None,
+            operations,
             spec=key.identity(),
             metrics_k=settings.retrieval.metrics_k,
-            rrf_k=settings.retrieval.rrf_k,
+            rrf_k=settings.retrieval.rrf_k if key.retriever == "hybrid" else None,  # only fusion uses it
             id=key.step_id("retrieve"),
         )
         retrievals.append(result)
@@ -130,7 +163,6 @@ def rag_benchmark(config: dict):
             spec=key.identity(),
             sample_size=settings.generation.sample_size,
             seed=settings.generation.seed,
-            llm_cache=settings.llm_cache,
             id=key.step_id("answer"),
         )
     rubrics = [rubric.model_dump(mode="json") for rubric in settings.scoring().rubrics]
@@ -141,7 +173,6 @@ def rag_benchmark(config: dict):
             operations,
             spec=key.identity(),
             rubrics=rubrics,
-            llm_cache=settings.llm_cache,
             samples=settings.evaluation.judge_samples,
             id=key.step_id("judge"),
         )
@@ -149,7 +180,6 @@ def rag_benchmark(config: dict):
     ]
     pairwise = []
     if (comparing := settings.evaluation.pairwise) is not None:
-        varying = varying_axes(cells)
         judges = distinct_at(cells, "judge")
         for candidate, baseline in pairwise_pairs(cells, comparing.baseline):
             for judge_key in (key for key in judges if key.upto("answer") == candidate):
@@ -160,11 +190,8 @@ def rag_benchmark(config: dict):
                         suite,
                         operations,
                         spec=judge_key.identity(),
-                        labels=[cell_label(key.axis_columns(), varying) for key in (candidate, baseline)],
                         criterion=comparing.criterion,
                         seed=comparing.seed,
-                        confidence=settings.statistics.confidence,
-                        llm_cache=settings.llm_cache,
                         id=f"pairwise_{judge_key.id}",
                     )
                 )

@@ -1,5 +1,11 @@
 """Pipeline wiring only: the benchmark's ingest, chunk and index steps (the same step ids and cache
-keys, so chunks and an index a benchmark run made are reused), then generate, critique, assemble."""
+keys, so chunks and an index a benchmark run made are reused), then generate, critique, assemble.
+
+The steps are keyed on what can change the eval set (`testset_identity`); the LLMs' concurrency, timeouts
+and retries, the LLM cache's location and the embedding shard size and device reach them in the
+`operations` artifact their cache keys ignore (`testset_operations`)."""
+
+from typing import Any
 
 from zenml import pipeline
 
@@ -15,9 +21,45 @@ from steps import (
     critique_eval_candidates,
     generate_eval_candidates,
     ingest_knowledge_base,
+    pass_llm_operations,
     roundtrip_eval_candidates,
 )
+from steps.caching import Operations
 from steps.testset import EVAL_SET_NAME
+
+
+def testset_identity(settings: BenchmarkConfig) -> dict[str, Any]:
+    """The `testset` section as the testset steps get it (a cache-keyed parameter): every field that can
+    change which cases are written, rated and kept. The generator and the critic are given by the settings
+    that can change their replies (`LLMSettings.result_fields`), their role defaults merged in; not given:
+    their concurrency, timeouts and retries (`testset_operations`), the eval set's name (the assemble step
+    gets it apart) and the labels (they only measure the filters)."""
+    testset = settings.testset
+    identity = testset.model_dump(
+        mode="json",
+        exclude={"labels", "name", "generator", "critic", "generator_defaults", "critic_defaults"},
+    )
+    return identity | {
+        "generator": testset.generator_settings().result_fields(),
+        "critic": testset.critic_settings().result_fields(),
+        "generator_defaults": {},
+        "critic_defaults": {},
+    }
+
+
+def testset_operations(settings: BenchmarkConfig) -> dict[str, Any]:
+    """The `operations` artifact of a testset run (see `steps.caching.Operations`). Should the generator
+    and the critic be the same model with the same result settings, the critic's operations apply to both."""
+    testset = settings.testset
+    return Operations(
+        llm={
+            llm.result_key: llm.operations()
+            for llm in (testset.generator_settings(), testset.critic_settings())
+        },
+        llm_cache=settings.llm_cache,
+        device=settings.embedding.device,
+        shard_size=settings.embedding.shard_size,
+    ).model_dump(mode="json")
 
 
 @pipeline(name=TESTSET_PIPELINE)
@@ -26,8 +68,8 @@ def rag_testset(config: dict):
     settings = BenchmarkConfig.model_validate(config)
     size, overlap = settings.testset_chunking()
     key = CellSpec(chunk_size=size, chunk_overlap=overlap, embedding_model=settings.testset_embedding_model)
-    # the labels only measure the filters: they are no part of what generates or filters the cases
-    testset = settings.testset.model_dump(mode="json", exclude={"labels"})
+    testset = testset_identity(settings)
+    operations = pass_llm_operations(operations=testset_operations(settings))
     corpus = ingest_knowledge_base(
         knowledge_base=settings.knowledge_base.model_dump(mode="json"),
         snapshot=knowledge_base_snapshot(settings),
@@ -40,21 +82,17 @@ def rag_testset(config: dict):
         id=key.step_id("chunk"),
     )
     index = build_vector_index(
-        chunks,
-        embedding_model=key.embedding_model,
-        shard_size=settings.embedding.shard_size,
-        device=settings.embedding.device,
-        id=key.step_id("index"),
+        chunks, operations, embedding_model=key.embedding_model, id=key.step_id("index")
     )
-    candidates = generate_eval_candidates(chunks, index, testset=testset, llm_cache=settings.llm_cache)
+    candidates = generate_eval_candidates(chunks, index, operations, testset=testset)
     filters = settings.testset.filters
     critiques = (
-        critique_eval_candidates(candidates, chunks, index, testset=testset, llm_cache=settings.llm_cache)
+        critique_eval_candidates(candidates, chunks, index, operations, testset=testset)
         if "critics" in filters
         else None
     )
     roundtrip = (
-        roundtrip_eval_candidates(candidates, chunks, index, testset=testset, llm_cache=settings.llm_cache)
+        roundtrip_eval_candidates(candidates, chunks, index, operations, testset=testset)
         if "roundtrip" in filters
         else None
     )
@@ -65,6 +103,7 @@ def rag_testset(config: dict):
         roundtrip,
         chunks,
         index,
+        operations,
         testset=testset,
         name=settings.eval_set_name,
         labels=[label.model_dump(mode="json") for label in labels.values()],

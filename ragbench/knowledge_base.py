@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -72,7 +73,8 @@ class Document(BaseModel):
 
 
 class Corpus(BaseModel):
-    """All documents of one knowledge base plus the fingerprint that keys every cache downstream."""
+    """All documents of one knowledge base plus the fingerprint of their content that keys every cache
+    downstream (`knowledge_base_fingerprint`); `description` says where they were read from, for people."""
 
     documents: list[Document]
     fingerprint: str
@@ -82,14 +84,6 @@ class Corpus(BaseModel):
     @property
     def total_characters(self) -> int:
         return sum(len(document.text) for document in self.documents)
-
-
-def _hash_parts(*parts: bytes | str) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part.encode("utf-8") if isinstance(part, str) else part)
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
 
 
 PYDOC_TOPICS_SNAPSHOT = Path(__file__).resolve().parent / "data" / "pydoc_topics.json.gz"
@@ -102,22 +96,28 @@ def _pydoc_topics() -> tuple[dict[str, str], str]:
     return snapshot["topics"], snapshot["python"]
 
 
-def knowledge_base_fingerprint(config: KnowledgeBaseConfig, root: Path | None = None) -> str:
-    """Content hash of the documents as read (`root`: the local copy of a folder or file), so ZenML's cache
-    sees knowledge-base changes."""
-    settings = config.model_dump_json()
-    if config.kind == "pydoc_topics":
-        return _hash_parts(settings, PYDOC_TOPICS_SNAPSHOT.read_bytes())
-    if config.kind == "hf_dataset":
-        return _hash_parts(settings)
-    path = root if root is not None else Path(config.path or "")
-    if not path.exists():
-        raise KnowledgeBaseError(f"knowledge base path does not exist: {config.path}")
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    digest_parts: list[bytes | str] = [settings]
-    for file in files:
-        digest_parts += [str(file.relative_to(path) if path.is_dir() else file.name), file.read_bytes()]
-    return _hash_parts(*digest_parts)
+# Bump when what a fingerprint covers changes.
+_FINGERPRINT_VERSION = "documents-v1"
+
+
+def documents_digest(documents: Sequence[Document]) -> str:
+    """sha256 (hex) of the documents, in order: each one's source name and text. Nothing else: not the
+    settings that found them, nor where they were read from (a folder's sources are relative to it), so
+    the same documents anywhere have the same digest."""
+    digest = hashlib.sha256(_FINGERPRINT_VERSION.encode())
+    for document in documents:
+        for part in (document.source, document.text):
+            encoded = part.encode("utf-8")
+            digest.update(len(encoded).to_bytes(8, "big"))  # lengths: no two documents lists run together
+            digest.update(encoded)
+    return digest.hexdigest()
+
+
+def knowledge_base_fingerprint(documents: Sequence[Document]) -> str:
+    """The content fingerprint that keys every cache downstream (`documents_digest`, shortened): a moved
+    folder or an edited setting that reads the same documents (e.g. `warn_chunks`) keeps it; an edited,
+    added, removed or renamed document changes it."""
+    return documents_digest(documents)[:16]
 
 
 def _html_to_text(html: str) -> str:
@@ -228,7 +228,7 @@ def _load_corpus(config: KnowledgeBaseConfig, root: Path) -> Corpus:
         raise KnowledgeBaseError(f"knowledge base ({description}) holds no usable text")
     return Corpus(
         documents=documents,
-        fingerprint=knowledge_base_fingerprint(config, root),
+        fingerprint=knowledge_base_fingerprint(documents),
         description=description,
         skipped=skipped,
     )

@@ -70,6 +70,12 @@ class RerankerChoice(BaseModel):
         """Short name for tables: the stand-in is always marked UNTRAINED."""
         return STANDIN_LABEL if self.is_standin else self.used
 
+    def identity(self) -> dict[str, str]:
+        """What decides every encoding and ranking made with this choice: the checkpoint used. `requested`
+        and `reason` explain it (the reason quotes the Hub's error, which differs between machines), and
+        `is_standin` follows from the checkpoint; a step's cache key holds this only."""
+        return {"used": self.used}
+
 
 _STANDIN_WARNING = (
     "\n" + "!" * 100 + "\n"

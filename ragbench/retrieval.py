@@ -131,11 +131,17 @@ def retrieve_candidates(
     dense: VectorIndex | None = None,
     exact: VectorIndex | None = None,
     lexical: LexicalIndex | None = None,
-    rrf_k: int = 60,
+    rrf_k: int | None = 60,
+    device: str = "auto",
 ) -> tuple[RetrievedCandidates, SearchStats]:
     """Rank `spec.top_k` chunks per case with the cell's retriever: the dense index, BM25, or their
     reciprocal-rank fusion (each ranking top_k deep). `exact`: the flat index of the same vectors when
-    `dense` is approximate, searched with the same query vectors for `recall_vs_exact`."""
+    `dense` is approximate, searched with the same query vectors for `recall_vs_exact`. `rrf_k`: the
+    fusion's constant, which only a hybrid cell uses (None for the others); `device`: where the questions
+    are encoded (`embedding.device`, as for the chunks)."""
+    if spec.retriever == "hybrid" and rrf_k is None:
+        raise ValueError(f"cell {spec.id} fuses two rankings and needs rrf_k")
+    fusion_k = rrf_k or 0  # read only by a hybrid cell, which has it
     questions = [case.question for case in cases]
     top_k = spec.top_k or 0
     seconds, stats = 0.0, {}
@@ -144,7 +150,7 @@ def retrieve_candidates(
         if dense is None:
             raise ValueError(f"cell {spec.id} retrieves from a dense index, and none was given")
         dense.check_matches(chunks)
-        query_vectors = load_embedder(dense.manifest.embedding_model).encode_queries(questions)
+        query_vectors = load_embedder(dense.manifest.embedding_model, device).encode_queries(questions)
         scores, positions, elapsed = _timed(lambda: dense.search(query_vectors, top_k))
         seconds += elapsed
         if exact is not None:
@@ -167,7 +173,7 @@ def retrieve_candidates(
         if len(ranking) == 1:
             positions_row, scores_row = ranking[0]
         else:  # hybrid: fused by rank, so bm25's and cosine's different scales do not matter
-            fused = reciprocal_rank_fusion([row for row, _ in ranking], k=rrf_k)[:top_k]
+            fused = reciprocal_rank_fusion([row for row, _ in ranking], k=fusion_k)[:top_k]
             positions_row, scores_row = [p for p, _ in fused], [s for _, s in fused]
         by_case[case.id] = ranked_chunks(chunks, positions_row, scores_row)
     search = SearchStats(

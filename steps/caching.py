@@ -57,7 +57,9 @@ class Operations(BaseModel):
         default_factory=dict,
         description="pairwise step's judge key id -> (candidate, baseline) as the report names them",
     )
-    confidence: float = Field(default=0.95, gt=0.0, lt=1.0, description="level of the pairwise win-rate interval")
+    confidence: float = Field(
+        default=0.95, gt=0.0, lt=1.0, description="level of the pairwise win-rate interval"
+    )
 
 
 def core_dependencies(module_name: str, packages: frozenset[str] = PROJECT_PACKAGES) -> list[str]:

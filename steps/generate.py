@@ -18,16 +18,15 @@ from ragbench.grid import CellSpec
 from ragbench.pairwise import PairwiseResult
 from ragbench.retrieval import RetrievedCandidates
 from ragbench.rubrics import Rubric
-from steps.caching import never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+
 
 # The LLMs' concurrency, timeouts and retries: they change how a provider is reached, never an answer.
-OPERATIONS = "operations"
-
-
 @step(enable_cache=False)
 def pass_llm_operations(operations: dict) -> Annotated[dict, OPERATIONS]:
-    """Hands the operational settings (`ragbench.grid.llm_operations`) to the LLM steps as an artifact,
-    which their cache keys ignore: a parameter would be hashed."""
+    """Hands a run's operational settings (`steps.caching.Operations`: the LLMs' concurrency, timeouts and
+    retries, the LLM cache, the embedding device and shard size, the pairwise labels and confidence) to its
+    steps as an artifact their cache keys ignore: a parameter would be hashed."""
     return operations
 
 
@@ -40,12 +39,12 @@ def answer_questions_cell(
     spec: dict,
     sample_size: int | None,
     seed: int,
-    llm_cache: str | None,
 ) -> Annotated[AnswerSet, "answers"]:
-    """Optionally rerank (against the chunks' stored ColBERT encodings), answer; the LLM cache makes a re-run
-    after a crash cheap."""
+    """Optionally rerank (against the chunks' stored ColBERT encodings), answer; the LLM cache (named in the
+    `operations`, outside the cache key) makes a re-run after a crash cheap."""
+    settings = Operations.model_validate(operations)
     answers = answer_cell(
-        CellSpec.model_validate(spec).with_operations(operations),
+        CellSpec.model_validate(spec).with_operations(settings.llm),
         candidates,
         sample_cases(eval_suite.cases, sample_size, seed),
         reranker=PrecomputedColbertReranker(
@@ -55,7 +54,7 @@ def answer_questions_cell(
         )
         if reranker_encodings
         else None,
-        llm_cache=llm_cache,
+        llm_cache=settings.llm_cache,
     )
     failures = sum(answer.answer is None for answer in answers.answers)
     log_metadata(
@@ -103,17 +102,17 @@ def judge_answers_cell(
     operations: dict,
     spec: dict,
     rubrics: list[dict],
-    llm_cache: str | None,
     samples: int = 1,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers. The
     rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key."""
+    settings = Operations.model_validate(operations)
     judged = judge_cell(
-        CellSpec.model_validate(spec).with_operations(operations),
+        CellSpec.model_validate(spec).with_operations(settings.llm),
         answers,
         eval_suite.cases,
         rubrics=[Rubric.model_validate(rubric) for rubric in rubrics],
-        llm_cache=llm_cache,
+        llm_cache=settings.llm_cache,
         samples=samples,
     )
     log_metadata({"judge": judged.summary.model_dump()})
@@ -129,23 +128,24 @@ def judge_pairwise_cell(
     eval_suite: EvalSuite,
     operations: dict,
     spec: dict,
-    labels: list[str],
     criterion: str,
     seed: int,
-    confidence: float,
-    llm_cache: str | None,
 ) -> Annotated[PairwiseResult, "pairwise"]:
-    """One judge asks, case by case and in both orders, which of two answer sets answered better."""
+    """One judge asks, case by case and in both orders, which of two answer sets answered better. The two
+    sets' names in the report and the confidence of the win-rate interval come with the `operations`,
+    outside the cache key: they are for people, the verdicts do not depend on them."""
+    settings = Operations.model_validate(operations)
+    judge_key = CellSpec.model_validate(spec)
     result = pairwise_cell(
-        CellSpec.model_validate(spec).with_operations(operations),
+        judge_key.with_operations(settings.llm),
         candidate,
         baseline,
         eval_suite.cases,
-        labels=(labels[0], labels[1]),
+        labels=settings.pairwise_labels[judge_key.id],
         criterion=criterion,
         seed=seed,
-        confidence=confidence,
-        llm_cache=llm_cache,
+        confidence=settings.confidence,
+        llm_cache=settings.llm_cache,
     )
     log_metadata(
         {

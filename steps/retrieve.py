@@ -8,22 +8,25 @@ from ragbench.grid import CellSpec
 from ragbench.index import VectorIndex
 from ragbench.lexical import LexicalIndex
 from ragbench.retrieval import RetrievalResult, RetrievedCandidates, evaluate_retrieval, retrieve_candidates
-from steps.caching import step_cache_policy
+from steps.caching import OPERATIONS, Operations, step_cache_policy
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
 def retrieve_cell(
     chunks: ChunkSet,
     eval_suite: EvalSuite,
     dense_index: VectorIndex | None,
     exact_index: VectorIndex | None,
     lexical_index: LexicalIndex | None,
+    operations: dict,
     spec: dict,
     metrics_k: int,
-    rrf_k: int,
+    rrf_k: int | None,
 ) -> tuple[Annotated[RetrievedCandidates, "candidates"], Annotated[RetrievalResult, "retrieval_result"]]:
     """Once per retrieve key: every case's candidates (read by every answer key after it) and the retrieval
-    metrics over every case with expected sources (not only the end-to-end sample)."""
+    metrics over every case with expected sources (not only the end-to-end sample). `rrf_k`: a hybrid
+    cell's only (None for the others, so changing it recomputes no other cell); the device the questions
+    are encoded on comes with the `operations`, outside the cache key."""
     cell = CellSpec.model_validate(spec)
     candidates, search = retrieve_candidates(
         cell,
@@ -33,6 +36,7 @@ def retrieve_cell(
         exact=exact_index,
         lexical=lexical_index,
         rrf_k=rrf_k,
+        device=Operations.model_validate(operations).device,
     )
     result = evaluate_retrieval(
         candidates,

@@ -1,4 +1,8 @@
-"""The eval-set pipeline's own steps; ingest, chunk and index are the benchmark's, and so is their cache."""
+"""The eval-set pipeline's own steps; ingest, chunk and index are the benchmark's, and so is their cache.
+
+Each gets the `testset` section as its cache-keyed identity (`pipelines.testset.testset_identity`: the LLMs
+by their result settings) and the `operations` outside the key: the LLMs' concurrency, timeouts and
+retries, the LLM cache, and the device questions are embedded on."""
 
 from typing import Annotated
 
@@ -8,7 +12,7 @@ from materializers.eval_set import EvalSetMaterializer
 from ragbench.chunking import ChunkSet
 from ragbench.config import TestsetConfig
 from ragbench.index import VectorIndex, load_embedder
-from ragbench.llm import LLMClient
+from ragbench.llm import LLMClient, LLMSettings
 from ragbench.testset.assemble import EvalSet, build_eval_set
 from ragbench.testset.critique import (
     CritiqueSet,
@@ -21,17 +25,24 @@ from ragbench.testset.labels import CandidateLabel
 from ragbench.testset.plan import plan_seeds
 from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
-from steps.caching import never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
 
 EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact
+CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
 
 
-@step(cache_policy=step_cache_policy(__name__))
+def _operated(llm: LLMSettings, operations: Operations) -> LLMSettings:
+    """`llm` with its concurrency, timeouts and retries put back."""
+    return llm.model_copy(update=operations.llm.get(llm.result_key, {}))
+
+
+@step(cache_policy=CACHE_POLICY)
 def generate_eval_candidates(
-    chunks: ChunkSet, index: VectorIndex, testset: dict, llm_cache: str | None
+    chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
 ) -> Annotated[CandidateSet, "candidates"]:
     """Sample chunks, plan each one's kind, and have the generator write the questions and answers."""
     settings = TestsetConfig.model_validate(testset)
+    ops = Operations.model_validate(operations)
     index.check_matches(chunks)
     seeds = plan_seeds(
         chunks.chunks,
@@ -43,7 +54,7 @@ def generate_eval_candidates(
         evolutions=settings.evolutions,
         unanswerable_share=settings.unanswerable_share,
     )
-    with LLMClient(settings.generator_settings(), cache_location=llm_cache) as client:
+    with LLMClient(_operated(settings.generator_settings(), ops), cache_location=ops.llm_cache) as client:
         candidates = generate_candidates(
             client, seeds, audience=settings.audience, questions=settings.questions_per_chunk
         )
@@ -53,16 +64,17 @@ def generate_eval_candidates(
     return candidates
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@step(cache_policy=CACHE_POLICY)
 def critique_eval_candidates(
-    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, testset: dict, llm_cache: str | None
+    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
 ) -> Annotated[CritiqueSet, "critiques"]:
     """Every critic that applies rates every candidate; unanswerable ones against a whole-KB search."""
     settings = TestsetConfig.model_validate(testset)
-    embedder = load_embedder(index.manifest.embedding_model)
+    ops = Operations.model_validate(operations)
+    embedder = load_embedder(index.manifest.embedding_model, ops.device)
     searched = [candidate for candidate in candidates.candidates if reads_search(candidate)]
     retrieved = search_whole_knowledge_base(index, chunks, embedder, searched, settings.retrieved_passages)
-    with LLMClient(settings.critic_settings(), cache_location=llm_cache) as client:
+    with LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client:
         critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
     log_metadata({"critic_failures": critiques.failures})
     if critiques.failures:
@@ -70,18 +82,19 @@ def critique_eval_candidates(
     return critiques
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@step(cache_policy=CACHE_POLICY)
 def roundtrip_eval_candidates(
-    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, testset: dict, llm_cache: str | None
+    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
 ) -> Annotated[RoundtripSet, "roundtrip"]:
     """The critic model answers every question back as a reader, from its source and from a search of
     the whole knowledge base; a case is kept when both answers agree with the proposed one."""
     settings = TestsetConfig.model_validate(testset)
-    embedder = load_embedder(index.manifest.embedding_model)
+    ops = Operations.model_validate(operations)
+    embedder = load_embedder(index.manifest.embedding_model, ops.device)
     retrieved = search_whole_knowledge_base(
         index, chunks, embedder, candidates.candidates, settings.retrieved_passages
     )
-    with LLMClient(settings.critic_settings(), cache_location=llm_cache) as client:
+    with LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client:
         checked = roundtrip_filter(
             client,
             candidates,
@@ -95,13 +108,14 @@ def roundtrip_eval_candidates(
     return checked
 
 
-@step(cache_policy=step_cache_policy(__name__), output_materializers=EvalSetMaterializer)
+@step(cache_policy=CACHE_POLICY, output_materializers=EvalSetMaterializer)
 def assemble_eval_set(
     candidates: CandidateSet,
     critiques: CritiqueSet | None,
     roundtrip: RoundtripSet | None,
     chunks: ChunkSet,
     index: VectorIndex,
+    operations: dict,
     testset: dict,
     name: str,
     labels: list[dict],
@@ -109,7 +123,7 @@ def assemble_eval_set(
     """Keep what passes every filter, drop near-duplicates; a new version of the named eval set artifact.
     `labels`: a person's verdicts on candidates (testset.labels), to measure the filters against."""
     settings = TestsetConfig.model_validate(testset)
-    embedder = load_embedder(index.manifest.embedding_model)
+    embedder = load_embedder(index.manifest.embedding_model, Operations.model_validate(operations).device)
     eval_set = build_eval_set(
         name,
         candidates,

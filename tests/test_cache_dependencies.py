@@ -35,10 +35,20 @@ FAKE_TREE = {
 
         if TYPE_CHECKING:
             from fakepkg.typing_only import Hint
+        else:
+            import fakepkg.runtime_only
 
 
         def lazy():
             import fakepkg.lazy_mod
+
+
+        class Materializer:
+            def save_visualizations(self, data):
+                import fakepkg.rendering
+
+            def load(self, data_type):
+                import fakepkg.loading
     """,
     "fakepkg/sub/__init__.py": "from .relative_target import X",
     "fakepkg/sub/relative_target.py": "X = 1",
@@ -49,6 +59,9 @@ FAKE_TREE = {
     "fakepkg/cycle_b.py": "from fakepkg import cycle_a",
     "fakepkg/helpers.py": "CONSTANT = 3",
     "fakepkg/typing_only.py": "class Hint: ...",
+    "fakepkg/runtime_only.py": "",
+    "fakepkg/rendering.py": "",
+    "fakepkg/loading.py": "",
     "fakepkg/lazy_mod.py": "",
     "fakepkg/unused.py": "",
     "otherpkg/__init__.py": "",
@@ -76,13 +89,14 @@ def test_every_kind_of_import_is_followed_without_importing(fake_packages: None)
         "fakepkg.cycle_b",
         "fakepkg.helpers",  # from a.b import attribute: a.b only
         "fakepkg.lazy_mod",  # import inside a function
+        "fakepkg.loading",  # inside a method other than save_visualizations
+        "fakepkg.runtime_only",  # the else of if TYPE_CHECKING
         "fakepkg.sibling",  # from . import z
         "fakepkg.sub",  # parent package of fakepkg.sub.deep
         "fakepkg.sub.deep",  # import a.b.c as d
         "fakepkg.sub.relative_target",  # relative import in a package __init__
-        "fakepkg.typing_only",  # if TYPE_CHECKING
         "fakepkg.up",  # from ..up import Y
-    ]
+    ]  # not fakepkg.typing_only (if TYPE_CHECKING: never runs), nor fakepkg.rendering (save_visualizations)
     assert "fakepkg" not in sys.modules
 
 

@@ -77,7 +77,7 @@ def test_a_custom_metric_never_takes_a_builtin_name_even_when_that_builtin_is_of
                 f"evaluation.custom_rubrics=[{{name: {name}, criteria: The answer is right.}}]",
             ],
         )
-    with pytest.raises(ConfigError, match="good_answers.*belong to built-in metrics"):
+    with pytest.raises(ConfigError, match=r"good_answers.*belong to built-in metrics"):
         load_config(
             None,
             [

@@ -498,7 +498,7 @@ def test_judge_that_tells_the_criteria_apart_is_not_flagged() -> None:
 
 
 def test_the_same_score_check_follows_the_declaration_not_the_names() -> None:
-    # a custom rubric that happens to be called faithfulness, with the context rubric off: no crash, no warning
+    # a custom rubric that is not the context rubric, with that rubric off: no crash, no warning
     custom = CustomRubric(name="grounded", criteria="Is it grounded?").rubric()
     verdicts = [Judgement(case_id=f"c{i}", scores={"grounded": 5}) for i in range(10)]
     assert judge_warnings(verdicts, [custom]) == []

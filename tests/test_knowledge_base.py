@@ -4,7 +4,7 @@ import logging
 import pytest
 
 from ragbench.config import KnowledgeBaseConfig
-from ragbench.knowledge_base import KnowledgeBaseError, knowledge_base_fingerprint, load_corpus
+from ragbench.knowledge_base import Document, KnowledgeBaseError, knowledge_base_fingerprint, load_corpus
 
 
 def make_folder(root):
@@ -119,7 +119,31 @@ def test_fingerprint_changes_when_a_file_changes(tmp_path):
     folder.mkdir()
     (folder / "a.md").write_text(json.dumps({"v": 1}))
     config = KnowledgeBaseConfig(kind="folder", path=str(folder))
-    before = knowledge_base_fingerprint(config)
-    assert knowledge_base_fingerprint(config) == before
+    before = load_corpus(config).fingerprint
+    assert (
+        load_corpus(config).fingerprint == before == knowledge_base_fingerprint(load_corpus(config).documents)
+    )
     (folder / "a.md").write_text(json.dumps({"v": 2}))
-    assert knowledge_base_fingerprint(config) != before
+    assert load_corpus(config).fingerprint != before
+
+
+def test_fingerprint_is_the_documents_not_where_or_how_they_were_read(tmp_path):
+    """A moved folder, a setting that reads the same documents, a file no document comes from: the same
+    fingerprint (it keys chunking and embedding). A renamed document or a swapped text: another one."""
+    import shutil
+
+    folder = make_folder(tmp_path / "kb")
+    before = load_corpus(KnowledgeBaseConfig(kind="folder", path=str(folder)))
+    moved = shutil.copytree(folder, tmp_path / "elsewhere" / "docs")
+    (moved / "unsupported.bin").write_bytes(b"\x00")
+    after = load_corpus(KnowledgeBaseConfig(kind="folder", path=str(moved), warn_chunks=10))
+    assert after.fingerprint == before.fingerprint and after.description != before.description
+    (moved / "notes.txt").rename(moved / "renamed.txt")
+    assert load_corpus(KnowledgeBaseConfig(kind="folder", path=str(moved))).fingerprint != before.fingerprint
+    documents = before.documents
+    swapped = [documents[0].model_copy(update={"text": documents[1].text}), *documents[1:]]
+    assert knowledge_base_fingerprint(swapped) != before.fingerprint
+    # a document's source and text cannot run into the next one's
+    assert knowledge_base_fingerprint([Document(source="a", text="bc")]) != knowledge_base_fingerprint(
+        [Document(source="ab", text="c")]
+    )

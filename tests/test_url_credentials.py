@@ -76,7 +76,7 @@ def test_a_config_url_with_a_credential_is_refused_at_load_and_says_where_it_goe
     ],
 )
 def test_an_llm_cache_url_with_a_credential_is_refused(url):
-    with pytest.raises(ConfigError, match="password|credential") as refused:
+    with pytest.raises(ConfigError, match=r"password|credential") as refused:
         load_config(None, [f"llm_cache_url={url}"])
     assert "hunter2" not in str(refused.value)
 

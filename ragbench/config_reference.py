@@ -45,6 +45,8 @@ def type_text(annotation: Any) -> str:
     arguments = typing.get_args(annotation)
     if origin is Literal:
         return "one of: " + ", ".join(json.dumps(value) for value in arguments)
+    if origin is typing.Annotated:  # a constrained type (PositiveInt): its base; the constraint is checked
+        return type_text(arguments[0])
     if origin in (typing.Union, types.UnionType):
         return " or ".join(type_text(argument) for argument in arguments)
     if origin is tuple and arguments[-1:] == (Ellipsis,):  # a YAML list either way

@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test lint browser postgres bench clean test-docker
+.PHONY: setup run test lint browser postgres bench clean test-docker docs
 
 setup: $(READY)
 
@@ -51,6 +51,11 @@ postgres:
 
 test: lint browser postgres
 	$(BIN)/python -m pytest -v --durations=15
+
+# The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only. Its reference
+# pages are generated from the code (docs/hooks.py); tests/test_docs.py builds it with --strict.
+docs: $(READY)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
 
 bench: $(READY)
 	$(BIN)/python bench/bench_index_build.py

@@ -288,7 +288,7 @@ class EvaluationConfig(_Strict):
     custom_rubrics: list[CustomRubric] = Field(
         default_factory=list,
         description="your own judge rubrics, each {name, criteria, inputs, scale, anchors, tags, "
-        'higher_is_better}: a metric named after it (README "Your own metrics")',
+        "higher_is_better}: a metric named after it (docs/how-to/metrics.md)",
     )
     custom_suites: list[AssertionSuite] = Field(
         default_factory=list,
@@ -297,7 +297,7 @@ class EvaluationConfig(_Strict):
         "or not-<any of them>; a metric fail_<name>",
     )
     pairwise: PairwiseConfig | None = Field(
-        default=None, description='blinded pairwise judging against a baseline (README "Pairwise judging")'
+        default=None, description="blinded pairwise judging against a baseline (docs/how-to/pairwise.md)"
     )
     judge_samples: int = Field(
         default=1,
@@ -347,7 +347,7 @@ def llm_settings(entry: LLMEntry, defaults: dict[str, Any]) -> LLMSettings:
 
 
 class StatisticsConfig(_Strict):
-    """How the uncertainty of every number is estimated (see README "Reading the uncertainty")."""
+    """How the uncertainty of every number is estimated (docs/concepts/uncertainty.md)."""
 
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description="level of every interval")
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5, description="significance level of paired tests")
@@ -394,8 +394,8 @@ class RegressionConfig(_Strict):
 
 class OrchestrationConfig(_Strict):
     """Where the steps run and what they get there: on the local orchestrator every field may stay empty;
-    on a team's stack (Kubernetes, Vertex, local_docker...) these reach every step. See README "Running on a
-    team's stack"."""
+    on a team's stack (Kubernetes, Vertex, local_docker...) these reach every step. See
+    docs/how-to/team-stack.md."""
 
     docker: dict[str, Any] = Field(
         default_factory=dict,
@@ -448,7 +448,7 @@ class OrchestrationConfig(_Strict):
 
 class TestsetConfig(_Strict):
     """`run.py testset`: generate eval cases from the knowledge base, critique them, keep the good ones.
-    See README "Eval sets for your own documents"."""
+    See docs/how-to/eval-sets.md."""
 
     __test__ = False  # not a pytest test class, despite its name
 
@@ -519,8 +519,8 @@ class TestsetConfig(_Strict):
         default=["roundtrip"],
         min_length=1,
         description="what decides which cases are kept (a case must pass every filter listed): "
-        'roundtrip, the critic model answering each question back as a reader (README "Eval sets for '
-        'your own documents"); critics, its 1-5 ratings against testset.thresholds',
+        "roundtrip, the critic model answering each question back as a reader (docs/how-to/eval-sets.md); "
+        "critics, its 1-5 ratings against testset.thresholds",
     )
     roundtrip_f1: float = Field(
         default=0.5,

@@ -1,6 +1,6 @@
 """The config reference, generated from the config model so it cannot drift: every key with its type,
-default, allowed values and description (`run.py config --reference`, and CONFIG.md, which a test
-regenerates and compares)."""
+default, allowed values and description (`run.py config --reference`, and the docs site's reference page,
+which the docs build generates from it)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from ragbench.llm.types import LLMSettings
 HEADER = """\
 # Config reference
 
-Generated from the config model (`ragbench/config.py`) by `run.py config --reference`; a test fails
-when this file and the model disagree. A config file is YAML; every key is optional and a key left out
-takes the default below, which is the model's default, not `configs/default.yaml`'s (that file is one
+Generated from the config model (`ragbench/config.py`) by `run.py config --reference` and by the
+docs build, so it cannot disagree with the model. A config file is YAML; every key is optional and a key
+left out takes the default below, which is the model's default, not `configs/default.yaml`'s (that file is one
 config among others: copy it, or start from nothing). Unknown keys are refused. Relative paths resolve
 against the config file's folder (`--set` values against the current directory). A config without
 `name` is named after its file (`nightly.yaml` -> `nightly`).

@@ -54,7 +54,7 @@ def max_seq_length(location: str) -> int | None:
     return json.loads(config_file.read_text()).get("max_seq_length")
 
 
-# Seconds per token to embed, measured on 2 CPU cores (README "Measured": 1173 chunks of 128 tokens
+# Seconds per token to embed, measured on 2 CPU cores (docs/measured.md: 1173 chunks of 128 tokens
 # took 18 s with MiniLM-L6 and 118 s with mpnet-base); models we have not measured count as base size.
 _EMBED_SECONDS_PER_TOKEN = {
     "sentence-transformers/all-MiniLM-L6-v2": 1.2e-4,

@@ -16,7 +16,7 @@ STARTER = """\
 # {name}: a RAG benchmark config (ragbench). Run it from any folder:
 #   python run.py --config {file} --dry-run     # what would run, and what it would cost, without running
 #   python run.py --config {file}               # the benchmark; the report lands in output/ beside this file
-# Every key and its default: python run.py config --reference (or CONFIG.md).
+# Every key and its default: python run.py config --reference (or the docs site: make docs).
 name: {name}                    # this config's history: its runs, gate baseline, champion and schedule
 
 # What the answers come from. The packaged default is CPython's language reference (offline). Yours:

@@ -1,10 +1,13 @@
 """The config reference is generated from the config model: it lists every key and explains each."""
 
+import importlib.util
+import re
 import typing
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+import run
 from ragbench.config import BenchmarkConfig, GridConfig
 from ragbench.config_reference import reference_markdown, rows, undescribed
 from ragbench.llm.types import LLMSettings
@@ -28,10 +31,18 @@ def all_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
     return keys
 
 
-def test_config_md_is_the_reference_the_model_generates():
-    assert (REPO_ROOT / "CONFIG.md").read_text() == reference_markdown(), (
-        "CONFIG.md is stale: .venv/bin/python run.py config --reference > CONFIG.md"
-    )
+def test_run_py_and_the_docs_page_print_the_reference_the_model_generates(capsys):
+    """The reference has no checked-in copy: `run.py config --reference` prints it, and the docs site's
+    Config keys page (docs/hooks.py, built strictly by tests/test_docs.py) is generated from it."""
+    assert run.main(["config", "--reference"]) == 0
+    assert capsys.readouterr().out == reference_markdown()
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO_ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = hooks.config_page()
+    key = re.compile(r"^\| `([^`]+)` \|", re.M)
+    assert key.findall(page) == key.findall(reference_markdown())
+    assert not (REPO_ROOT / "CONFIG.md").exists(), "the config reference lives in the docs site now"
 
 
 def test_every_key_is_listed_with_type_default_and_description():

@@ -170,7 +170,7 @@ _CRITIC_INTRO = (
 )
 
 # Worded by measurement on the offline critic, Qwen2.5-Coder 1.5B, against 7 generated cases read by hand
-# (README "Measured"): it grades groundedness best when asked as the judge's correctness rubric is (the
+# (docs/measured.md): it grades groundedness best when asked as the judge's correctness rubric is (the
 # passages as the known-right reference), and it rated every question 1 for "standalone" until told that
 # a question never contains its answer; "would a reader ask it" beat "how useful" for relevance.
 CRITICS: dict[str, Critic] = {

@@ -22,24 +22,24 @@ os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from ragbench.config import BenchmarkConfig, ConfigError, load_config
-from ragbench.dashboard import DEFAULT_PORT, DashboardError
-from ragbench.eval_cases import EvalCaseError
-from ragbench.knowledge_base import KnowledgeBaseError
-from ragbench.llm import LLMConfigError
-from ragbench.models import ModelResolutionError
-from ragbench.pages import rows_to_text
-from ragbench.pipeline_names import (
+from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
+from ragbench.config.preflight import PreflightError, run_preflight, run_testset_preflight
+from ragbench.inputs.eval_cases import EvalCaseError
+from ragbench.inputs.knowledge_base import KnowledgeBaseError
+from ragbench.llm.types import LLMConfigError
+from ragbench.models.errors import ModelResolutionError
+from ragbench.report.pages import rows_to_text
+from ragbench.runs.dashboard import DEFAULT_PORT, DashboardError
+from ragbench.runs.names import (
     BENCHMARK_PIPELINE,
     EVAL_SET_STEP,
     GATE_STEP,
     RESULTS_STEP,
     TESTSET_PIPELINE,
 )
-from ragbench.preflight import PreflightError, run_preflight, run_testset_preflight
 
 if TYPE_CHECKING:
-    from ragbench.results import ResultsTable
+    from ragbench.analysis.results import ResultsTable
 
 
 class RunStopped(RuntimeError):
@@ -197,9 +197,9 @@ def print_plan(config: BenchmarkConfig) -> int:
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence."""
     from pipelines.options import run_options, step_environment
-    from ragbench.dry_run import plan_rows
-    from ragbench.grid import expand_grid
-    from ragbench.rerank import resolve_reranker
+    from ragbench.config.dry_run import plan_rows
+    from ragbench.config.expand import expand_grid
+    from ragbench.retrieval.rerank import resolve_reranker
 
     open_store()
     run_options(config)  # a typo in orchestration.docker fails here
@@ -229,28 +229,28 @@ def print_plan(config: BenchmarkConfig) -> int:
     return 0
 
 
-def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
+def launch(
+    pipeline_name: str, config: BenchmarkConfig, use_cache: bool, preflight: Any, tags: list[str]
+) -> Any:
+    """One way to start either pipeline: every check before the run (`preflight` with the environment the
+    steps will see, the output folder), a run name known in advance, and the finished run; a run that
+    stops, or never starts, ends in one message naming it."""
     from pipelines.options import run_options, step_environment
 
     open_store()
     options = run_options(config)
-    run_preflight(config, step_environment=step_environment(config))
+    preflight(config, step_environment=step_environment(config))
     check_output_dir(config)
 
-    from pipelines import rag_benchmark
-    from ragbench.compare import config_tag
-    from ragbench.gate import GateResult
+    import pipelines
 
     mark_runs_failed(abandoned=True)
-    run_name = new_run_name(BENCHMARK_PIPELINE, config.name)
-    pipeline = rag_benchmark.with_options(
-        enable_cache=use_cache,
-        run_name=run_name,
-        tags=[config_tag(config.name), *config.tags],
-        **options,
-    )
+    run_name = new_run_name(pipeline_name, config.name)
+    pipeline = getattr(pipelines, pipeline_name)  # the pipeline functions are named as the pipelines
     try:
-        pipeline(config=config.model_dump(mode="json"))
+        pipeline.with_options(enable_cache=use_cache, run_name=run_name, tags=tags, **options)(
+            config=config.model_dump(mode="json")
+        )
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)
         raise
@@ -259,6 +259,15 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     pipeline_run = finished_run(run_name)
     if pipeline_run.status.value != "completed":
         raise RunStopped(describe_failed_run(run_name))
+    return pipeline_run
+
+
+def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
+    from ragbench.runs.compare import config_tag
+    from ragbench.runs.gate import GateResult
+
+    tags = [config_tag(config.name), *config.tags]
+    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, run_preflight, tags)
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
@@ -326,7 +335,7 @@ def new_run_name(pipeline_name: str, config_name: str) -> str:
 
 
 def print_testset_plan(config: BenchmarkConfig) -> int:
-    from ragbench.dry_run import testset_plan_rows
+    from ragbench.config.dry_run import testset_plan_rows
 
     chunks = run_testset_preflight(config, plan_only=True)
     rows = testset_plan_rows(config, chunks)
@@ -344,30 +353,9 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
 
 def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     """Generate, critique and filter an eval set; export it as JSONL beside the ZenML artifact."""
-    from pipelines.options import run_options, step_environment
-
-    open_store()
-    options = run_options(config)
-    run_testset_preflight(config, step_environment=step_environment(config))
-    check_output_dir(config)
-
-    from pipelines import rag_testset
     from ragbench.testset.assemble import EvalSet
 
-    mark_runs_failed(abandoned=True)
-    run_name = new_run_name(TESTSET_PIPELINE, config.name)
-    try:
-        rag_testset.with_options(enable_cache=use_cache, run_name=run_name, **options)(
-            config=config.model_dump(mode="json")
-        )
-    except KeyboardInterrupt:
-        mark_runs_failed(abandoned=False)
-        raise
-    except Exception as error:  # a step failed (ZenML kept every finished step), or the run never started
-        raise RunStopped(describe_failed_run(run_name, error)) from None
-    pipeline_run = finished_run(run_name)
-    if pipeline_run.status.value != "completed":
-        raise RunStopped(describe_failed_run(run_name))
+    pipeline_run = launch(TESTSET_PIPELINE, config, use_cache, run_testset_preflight, [])
     artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary
@@ -461,7 +449,7 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
     RunStopped) on bad input."""
     from zenml.client import Client
 
-    from ragbench.gate import judge_run
+    from ragbench.runs.gate import judge_run
     from steps.history import config_runs, failure_of, find_baseline, run_record
 
     open_store()
@@ -508,7 +496,7 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
 
 def init_command(file: str | None) -> int:
     """Write a starter config (named after its file, runnable from any folder) and say what to run next."""
-    from ragbench.starter import write_starter
+    from ragbench.config.starter import write_starter
 
     path = Path(file or "ragbench.yaml")
     try:
@@ -526,7 +514,7 @@ def promote_command(run_name: str | None, config: BenchmarkConfig | None) -> int
     from zenml import Tag, add_tags
     from zenml.client import Client
 
-    from ragbench.compare import champion_tag
+    from ragbench.runs.compare import champion_tag
     from steps.history import config_name_of
 
     if not run_name:
@@ -573,7 +561,7 @@ def schedule_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
     both, the crontab only where a crontab command exists, so an orchestrator that schedules never
     needs cron."""
     from pipelines import schedules as zenml_schedules
-    from ragbench import schedule
+    from ragbench.runs import schedule
 
     if not (args.list or args.remove):
         if not args.cron:
@@ -660,7 +648,7 @@ def dashboard_command(port: int, stop: bool) -> int:
     report is; or stop it."""
     from zenml.client import Client
 
-    from ragbench import dashboard
+    from ragbench.runs import dashboard
 
     if stop:
         dashboard.stop()
@@ -734,7 +722,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "dashboard":
             return dashboard_command(args.port, args.stop)
         if args.command == "config" and args.reference:
-            from ragbench.config_reference import reference_markdown
+            from ragbench.config.reference import reference_markdown
 
             print(reference_markdown(), end="")
             return 0

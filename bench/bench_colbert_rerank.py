@@ -32,15 +32,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from ragbench.chunking import ChunkSet, chunk_corpus  # noqa: E402
-from ragbench.colbert_maxsim import PrecomputedColbertReranker, encode_chunk_set  # noqa: E402
-from ragbench.config import DEFAULT_RERANKER, load_config, overlap_tokens  # noqa: E402
-from ragbench.eval_cases import load_eval_source  # noqa: E402
-from ragbench.index import load_embedder  # noqa: E402
-from ragbench.knowledge_base import load_corpus  # noqa: E402
-from ragbench.pages import rows_to_text  # noqa: E402
-from ragbench.rerank import ColbertReranker, resolve_reranker  # noqa: E402
-from ragbench.retrieval import RetrievedChunk  # noqa: E402
+from ragbench.config.model import load_config  # noqa: E402
+from ragbench.inputs.chunking import ChunkSet, chunk_corpus, overlap_tokens  # noqa: E402
+from ragbench.inputs.eval_cases import load_eval_source  # noqa: E402
+from ragbench.inputs.knowledge_base import load_corpus  # noqa: E402
+from ragbench.report.pages import rows_to_text  # noqa: E402
+from ragbench.retrieval.colbert_maxsim import PrecomputedColbertReranker, encode_chunk_set  # noqa: E402
+from ragbench.retrieval.index import load_embedder  # noqa: E402
+from ragbench.retrieval.rerank import DEFAULT_RERANKER, ColbertReranker, resolve_reranker  # noqa: E402
+from ragbench.retrieval.search import RetrievedChunk  # noqa: E402
 
 SPEEDUP_GOAL = 5.0
 

@@ -30,13 +30,14 @@ os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("ZENML_LOGGING_VERBOSITY", "WARN")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from ragbench.config import BenchmarkConfig, EvalCasesConfig, load_config  # noqa: E402
-from ragbench.eval_cases import load_eval_source  # noqa: E402
-from ragbench.grid import distinct_at, expand_grid  # noqa: E402
-from ragbench.index import ENCODE_BATCH_SIZE, load_embedder  # noqa: E402
-from ragbench.knowledge_base import load_corpus  # noqa: E402
-from ragbench.pages import rows_to_text  # noqa: E402
-from ragbench.preflight import run_preflight  # noqa: E402
+from ragbench.config.expand import expand_grid  # noqa: E402
+from ragbench.config.model import BenchmarkConfig, load_config  # noqa: E402
+from ragbench.config.preflight import run_preflight  # noqa: E402
+from ragbench.grid.cell import distinct_at  # noqa: E402
+from ragbench.inputs.eval_cases import EvalCasesConfig, load_eval_source  # noqa: E402
+from ragbench.inputs.knowledge_base import load_corpus  # noqa: E402
+from ragbench.report.pages import rows_to_text  # noqa: E402
+from ragbench.retrieval.index import ENCODE_BATCH_SIZE, load_embedder  # noqa: E402
 
 RATIO_GOAL = 0.9
 

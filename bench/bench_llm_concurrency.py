@@ -24,8 +24,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
 from fake_rag_service import FakeRagService  # noqa: E402
 
-from ragbench.external import ExternalClient, ExternalSystem  # noqa: E402
-from ragbench.llm import LLMClient, LLMSettings  # noqa: E402
+from ragbench.generation.external import ExternalClient  # noqa: E402
+from ragbench.generation.systems import ExternalSystem  # noqa: E402
+from ragbench.llm.client import LLMClient  # noqa: E402
+from ragbench.llm.types import LLMSettings  # noqa: E402
 
 GOAL_FRACTION = 0.8
 

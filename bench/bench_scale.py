@@ -3,16 +3,19 @@ HNSW / IVF against exact search, on real prose with sentence-transformers/all-Mi
 
 The corpus is the Linux kernel's documentation from Debian's linux-doc-6.1 (its .rst, .txt, .yaml and ABI
 files, markup-only lines dropped; installed with apt-get when missing and running as root), chunked by
-`ragbench.chunking.chunk_corpus` to 128 MiniLM tokens with 10% overlap. Each size is the first N chunks of
+`ragbench.inputs.chunking.chunk_corpus` to 128 MiniLM tokens with 10% overlap. Each size is the first N
+chunks of
 one seeded shuffle of all chunks (a sample of the whole corpus; the smaller set is part of the larger).
 
-a. `ragbench.index.build_index` (shards checkpointed to a folder, as the index step does) at each size, each
+a. `ragbench.retrieval.index.build_index` (shards checkpointed to a folder, as the index step does) at each
+size, each
    in its own process: wall seconds per chunk (goal: the largest size within 1.2x of the smallest), peak
    RSS of that process (its own `ru_maxrss`; goal: under 3 GiB), and one encode per chunk.
 b. a build of --resume-size chunks SIGKILLed once half its shards are checkpointed (the folder is polled),
    then resumed in a new process: it must reuse every saved shard and encode exactly the texts of the
    others, so the only texts embedded twice are those of the one shard the kill interrupted.
-c. the ragbench.ann defaults (or --ann specs) vs exact flat search over the largest size's vectors. Queries:
+c. the ragbench.retrieval.ann defaults (or --ann specs) vs exact flat search over the largest size's
+vectors. Queries:
    --queries held-out chunks (in no index), their first 32 words each, embedded as queries. Recall@10 is
    against flat; search time is per query, one query per call (as a RAG service searches) on one FAISS
    thread for every index type (goal: recall >= 0.95 and >= 5x faster than flat); builds use all cores.
@@ -54,7 +57,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from ragbench.ann import (  # noqa: E402
+from ragbench.inputs.chunking import ChunkSet, chunk_corpus  # noqa: E402
+from ragbench.inputs.knowledge_base import Corpus, Document, KnowledgeBaseConfig, load_corpus  # noqa: E402
+from ragbench.report.pages import rows_to_text  # noqa: E402
+from ragbench.retrieval.ann import (  # noqa: E402
     IndexSpec,
     build_faiss_index,
     faiss_threads,
@@ -62,10 +68,7 @@ from ragbench.ann import (  # noqa: E402
     recall_vs_exact,
     timed_search,
 )
-from ragbench.chunking import ChunkSet, chunk_corpus  # noqa: E402
-from ragbench.index import ShardCheckpoints, build_index, load_embedder  # noqa: E402
-from ragbench.knowledge_base import Corpus, Document, KnowledgeBaseConfig, load_corpus  # noqa: E402
-from ragbench.pages import rows_to_text  # noqa: E402
+from ragbench.retrieval.index import ShardCheckpoints, build_index, load_embedder  # noqa: E402
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 CHUNK_SIZE = 128

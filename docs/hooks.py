@@ -1,11 +1,11 @@
 """MkDocs hook: the reference pages, generated from the code at every build (never copied by hand).
 
-- `reference/config.md`: every config key, `ragbench.config_reference.reference_markdown()` (what
+- `reference/config.md`: every config key, `ragbench.config.reference.reference_markdown()` (what
   `run.py config --reference` prints);
 - `reference/cli.md`: every `run.py` command and option, from the argparse parser `run.parse_args` builds;
-- `reference/metrics.md`: every built-in metric from the registry (`ragbench.scoring.Scoring`): the
-  rubrics' criteria and prompts (`ragbench.rubrics.BUILTIN_RUBRICS`), the suites
-  (`ragbench.keyword_tests.BUILTIN_SUITES`) and retrieval's (`ragbench.metrics`);
+- `reference/metrics.md`: every built-in metric from the registry (`ragbench.scoring.registry.Scoring`): the
+  rubrics' criteria and prompts (`ragbench.scoring.rubrics.BUILTIN_RUBRICS`), the suites
+  (`ragbench.scoring.keyword_tests.BUILTIN_SUITES`) and retrieval's (`ragbench.scoring.metrics`);
 - `how-to/container-image.md`: `docker/README.md` as it is, so the image recipe has one text.
 
 The pages are rendered in a child process (`python docs/hooks.py` prints them as JSON), so the build
@@ -143,7 +143,7 @@ def escape_reference(markdown: str) -> str:
 
 
 def config_page() -> str:
-    from ragbench.config_reference import reference_markdown
+    from ragbench.config.reference import reference_markdown
 
     return _NOTE + escape_reference(reference_markdown())
 
@@ -295,12 +295,12 @@ _TESTS = {
 
 
 def metrics_page() -> str:
-    import ragbench.keyword_tests
-    from ragbench.config import BenchmarkConfig, load_config
-    from ragbench.keyword_tests import BUILTIN_SUITES, AssertionType, CaseWordsSuite, DeclinesSuite
-    from ragbench.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
-    from ragbench.rubrics import BUILTIN_RUBRICS, CustomRubric
-    from ragbench.scoring import Scoring
+    import ragbench.scoring.keyword_tests
+    from ragbench.config.model import BenchmarkConfig, load_config
+    from ragbench.scoring.keyword_tests import BUILTIN_SUITES, AssertionType, CaseWordsSuite, DeclinesSuite
+    from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
+    from ragbench.scoring.registry import Scoring
+    from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric
 
     defaults = BenchmarkConfig()
     default_yaml = load_config(str(ROOT / "configs" / "default.yaml"), [])
@@ -334,7 +334,8 @@ def metrics_page() -> str:
         "",
         _NOTE.strip(),
         "",
-        "Generated from the metric registry (`ragbench.scoring.Scoring`) with every built-in rubric and",
+        "Generated from the metric registry (`ragbench.scoring.registry.Scoring`) with every built-in "
+        "rubric and",
         f"suite on and `retrieval.metrics_k` at its default ({k}). What the metrics mean and how to read",
         "them: [Metrics](../concepts/metrics.md); your own rubrics and suites:",
         "[Your metrics](../how-to/metrics.md).",
@@ -355,7 +356,8 @@ def metrics_page() -> str:
         "",
         "## Judge rubrics",
         "",
-        "Each rubric is one declaration in `ragbench/rubrics.py` (`BUILTIN_RUBRICS`): what the judge sees,",
+        "Each rubric is one declaration in `ragbench/scoring/rubrics.py` (`BUILTIN_RUBRICS`): what the "
+        "judge sees,",
         "what it is told, and one criterion per score. A custom rubric (`evaluation.custom_rubrics`) becomes",
         "the same declaration.",
         "",
@@ -399,11 +401,12 @@ def metrics_page() -> str:
     lines += [
         "## Keyword suites",
         "",
-        "Each suite is one declaration in `ragbench/keyword_tests.py` (`BUILTIN_SUITES`); its column is",
+        "Each suite is one declaration in `ragbench/scoring/keyword_tests.py` (`BUILTIN_SUITES`); its "
+        "column is",
         "`fail_<name>`, a failure rate (lower is better) with `fail_<name>_cases` beside it. The module's",
         "own description:",
         "",
-        escape_doc(ragbench.keyword_tests.__doc__ or ""),
+        escape_doc(ragbench.scoring.keyword_tests.__doc__ or ""),
         "",
     ]
     fails = {
@@ -433,7 +436,7 @@ def metrics_page() -> str:
         "",
         "## Retrieval",
         "",
-        "What every metric is to the code that reads it (`ragbench.metrics.MetricInfo`): "
+        "What every metric is to the code that reads it (`ragbench.scoring.metrics.MetricInfo`): "
         + escape(MetricInfo.__doc__ or ""),
         "",
         f"The retrieval metrics in the registry (at `retrieval.metrics_k` = {k}), computed over every case",

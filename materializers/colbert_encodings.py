@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from zenml.enums import ArtifactType, VisualizationType
 from zenml.materializers.base_materializer import BaseMaterializer
 
-from ragbench.colbert_maxsim import ColbertEncodings
-from ragbench.rerank import RerankerChoice
+from ragbench.retrieval.colbert_maxsim import ColbertEncodings
+from ragbench.retrieval.rerank import RerankerChoice
 
 MANIFEST_FILE = "manifest.json"
 ARRAYS = ("vectors", "offsets", "encoded_lengths")
@@ -49,7 +49,7 @@ class ColbertEncodingsMaterializer(BaseMaterializer):
             file.write(manifest.model_dump_json(indent=2))
 
     def save_visualizations(self, data: ColbertEncodings) -> dict[str, VisualizationType]:
-        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+        from ragbench.report.pages import html_page, rows_to_html_table  # presentation: no step depends on it
 
         rows = [{"field": key, "value": value} for key, value in data.summary().items()]
         warnings = [f"{data.choice.label}: {data.choice.reason}"] if data.choice.is_standin else []

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from zenml.enums import VisualizationType
 
 from materializers.json_models import JsonModelMaterializer
-from ragbench.gate import GateResult
+from ragbench.runs.gate import GateResult
 
 
 class GateResultMaterializer(JsonModelMaterializer):

@@ -14,8 +14,8 @@ import json
 from typing import Any, ClassVar
 
 from materializers.json_models import JsonModelMaterializer
-from ragbench.eval_cases import EvalSuite
-from ragbench.rerank import RerankerChoice
+from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.retrieval.rerank import RerankerChoice
 
 
 def _content_hash(materializer: type, payload: Any) -> str:

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from zenml.enums import ArtifactType, VisualizationType
 from zenml.materializers.base_materializer import BaseMaterializer
 
-from ragbench.chunking import ChunkSet
-from ragbench.knowledge_base import Corpus, documents_digest
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.inputs.knowledge_base import Corpus, documents_digest
 
 DATA_FILE = "data.json"
 PREVIEW_ROWS = 20
@@ -60,7 +60,7 @@ class _SummaryPageMaterializer(JsonModelMaterializer):
         raise NotImplementedError
 
     def save_visualizations(self, data: Any) -> dict[str, VisualizationType]:
-        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+        from ragbench.report.pages import html_page, rows_to_html_table  # presentation: no step depends on it
 
         page = self.summary(data)
         path = os.path.join(self.uri, "summary.html")

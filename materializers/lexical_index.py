@@ -14,7 +14,7 @@ from zenml.enums import ArtifactType, VisualizationType
 from zenml.io import fileio
 from zenml.materializers.base_materializer import BaseMaterializer
 
-from ragbench.lexical import LexicalIndex, LexicalIndexManifest
+from ragbench.retrieval.lexical import LexicalIndex, LexicalIndexManifest
 
 BM25_FOLDER = "bm25s"
 MANIFEST_FILE = "manifest.json"
@@ -47,7 +47,7 @@ class LexicalIndexMaterializer(BaseMaterializer):
             file.write(data.manifest.model_dump_json(indent=2))
 
     def save_visualizations(self, data: LexicalIndex) -> dict[str, VisualizationType]:
-        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+        from ragbench.report.pages import html_page, rows_to_html_table  # presentation: no step depends on it
 
         manifest_rows = [{"field": key, "value": value} for key, value in data.manifest.model_dump().items()]
         page = html_page(

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from zenml.enums import VisualizationType
 
 from materializers.json_models import JsonModelMaterializer
-from ragbench.results import ResultsTable
+from ragbench.analysis.results import ResultsTable
 
 
 class ResultsTableMaterializer(JsonModelMaterializer):

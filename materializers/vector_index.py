@@ -11,8 +11,8 @@ from zenml.enums import ArtifactType, VisualizationType
 from zenml.io import fileio
 from zenml.materializers.base_materializer import BaseMaterializer
 
-from ragbench.ann import FLAT_INDEX, IndexSpec, configure_search
-from ragbench.index import IndexManifest, VectorIndex
+from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec, configure_search
+from ragbench.retrieval.index import IndexManifest, VectorIndex
 
 INDEX_FILE = "index.faiss"
 MANIFEST_FILE = "manifest.json"
@@ -46,7 +46,7 @@ class VectorIndexMaterializer(BaseMaterializer):
             file.write(data.manifest.model_dump_json(indent=2))
 
     def save_visualizations(self, data: VectorIndex) -> dict[str, VisualizationType]:
-        from ragbench.pages import html_page, rows_to_html_table  # presentation: no step depends on it
+        from ragbench.report.pages import html_page, rows_to_html_table  # presentation: no step depends on it
 
         manifest_rows = [{"field": key, "value": value} for key, value in data.manifest.model_dump().items()]
         warnings = []

@@ -1,4 +1,4 @@
-"""Pipeline wiring only: the grid is expanded once (`ragbench.grid`) and fanned out statically, one step
+"""Pipeline wiring only: the grid is expanded once (`ragbench.grid.cell`) and fanned out statically, one step
 per distinct stage key, with the key's readable id as the step id (plus one BM25 index per chunk set and one
 set of ColBERT encodings per reranker and chunk set). A step's identity is its content: it gets what can
 change its output as parameters and input artifacts (cache-keyed), and what cannot (the LLMs' concurrency,
@@ -14,18 +14,18 @@ from zenml import pipeline
 
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
-from ragbench.config import BenchmarkConfig
-from ragbench.grid import (
+from ragbench.config.expand import expand_grid
+from ragbench.config.model import BenchmarkConfig
+from ragbench.grid.cell import (
     CellSpec,
     cell_labels,
     distinct_at,
-    expand_grid,
     lexical_keys,
     llm_operations,
     pairwise_pairs,
     varying_axes,
 )
-from ragbench.pipeline_names import BENCHMARK_PIPELINE
+from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps import (
     answer_external_system,
     answer_questions_cell,

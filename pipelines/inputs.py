@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragbench.config import BenchmarkConfig
-from ragbench.eval_cases import load_eval_suite_from
-from ragbench.knowledge_base import load_corpus
+from ragbench.config.model import BenchmarkConfig
+from ragbench.inputs.eval_cases import load_eval_suite_from
+from ragbench.inputs.knowledge_base import load_corpus
 
 KNOWLEDGE_BASE_SNAPSHOT = "knowledge_base_snapshot"
 EVAL_CASES_SNAPSHOT = "eval_cases_snapshot"

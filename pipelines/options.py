@@ -3,7 +3,7 @@ run and a schedule all reach the steps the same way (image, orchestrator setting
 
 from typing import Any
 
-from ragbench.config import BenchmarkConfig, ConfigError
+from ragbench.config.model import BenchmarkConfig, ConfigError
 
 
 def docker_settings(config: BenchmarkConfig) -> Any:

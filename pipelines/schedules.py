@@ -3,7 +3,7 @@
 Whether the active orchestrator can schedule is ZenML's own answer (`orchestrator.config.is_schedulable`),
 not a list of flavor names. A config has at most one schedule, named after it (`ragbench-<config name>`),
 so installing again replaces it and `--list` / `--remove` find it again. The crontab side (orchestrators
-that cannot schedule) is `ragbench.schedule`.
+that cannot schedule) is `ragbench.runs.schedule`.
 
 A ZenML schedule freezes the config at install time: the scheduled runs use the config as it was then
 (a later edit of the file needs installing again).
@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ragbench.pipeline_names import BENCHMARK_PIPELINE
+from ragbench.runs.names import BENCHMARK_PIPELINE
 
 if TYPE_CHECKING:
     from zenml.models import ScheduleResponse
 
-    from ragbench.config import BenchmarkConfig
+    from ragbench.config.model import BenchmarkConfig
 
 PREFIX = "ragbench-"
 # ZenML archives a deleted schedule by appending "_<uuid4>" (37 characters) to its name, and a name over
@@ -160,7 +160,7 @@ def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, 
 
     from pipelines import rag_benchmark
     from pipelines.options import run_options
-    from ragbench.compare import config_tag
+    from ragbench.runs.compare import config_tag
 
     name = schedule_name(config.name)
     previous = _benchmark_schedules(name)

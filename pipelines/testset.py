@@ -10,9 +10,9 @@ from typing import Any
 from zenml import pipeline
 
 from pipelines.inputs import knowledge_base_snapshot
-from ragbench.config import BenchmarkConfig
-from ragbench.grid import CellSpec
-from ragbench.pipeline_names import TESTSET_PIPELINE
+from ragbench.config.model import BenchmarkConfig
+from ragbench.grid.cell import CellSpec
+from ragbench.runs.names import TESTSET_PIPELINE
 from ragbench.testset.labels import load_labels
 from steps import (
     assemble_eval_set,

@@ -4,15 +4,10 @@ from ragbench import submodules_as_attributes
 from steps.chunk import chunk_knowledge_base
 from steps.colbert import encode_chunks_for_reranking
 from steps.gate import regression_gate
-from steps.generate import (
-    answer_external_system,
-    answer_questions_cell,
-    judge_answers_cell,
-    judge_pairwise_cell,
-    pass_llm_operations,
-)
+from steps.generate import answer_external_system, answer_questions_cell, pass_llm_operations
 from steps.index import build_approximate_vector_index, build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
+from steps.judge import judge_answers_cell, judge_pairwise_cell
 from steps.lexical import build_bm25_index
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell

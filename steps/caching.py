@@ -8,7 +8,8 @@ computes:
 - imports under ``if TYPE_CHECKING:``, which never run;
 - imports inside a function named ``save_visualizations`` (`PRESENTATION_FUNCTIONS`): a materializer's
   visualizations are what the dashboard shows of an artifact, never its data or its content hash. So a
-  materializer imports its rendering helpers (``ragbench.pages``) there, not at module level, and an edit
+  materializer imports its rendering helpers (``ragbench.report.pages``) there, not at module level, and an
+  edit
   to an HTML table helper recomputes no chunk set and no index. (A step that is cached keeps the page its
   artifact was saved with.)
 
@@ -48,7 +49,7 @@ class Operations(BaseModel):
     llm: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="each LLM's concurrency, timeouts and retries, by `LLMSettings.result_key` "
-        "(`ragbench.grid.llm_operations`)",
+        "(`ragbench.grid.cell.llm_operations`)",
     )
     llm_cache: str | None = Field(default=None, description="the LLM cache: a folder or a database URL")
     device: str = Field(default="auto", description="where embeddings (of chunks and of questions) are made")

@@ -3,8 +3,8 @@ from typing import Annotated
 from zenml import step
 
 from materializers.json_models import ChunkSetMaterializer
-from ragbench.chunking import ChunkSet, chunk_corpus
-from ragbench.knowledge_base import Corpus
+from ragbench.inputs.chunking import ChunkSet, chunk_corpus
+from ragbench.inputs.knowledge_base import Corpus
 from steps.caching import step_cache_policy
 
 

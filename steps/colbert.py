@@ -3,9 +3,9 @@ from typing import Annotated
 from zenml import log_metadata, step
 
 from materializers.colbert_encodings import ColbertEncodingsMaterializer
-from ragbench.chunking import ChunkSet
-from ragbench.colbert_maxsim import ColbertEncodings, encode_chunk_set
-from ragbench.rerank import RerankerChoice
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.retrieval.colbert_maxsim import ColbertEncodings, encode_chunk_set
+from ragbench.retrieval.rerank import RerankerChoice
 from steps.caching import step_cache_policy
 
 

@@ -11,12 +11,12 @@ from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
 
 from materializers.gate_result import GateResultMaterializer
-from ragbench.compare import config_tag
-from ragbench.config import RegressionConfig, StatisticsConfig
-from ragbench.gate import GateResult, judge_run
+from ragbench.analysis.results import ResultsTable
+from ragbench.analysis.stats import StatisticsConfig
 from ragbench.llm.redaction import redact
-from ragbench.results import ResultsTable
-from ragbench.run_record import GATE_STATUS, RunRecord, run_metadata
+from ragbench.runs.compare import config_tag
+from ragbench.runs.gate import GateResult, RegressionConfig, judge_run
+from ragbench.runs.record import GATE_STATUS, RunRecord, run_metadata
 from steps.history import config_name_of, find_baseline, run_record
 
 logger = logging.getLogger("ragbench")

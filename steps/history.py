@@ -3,13 +3,16 @@ needs of each. Shared by the gate step and `run.py compare`, so both pick the sa
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from zenml.client import Client
 
-from ragbench.compare import champion_tag, config_tag
-from ragbench.pipeline_names import BENCHMARK_PIPELINE, RESULTS_STEP
-from ragbench.run_record import RunRecord, is_baseline
+from ragbench.runs.compare import champion_tag, config_tag
+from ragbench.runs.names import BENCHMARK_PIPELINE, RESULTS_STEP
+from ragbench.runs.record import RunRecord, is_baseline
+
+logger = logging.getLogger("ragbench")
 
 BASELINE_MODES = ("previous", "champion", "none")
 
@@ -29,7 +32,7 @@ def config_runs(config_name: str, tag: str | None = None, last: int = 50) -> lis
 
 def find_baseline(config_name: str, mode: str, current: Any, tag: str | None = None) -> Any | None:
     """`previous`: the newest run of the config created before `current` that passed its gate or holds the
-    config's champion tag (`ragbench.run_record.is_baseline`); `champion`: the run promoted for this config;
+    config's champion tag (`ragbench.runs.record.is_baseline`); `champion`: the run promoted for this config;
     `none`: no baseline."""
     if mode == "none":
         return None
@@ -61,10 +64,19 @@ def run_record(pipeline_run: Any) -> RunRecord:
 
 
 def run_case_values(pipeline_run: Any) -> dict:
-    """The per-case values a run's results table kept (empty for runs made before it kept them)."""
+    """The per-case values a run's results table kept; empty for runs made before it kept them, or whose
+    table this version cannot load (its type lived at another import path then): the comparison then
+    falls back to the intervals in the run's metadata, and says so in each row's rule."""
     try:
         table = pipeline_run.steps[RESULTS_STEP].outputs["results"][0].load()
     except (KeyError, IndexError):
+        return {}
+    except (ImportError, AttributeError, TypeError, ValueError) as error:
+        logger.warning(
+            "per-case values of run %s are unreadable here (%s): compared by intervals",
+            pipeline_run.name,
+            error,
+        )
         return {}
     return table.case_values
 

@@ -4,8 +4,8 @@ from zenml import log_metadata, step
 from zenml.client import Client
 
 from materializers.vector_index import VectorIndexMaterializer
-from ragbench.chunking import ChunkSet
-from ragbench.index import VectorIndex, build_approximate_index, build_index, load_embedder
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.retrieval.index import VectorIndex, build_approximate_index, build_index, load_embedder
 from steps.caching import OPERATIONS, Operations, step_cache_policy
 
 

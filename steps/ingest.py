@@ -12,10 +12,10 @@ from zenml import get_step_context, log_metadata, step
 from zenml.client import Client
 
 from materializers.json_models import CorpusMaterializer
-from ragbench.config import EvalCasesConfig, KnowledgeBaseConfig
-from ragbench.eval_cases import EvalSuite, load_eval_suite_from
-from ragbench.knowledge_base import Corpus, load_corpus
-from ragbench.rerank import RerankerChoice, resolve_reranker
+from ragbench.config.model import KnowledgeBaseConfig
+from ragbench.inputs.eval_cases import EvalCasesConfig, EvalSuite, load_eval_suite_from
+from ragbench.inputs.knowledge_base import Corpus, load_corpus
+from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker
 
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)

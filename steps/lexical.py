@@ -3,8 +3,8 @@ from typing import Annotated
 from zenml import log_metadata, step
 
 from materializers.lexical_index import LexicalIndexMaterializer
-from ragbench.chunking import ChunkSet
-from ragbench.lexical import LexicalIndex, build_lexical_index
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.retrieval.lexical import LexicalIndex, build_lexical_index
 from steps.caching import step_cache_policy
 
 

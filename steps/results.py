@@ -4,23 +4,20 @@ from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
 
 from materializers.results_table import ResultsTableMaterializer
-from ragbench.compare import config_tag
-from ragbench.config import EvaluationConfig, StatisticsConfig
-from ragbench.eval_cases import EvalSuite
-from ragbench.generation import AnswerSet, JudgeResult
-from ragbench.grid import CellSpec
-from ragbench.knowledge_base import Corpus
-from ragbench.pairwise import PairwiseResult
-from ragbench.results import (
-    CaseRecords,
-    CellResults,
-    ResultsTable,
-    build_results,
-    run_notes,
-    run_warnings,
-)
-from ragbench.retrieval import RetrievalResult
-from ragbench.run_record import run_metadata
+from ragbench.analysis.notes import run_notes, run_warnings
+from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
+from ragbench.analysis.stats import StatisticsConfig
+from ragbench.generation.answers import AnswerSet
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.inputs.knowledge_base import Corpus
+from ragbench.report.run_page import run_report
+from ragbench.retrieval.search import RetrievalResult
+from ragbench.runs.compare import config_tag
+from ragbench.runs.record import run_metadata
+from ragbench.scoring.cells import JudgeResult
+from ragbench.scoring.pairwise import PairwiseResult
+from ragbench.scoring.registry import EvaluationConfig
 
 
 def reused_cells(cells: list[CellSpec]) -> set[str]:
@@ -63,6 +60,7 @@ def build_results_table(
         knowledge_base_fingerprint=corpus.fingerprint,
         pairwise=pairwise,
     )
+    table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id
     log_metadata(run_metadata(table), run_id_name_or_prefix=run_id)
     add_tags(tags=[config_tag(config_name)], run=run_id)  # `run.py compare` finds a config's runs by it

@@ -2,12 +2,17 @@ from typing import Annotated
 
 from zenml import log_metadata, step
 
-from ragbench.chunking import ChunkSet
-from ragbench.eval_cases import EvalSuite
-from ragbench.grid import CellSpec
-from ragbench.index import VectorIndex
-from ragbench.lexical import LexicalIndex
-from ragbench.retrieval import RetrievalResult, RetrievedCandidates, evaluate_retrieval, retrieve_candidates
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.retrieval.index import VectorIndex
+from ragbench.retrieval.lexical import LexicalIndex
+from ragbench.retrieval.search import (
+    RetrievalResult,
+    RetrievedCandidates,
+    evaluate_retrieval,
+    retrieve_candidates,
+)
 from steps.caching import OPERATIONS, Operations, step_cache_policy
 
 

@@ -9,10 +9,10 @@ from typing import Annotated
 from zenml import ArtifactConfig, log_metadata, step
 
 from materializers.eval_set import EvalSetMaterializer
-from ragbench.chunking import ChunkSet
-from ragbench.config import TestsetConfig
-from ragbench.index import VectorIndex, load_embedder
-from ragbench.llm import LLMClient, LLMSettings
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
+from ragbench.retrieval.index import VectorIndex, load_embedder
 from ragbench.testset.assemble import EvalSet, build_eval_set
 from ragbench.testset.critique import (
     CritiqueSet,
@@ -25,6 +25,7 @@ from ragbench.testset.labels import CandidateLabel
 from ragbench.testset.plan import plan_seeds
 from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
+from ragbench.testset.settings import TestsetConfig
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
 
 EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact

@@ -29,7 +29,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from ragbench.llm import LLMClient, LLMSettings
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
 
 try:
     from tests.loopback import LoopbackHTTPServer, LoopbackServer

@@ -12,7 +12,7 @@ import faiss
 import numpy as np
 import pytest
 
-from ragbench.ann import (
+from ragbench.retrieval.ann import (
     DEFAULTS,
     IndexSpec,
     automatic_nlist,
@@ -300,9 +300,9 @@ def test_timed_search_finds_what_one_batch_finds_and_times_per_query(clustered) 
 @pytest.mark.integration
 def test_hnsw_and_ivf_find_what_exact_search_finds_on_real_minilm_vectors() -> None:
     """Real sentence vectors of real chunks (the shipped knowledge base), real questions-like queries."""
-    from ragbench.chunking import chunk_corpus
-    from ragbench.index import load_embedder
-    from ragbench.knowledge_base import KnowledgeBaseConfig, load_corpus
+    from ragbench.inputs.chunking import chunk_corpus
+    from ragbench.inputs.knowledge_base import KnowledgeBaseConfig, load_corpus
+    from ragbench.retrieval.index import load_embedder
 
     corpus = load_corpus(KnowledgeBaseConfig(kind="pydoc_topics", limit=12))
     chunks = chunk_corpus(corpus, chunk_size=128, chunk_overlap=13, tokenizer_name=MINILM).chunks

@@ -82,9 +82,9 @@ def test_every_probe_is_refused_before_any_work(project, monkeypatch, capsys, dr
 
 
 def test_thresholds_merge_over_the_latency_default_and_the_readme_example_gates_what_it_says():
-    from ragbench.compare import compare_runs
-    from ragbench.config import RegressionConfig
-    from ragbench.run_record import RunRecord
+    from ragbench.runs.compare import compare_runs
+    from ragbench.runs.gate import RegressionConfig
+    from ragbench.runs.record import RunRecord
 
     regression = RegressionConfig(thresholds={"mrr": 0.1})
     assert regression.thresholds == {"latency_p95_s": 1.0, "mrr": 0.1}
@@ -102,7 +102,7 @@ def test_thresholds_merge_over_the_latency_default_and_the_readme_example_gates_
 
 
 def test_faiss_spellings_of_index_parameters_are_accepted():
-    from ragbench.ann import IndexSpec
+    from ragbench.retrieval.ann import IndexSpec
 
     assert IndexSpec.parse("hnsw(M=16,efConstruction=80,efSearch=32)") == IndexSpec.parse(
         "hnsw(m=16,ef_construction=80,ef_search=32)"

@@ -26,7 +26,8 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def parse_table(stdout: str) -> list[dict[str, str]]:
-    """The rows of the fixed-width table `ragbench.pages.rows_to_text` printed (values hold no spaces)."""
+    """The rows of the fixed-width table `ragbench.report.pages.rows_to_text` printed (values hold no
+    spaces)."""
     lines = stdout.splitlines()
     start = next(i for i in range(1, len(lines)) if re.fullmatch(r"-+( +-+)*", lines[i].strip()))
     header = lines[start - 1].split()

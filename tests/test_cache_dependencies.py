@@ -195,6 +195,8 @@ def test_cached_steps_depend_on_every_core_module(step_module: str) -> None:
 def test_chunk_and_index_steps_do_not_depend_on_llm_or_prompt_code(step_module: str) -> None:
     """An edit to a reader prompt or to the LLM client must not re-chunk and re-embed the knowledge base."""
     closure = core_dependencies(step_module)
-    assert "ragbench.chunking" in closure or "ragbench.index" in closure
-    dragged = [m for m in closure if m.startswith(("ragbench.llm", "ragbench.prompts", "ragbench.config"))]
+    assert "ragbench.inputs.chunking" in closure or "ragbench.retrieval.index" in closure
+    dragged = [
+        m for m in closure if m.startswith(("ragbench.llm", "ragbench.llm.prompts", "ragbench.config.model"))
+    ]
     assert not dragged, f"{step_module} depends on {dragged}"

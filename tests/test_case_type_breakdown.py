@@ -3,22 +3,25 @@ eval set's label in the run notes: computed from hand-made per-case values, no m
 
 import pytest
 
-from ragbench.config import BenchmarkConfig, StatisticsConfig
-from ragbench.eval_cases import CaseProvenance, EvalCase, EvalSuite, SourceChunk
-from ragbench.grid import CellSpec
-from ragbench.index import IndexManifest
-from ragbench.metrics import MetricInfo
-from ragbench.report import ReportInput, render_report
-from ragbench.results import (
-    UNTYPED,
-    CellResults,
-    ResultsTable,
-    build_results,
-    case_type_rows,
-    run_notes,
+from ragbench.analysis.notes import run_notes
+from ragbench.analysis.results import UNTYPED, CellResults, ResultsTable, build_results, case_type_rows
+from ragbench.analysis.stats import StatisticsConfig
+from ragbench.config.model import BenchmarkConfig
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.eval_cases import CaseProvenance, EvalCase, EvalSuite, SourceChunk
+from ragbench.report.page import render_report
+from ragbench.report.run_page import run_report
+from ragbench.report.view import ReportInput
+from ragbench.retrieval.index import IndexManifest
+from ragbench.retrieval.search import (
+    CaseRetrieval,
+    RetrievalMetrics,
+    RetrievalReport,
+    RetrievalResult,
+    SearchStats,
 )
-from ragbench.retrieval import CaseRetrieval, RetrievalMetrics, RetrievalReport, RetrievalResult, SearchStats
-from ragbench.scoring import present
+from ragbench.scoring.metrics import MetricInfo
+from ragbench.scoring.registry import present
 
 STATS = StatisticsConfig(resamples=999)
 CORRECTNESS = MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)
@@ -242,13 +245,14 @@ def test_build_results_breaks_the_run_down_by_the_cases_types():
     scoring = BenchmarkConfig().scoring()
     common = {"title": "t", "scoring": scoring, "notes": [], "warnings": [], "reused_cells": set()}
     suite = EvalSuite.of(cases, label)
-    table, _ = build_results(results, **common, statistics=STATS, eval_suite=suite)
+    table, records = build_results(results, **common, statistics=STATS, eval_suite=suite)
     assert table.eval_fingerprint == suite.fingerprint
     assert table.eval_set == label
     found = {row["case_type"]: row for row in table.case_type_rows}
     assert list(found) == ["simple", "multi_context"]
     assert found["simple"]["mrr"] == 0.5 and found["simple"]["mrr_cases"] == 2
     assert found["multi_context"]["hit_rate@5"] == 1.0 and found["multi_context"]["hit_rate@5_cases"] == 1
-    assert "Scores by case type" in table.report_html
-    untyped, _ = build_results(results, **common, statistics=STATS)  # no cases given: no breakdown
-    assert untyped.case_type_rows == [] and "Scores by case type" not in untyped.report_html
+    assert "Scores by case type" in run_report(table, records, scoring.rubrics)
+    untyped, records = build_results(results, **common, statistics=STATS)  # no cases given: no breakdown
+    assert untyped.case_type_rows == []
+    assert "Scores by case type" not in run_report(untyped, records, scoring.rubrics)

@@ -2,7 +2,7 @@
 
 import pytest
 
-import ragbench.models
+import ragbench.models.provision
 import run
 
 
@@ -11,7 +11,7 @@ def no_expensive_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("expensive work started despite invalid input")
 
-    monkeypatch.setattr(ragbench.models, "_build_entry", forbidden)  # no model is provisioned
+    monkeypatch.setattr(ragbench.models.provision, "_build_entry", forbidden)  # no model is provisioned
 
 
 def run_cli(tmp_path, capsys, yaml_text, *extra):

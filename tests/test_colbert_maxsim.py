@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragbench.colbert_maxsim import (
+from ragbench.models.registry import COLBERT_STANDIN_NAME
+from ragbench.retrieval.colbert_maxsim import (
     ColbertEncodings,
     PrecomputedColbertReranker,
     encode_chunk_set,
     maxsim_scores,
 )
-from ragbench.models import COLBERT_STANDIN_NAME
-from ragbench.rerank import ColbertReranker, RerankerChoice, resolve_reranker, select_contexts
-from ragbench.retrieval import RetrievedChunk
+from ragbench.retrieval.rerank import ColbertReranker, RerankerChoice, resolve_reranker, select_contexts
+from ragbench.retrieval.search import RetrievedChunk
 
 pytestmark = [
     # colbert-ai's mixed-precision helpers warn on every CPU-only machine (pytest resets warning filters).
@@ -186,10 +186,10 @@ def real_setup() -> tuple[list[str], list[list[RetrievedChunk]], ColbertEncoding
     """Real chunks (the default knowledge base's first documents at 128 tokens), real questions, and the
     30 candidates per question the MiniLM retriever picks; the stand-in's encodings of every chunk."""
     pytest.importorskip("ragatouille")
-    from ragbench.chunking import chunk_corpus
-    from ragbench.eval_cases import load_eval_cases
-    from ragbench.index import load_embedder
-    from ragbench.knowledge_base import KnowledgeBaseConfig, load_corpus
+    from ragbench.inputs.chunking import chunk_corpus
+    from ragbench.inputs.eval_cases import load_eval_cases
+    from ragbench.inputs.knowledge_base import KnowledgeBaseConfig, load_corpus
+    from ragbench.retrieval.index import load_embedder
 
     chunks = chunk_corpus(load_corpus(KnowledgeBaseConfig(limit=4)), 128, 13, MINILM)
     assert 30 < len(chunks.chunks) < 100

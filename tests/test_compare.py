@@ -3,11 +3,10 @@
 import pytest
 
 import run
-from ragbench.compare import compare_runs, comparison_text
-from ragbench.config import RegressionConfig, StatisticsConfig
-from ragbench.gate import judge_run
-from ragbench.run_record import RunRecord
-from ragbench.stats import smallest_attainable_p
+from ragbench.analysis.stats import StatisticsConfig, smallest_attainable_p
+from ragbench.runs.compare import compare_runs, comparison_text
+from ragbench.runs.gate import RegressionConfig, judge_run
+from ragbench.runs.record import RunRecord
 from tests.projects import write_project
 
 # Each fact sits in its own document; the edit moves most of them into one FAQ page, so retrieval
@@ -327,10 +326,27 @@ def test_a_changed_eval_set_fails_the_gate_unless_the_config_accepts_it():
 
 
 def test_only_a_run_that_passed_its_gate_or_was_promoted_is_a_baseline():
-    from ragbench.run_record import is_baseline
+    from ragbench.runs.record import is_baseline
 
     assert is_baseline("completed", {"gate_status": "passed"}, champion=False)
     for status in ("regressed", "incomplete", "failed", None):
         assert not is_baseline("completed", {"gate_status": status}, champion=False)
     assert is_baseline("completed", {"gate_status": "regressed"}, champion=True)  # accepted by a person
     assert not is_baseline("failed", {"gate_status": "passed"}, champion=True)
+
+
+def test_a_baseline_table_this_version_cannot_load_falls_back_to_intervals(caplog):
+    """A run made before the core package moved stored its table under the old import path."""
+    from types import SimpleNamespace
+
+    from steps.history import run_case_values
+
+    class OldArtifact:
+        def load(self):
+            raise ModuleNotFoundError("No module named 'ragbench.results'")
+
+    old_run = SimpleNamespace(
+        name="old-night", steps={"build_results_table": SimpleNamespace(outputs={"results": [OldArtifact()]})}
+    )
+    assert run_case_values(old_run) == {}
+    assert "old-night" in caplog.text and "compared by intervals" in caplog.text

@@ -1,6 +1,7 @@
 import pytest
 
-from ragbench.config import DEFAULT_CONFIG_PATH, BenchmarkConfig, ConfigError, load_config, overlap_tokens
+from ragbench.config.model import DEFAULT_CONFIG_PATH, BenchmarkConfig, ConfigError, load_config
+from ragbench.inputs.chunking import overlap_tokens
 
 
 def write(tmp_path, text):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.config_paths import resolve_override_paths, resolve_paths
+from ragbench.config.paths import resolve_override_paths, resolve_paths
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 

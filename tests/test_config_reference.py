@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 import run
-from ragbench.config import BenchmarkConfig, GridConfig
-from ragbench.config_reference import reference_markdown, rows, undescribed
+from ragbench.config.model import BenchmarkConfig, GridConfig
+from ragbench.config.reference import reference_markdown, rows, undescribed
 from ragbench.llm.types import LLMSettings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,9 @@ import re
 import pytest
 
 import run
-from ragbench.config import load_config
-from ragbench.dry_run import plan_rows
-from ragbench.eval_cases import load_eval_suite_from
+from ragbench.config.dry_run import plan_rows
+from ragbench.config.model import load_config
+from ragbench.inputs.eval_cases import load_eval_suite_from
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.projects import THREE_TOPIC_CASES as CASES
 from tests.projects import THREE_TOPICS as DOCUMENTS

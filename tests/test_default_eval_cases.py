@@ -8,9 +8,14 @@ from pydoc_data.topics import topics
 
 import pytest
 
-from ragbench.eval_cases import EvalCase, load_eval_cases
-from ragbench.keyword_tests import BUILTIN_SUITES, contains_phrase, run_keyword_tests, starts_with_phrase
-from ragbench.reader import NOT_IN_CONTEXT
+from ragbench.generation.reader import NOT_IN_CONTEXT
+from ragbench.inputs.eval_cases import EvalCase, load_eval_cases
+from ragbench.scoring.keyword_tests import (
+    BUILTIN_SUITES,
+    contains_phrase,
+    run_keyword_tests,
+    starts_with_phrase,
+)
 
 CASES_PATH = Path(__file__).resolve().parents[1] / "configs" / "eval_cases" / "python_reference.yaml"
 MIN_CASES = 40

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import run
-from ragbench.config import BenchmarkConfig
-from ragbench.config_reference import reference_markdown
-from ragbench.metrics import LATENCY
+from ragbench.config.model import BenchmarkConfig
+from ragbench.config.reference import reference_markdown
+from ragbench.scoring.metrics import LATENCY
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CODE = re.compile(r"<code[^>]*>(.*?)</code>", re.S)

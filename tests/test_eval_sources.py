@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.config import BenchmarkConfig, ConfigError, EvalCasesConfig, load_config
-from ragbench.eval_cases import EvalCaseError, cases_from_rows, load_eval_source
+from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
+from ragbench.inputs.eval_cases import EvalCaseError, EvalCasesConfig, cases_from_rows, load_eval_source
 
 # The column layout of the cookbook's m-ric/huggingface_doc_qa_eval (plus a column ragbench ignores).
 COOKBOOK_ROWS = [

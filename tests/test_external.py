@@ -1,4 +1,5 @@
-"""ragbench.external against a loopback fake RAG service and a fake Python RAG system: replies read through
+"""ragbench.generation.external against a loopback fake RAG service and a fake Python RAG system: replies
+read through
 JMESPath, the result cache and its key, counted retries that honour Retry-After, failures never cached,
 the breaker, credentials that never leak, config validation, source matching and bounded concurrency."""
 
@@ -21,14 +22,8 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from ragbench.external import (
-    ExternalClient,
-    ExternalResult,
-    ExternalSystem,
-    ExternalSystemError,
-    SourceMatch,
-    missing_environment,
-)
+from ragbench.generation.external import ExternalClient, ExternalResult
+from ragbench.generation.systems import ExternalSystem, ExternalSystemError, SourceMatch, missing_environment
 from ragbench.llm.retry import parse_retry_after
 from tests import fake_rag_system
 from tests.fake_rag_service import FakeRagService

@@ -3,13 +3,15 @@
 import pytest
 
 import run
-from ragbench.config import ConfigError, load_config
-from ragbench.dry_run import plan_rows
-from ragbench.eval_cases import EvalCase
-from ragbench.external import ExternalContext, ExternalReply, ExternalResult, ExternalSystem
-from ragbench.generation import ExternalAnswers, external_contexts
-from ragbench.grid import CellSpec, cell_label, distinct_at, expand_grid, varying_axes
-from ragbench.results import external_note
+from ragbench.analysis.notes import external_note
+from ragbench.config.dry_run import plan_rows
+from ragbench.config.expand import expand_grid
+from ragbench.config.model import ConfigError, load_config
+from ragbench.generation.answers import ExternalAnswers, external_contexts
+from ragbench.generation.external import ExternalContext, ExternalReply, ExternalResult
+from ragbench.generation.systems import ExternalSystem
+from ragbench.grid.cell import CellSpec, cell_label, distinct_at, varying_axes
+from ragbench.inputs.eval_cases import EvalCase
 from tests.projects import write_project
 
 SYSTEMS = (
@@ -99,7 +101,7 @@ def test_preflight_refuses_a_missing_header_secret_before_any_work(tmp_path, mon
 
 
 def test_preflight_says_a_system_without_a_version_is_asked_anew_every_run(tmp_path, caplog):
-    from ragbench.preflight import check_systems
+    from ragbench.config.preflight import check_systems
 
     config = config_with(tmp_path, "benchmark_grid: false\ngrid: {judge: []}\n" + SYSTEMS)
     with caplog.at_level("WARNING"):
@@ -146,8 +148,8 @@ def test_a_systems_cell_spec_round_trips():
 
 
 def test_the_shipped_nightly_example_plans_without_calling_anything():
-    from ragbench.config import DEFAULT_CONFIG_PATH
-    from ragbench.eval_cases import load_eval_suite_from
+    from ragbench.config.model import DEFAULT_CONFIG_PATH
+    from ragbench.inputs.eval_cases import load_eval_suite_from
 
     config = load_config(DEFAULT_CONFIG_PATH.parent / "external_nightly.yaml")
     cases = load_eval_suite_from(config.eval_cases).cases
@@ -159,10 +161,10 @@ def test_the_shipped_nightly_example_plans_without_calling_anything():
 
 
 def test_a_system_that_answered_nothing_makes_the_run_incomplete():
-    from ragbench.generation import AnswerSet
-    from ragbench.grid import CellSpec
-    from ragbench.reader import ReaderAnswer
-    from ragbench.results import CellResults
+    from ragbench.analysis.results import CellResults
+    from ragbench.generation.answers import AnswerSet
+    from ragbench.generation.reader import ReaderAnswer
+    from ragbench.grid.cell import CellSpec
 
     spec = CellSpec(external="prod-rag")
     failed = ReaderAnswer(case_id="a", question="q", answer=None, error="retries_exhausted: HTTP 503")
@@ -177,7 +179,7 @@ def test_a_system_that_answered_nothing_makes_the_run_incomplete():
 
 
 def test_pairwise_against_a_system_compares_every_other_answer_set_with_it(tmp_path):
-    from ragbench.grid import pairwise_pairs
+    from ragbench.grid.cell import pairwise_pairs
 
     config = config_with(
         tmp_path,

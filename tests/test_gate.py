@@ -148,7 +148,9 @@ def test_an_outage_fails_the_gate_and_alerts_it_never_compares_older_runs(tmp_pa
     assert not slack.messages  # a passing night is quiet
     provider.all_fail = True
     capsys.readouterr()
-    assert run.main([*config, "--no-cache", "--set", "llm_cache_dir=fresh-cache"]) == 2  # nothing cached to fall back on
+    assert (
+        run.main([*config, "--no-cache", "--set", "llm_cache_dir=fresh-cache"]) == 2
+    )  # nothing cached to fall back on
     broken = newest_run()
     assert broken.status.value == "failed"
     assert broken.name in capsys.readouterr().err  # the failed run is reported by its own name

@@ -1,21 +1,19 @@
 import pytest
 
-from ragbench.eval_cases import EvalCase
-from ragbench.generation import AnswerSet, JudgeResult, generation_columns, keyword_report, sample_cases
-from ragbench.grid import CellSpec
-from ragbench.judge import Judgement
-from ragbench.keyword_tests import BUILTIN_SUITES, KeywordReport, run_keyword_tests
-from ragbench.llm import LLMSettings
-from ragbench.prompts import DEFAULT_PROMPT
-from ragbench.reader import ReaderAnswer
-from ragbench.results import (
-    CellResults,
-    ResultsTable,
-    keyword_failure_rows,
-    weak_answer_rows,
-)
-from ragbench.rubrics import BUILTIN_RUBRICS, CustomRubric
-from ragbench.scoring import Scoring, present
+from ragbench.analysis.columns import generation_columns
+from ragbench.analysis.results import CellResults, ResultsTable
+from ragbench.generation.answers import AnswerSet, sample_cases
+from ragbench.generation.reader import ReaderAnswer
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.prompts import DEFAULT_PROMPT
+from ragbench.llm.types import LLMSettings
+from ragbench.report.run_page import keyword_failure_rows, weak_answer_rows
+from ragbench.scoring.cells import JudgeResult, keyword_report
+from ragbench.scoring.judge import Judgement
+from ragbench.scoring.keyword_tests import BUILTIN_SUITES, KeywordReport, run_keyword_tests
+from ragbench.scoring.registry import Scoring, present
+from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
@@ -239,8 +237,8 @@ def test_a_custom_rubric_cannot_take_a_column_a_row_already_has():
 
 
 def test_two_readers_of_one_model_are_two_cells_everywhere_in_the_results():
-    from ragbench.config import StatisticsConfig
-    from ragbench.results import build_results
+    from ragbench.analysis.results import build_results
+    from ragbench.analysis.stats import StatisticsConfig
 
     cold, warm = (
         SPEC.model_copy(update={"reader": LLMSettings(model="openai/x", temperature=t)}) for t in (0.0, 0.9)

@@ -4,16 +4,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbench.config import ConfigError, load_config
-from ragbench.grid import (
-    CellSpec,
-    cell_label,
-    cell_labels,
-    distinct_at,
-    expand_grid,
-    lexical_keys,
-    varying_axes,
-)
+from ragbench.config.expand import expand_grid
+from ragbench.config.model import ConfigError, load_config
+from ragbench.grid.cell import CellSpec, cell_label, cell_labels, distinct_at, lexical_keys, varying_axes
 
 SWEEP = [
     "grid.retriever=dense",
@@ -244,7 +237,7 @@ def test_two_readers_of_one_model_get_labels_that_say_how_they_differ(tmp_path):
 )
 @settings(max_examples=60, deadline=None)
 def test_no_two_cells_ever_share_a_label(readers):
-    from ragbench.llm import LLMSettings
+    from ragbench.llm.types import LLMSettings
 
     cells = list(
         {

@@ -158,8 +158,8 @@ def test_preflight_checks_secrets_where_the_steps_run(project, secret_name, pod_
 
 
 def test_preflight_warns_when_no_database_password_reaches_the_steps(tmp_path, caplog):
-    from ragbench.config import load_config
-    from ragbench.preflight import run_preflight
+    from ragbench.config.model import load_config
+    from ragbench.config.preflight import run_preflight
     from tests.projects import write_project
 
     write_project(

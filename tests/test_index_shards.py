@@ -8,8 +8,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from ragbench.chunking import Chunk, ChunkSet
-from ragbench.index import Embedder, ShardCheckpoints, build_index, embed_in_shards, load_embedder
+from ragbench.inputs.chunking import Chunk, ChunkSet
+from ragbench.retrieval.index import Embedder, ShardCheckpoints, build_index, embed_in_shards, load_embedder
 from tests.conftest import MINILM
 
 

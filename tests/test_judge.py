@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from ragbench.config import DEFAULT_LOCAL_LLM, llm_settings, load_config
-from ragbench.judge import (
+from ragbench.config.model import load_config
+from ragbench.llm.client import LLMClient
+from ragbench.llm.local import DEFAULT_LOCAL_LLM
+from ragbench.llm.pricing import estimate_cost
+from ragbench.llm.prompts import NO_PASSAGES, TRUNCATION_MARK, fit_passages, format_passages
+from ragbench.llm.types import LLMSettings, llm_settings
+from ragbench.scoring.judge import (
     Judgement,
     JudgeSummary,
     build_judge_calls,
@@ -21,9 +26,7 @@ from ragbench.judge import (
     same_score_count,
     summarise_judgements,
 )
-from ragbench.llm import LLMClient, LLMSettings, estimate_cost
-from ragbench.prompts import NO_PASSAGES, TRUNCATION_MARK, fit_passages, format_passages
-from ragbench.rubrics import (
+from ragbench.scoring.rubrics import (
     BUILTIN_RUBRICS,
     CONTEXT,
     CORRECTNESS,

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from ragbench.judge import judge_answers, summarise_judgements
-from ragbench.llm import LLMClient, LLMSettings
-from ragbench.rubrics import CONTEXT, CORRECTNESS, JudgeInput
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
+from ragbench.scoring.judge import judge_answers, summarise_judgements
+from ragbench.scoring.rubrics import CONTEXT, CORRECTNESS, JudgeInput
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """The judge measured against the keyword tests, a second judge and human labels."""
 
-from ragbench.judge_reliability import JudgedCase, judge_reliability
+from ragbench.analysis.judge_reliability import JudgedCase, judge_reliability
 
 
 def judged(case: str, score: int, judge: str = "j1", failures=(), tested=True, answers="a1"):

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ragbench.eval_cases import EvalCase
-from ragbench.keyword_tests import (
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.scoring.keyword_tests import (
     BUILTIN_SUITES,
     contains_phrase,
     run_keyword_tests,

@@ -3,8 +3,13 @@ import logging
 
 import pytest
 
-from ragbench.config import KnowledgeBaseConfig
-from ragbench.knowledge_base import Document, KnowledgeBaseError, knowledge_base_fingerprint, load_corpus
+from ragbench.config.model import KnowledgeBaseConfig
+from ragbench.inputs.knowledge_base import (
+    Document,
+    KnowledgeBaseError,
+    knowledge_base_fingerprint,
+    load_corpus,
+)
 
 
 def make_folder(root):
@@ -51,7 +56,7 @@ def test_default_knowledge_base_is_the_shipped_snapshot_of_the_pydoc_topics():
     import gzip
     import sys
 
-    from ragbench.knowledge_base import PYDOC_TOPICS_SNAPSHOT
+    from ragbench.inputs.knowledge_base import PYDOC_TOPICS_SNAPSHOT
 
     snapshot = json.loads(gzip.decompress(PYDOC_TOPICS_SNAPSHOT.read_bytes()))
     corpus = load_corpus(KnowledgeBaseConfig())

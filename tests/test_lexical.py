@@ -9,8 +9,8 @@ import uuid
 import numpy as np
 import pytest
 
-from ragbench.chunking import Chunk, ChunkSet
-from ragbench.lexical import LexicalIndex, build_lexical_index, reciprocal_rank_fusion
+from ragbench.inputs.chunking import Chunk, ChunkSet
+from ragbench.retrieval.lexical import LexicalIndex, build_lexical_index, reciprocal_rank_fusion
 from tests.conftest import MINILM
 
 TEXTS = [
@@ -135,8 +135,8 @@ def test_rrf_rejects_bad_arguments() -> None:
 
 @pytest.fixture(scope="module")
 def default_chunks() -> ChunkSet:
-    from ragbench.chunking import chunk_corpus
-    from ragbench.knowledge_base import KnowledgeBaseConfig, load_corpus
+    from ragbench.inputs.chunking import chunk_corpus
+    from ragbench.inputs.knowledge_base import KnowledgeBaseConfig, load_corpus
 
     corpus = load_corpus(KnowledgeBaseConfig(kind="pydoc_topics"))
     return chunk_corpus(corpus, chunk_size=256, chunk_overlap=25, tokenizer_name=MINILM)
@@ -161,7 +161,7 @@ def test_bm25_hit_rate_on_the_default_eval_cases(
 ) -> None:
     """Source-level hit rate@5 as the benchmark counts it: distinct sources of the top 30 chunks, each at
     the rank of its best chunk. Measured 0.90 (45 of 50) with bm25s 0.3.16; the floor leaves some room."""
-    from ragbench.eval_cases import load_eval_cases
+    from ragbench.inputs.eval_cases import load_eval_cases
     from tests.conftest import REPO_ROOT
 
     cases = load_eval_cases(REPO_ROOT / "configs" / "eval_cases" / "python_reference.yaml")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import run
-from ragbench.config import ConfigError, load_config
+from ragbench.config.model import ConfigError, load_config
 from ragbench.llm.cache import ResultCache, SQLResultCache, check_cache_url, open_result_cache
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.postgres_server import postgres_server, unavailable_reason

@@ -19,19 +19,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from ragbench.llm import (
-    LLMClient,
-    LLMConfigError,
-    LLMRequest,
-    LLMSettings,
-    ResultCache,
-    check_llm_ready,
-    estimate_cost,
-    estimate_cost_usd,
-    estimate_prompt_tokens,
-    extract_json_object,
-)
-from ragbench.llm.types import nearest_rank_percentile
+from ragbench.llm.cache import ResultCache
+from ragbench.llm.client import LLMClient
+from ragbench.llm.pricing import estimate_cost, estimate_cost_usd, estimate_prompt_tokens
+from ragbench.llm.readiness import check_llm_ready
+from ragbench.llm.structured import extract_json_object
+from ragbench.llm.types import LLMConfigError, LLMRequest, LLMSettings, nearest_rank_percentile
 
 try:
     from tests.fake_openai_server import FakeOpenAIServer, Fault, last_user_text
@@ -162,7 +155,7 @@ def test_cache_is_shared_safely_between_processes(tmp_path: Path) -> None:
     """Three processes writing and reading one cache at once: no lost writes, no 'database is locked'."""
     script = (
         "import sys\n"
-        "from ragbench.llm import ResultCache\n"
+        "from ragbench.llm.cache import ResultCache\n"
         "cache = ResultCache(sys.argv[1])\n"
         "for i in range(60):\n"
         "    cache.put(f'{sys.argv[2]}-{i}', 'm', str(i))\n"
@@ -751,8 +744,8 @@ def test_nearest_rank_percentile(values: list[float], share: float, expected: fl
 def test_a_malformed_retry_after_falls_back_to_the_backoff_instead_of_raising():
     from types import SimpleNamespace
 
-    from ragbench.llm.client import _retry_after_s
+    from ragbench.llm.errors import retry_after_s
 
-    assert _retry_after_s(SimpleNamespace(headers={"retry-after": "soon"})) is None
-    assert _retry_after_s(SimpleNamespace(headers={"retry-after": "2"})) == 2.0
-    assert _retry_after_s(SimpleNamespace(headers={"retry-after-ms": "500"})) == 0.5
+    assert retry_after_s(SimpleNamespace(headers={"retry-after": "soon"})) is None
+    assert retry_after_s(SimpleNamespace(headers={"retry-after": "2"})) == 2.0
+    assert retry_after_s(SimpleNamespace(headers={"retry-after-ms": "500"})) == 0.5

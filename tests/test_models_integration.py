@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ragbench import models
+from ragbench.models import provision as models
+from ragbench.models import registry
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,9 @@ def test_mpnet_resolves_and_encodes(monkeypatch):
 _RERANK_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from ragbench.models import COLBERT_STANDIN_NAME, is_untrained_standin, resolve_model
+    from ragbench.models.provision import resolve_model
+    from ragbench.models.registry import COLBERT_STANDIN_NAME
+    from ragbench.models.provision import is_untrained_standin
     resolved = resolve_model(COLBERT_STANDIN_NAME)
     from ragatouille import RAGPretrainedModel
     model = RAGPretrainedModel.from_pretrained(resolved.location, verbose=0)
@@ -89,7 +92,7 @@ def test_colbert_standin_reranks_offline():
     result = json.loads(lines[-1].removeprefix("RESULT "))
     assert result["top"] == [0, 1, 4]
     assert result["untrained"] is True
-    assert models.is_untrained_standin(models.COLBERT_STANDIN_NAME)
+    assert models.is_untrained_standin(registry.COLBERT_STANDIN_NAME)
     metadata = json.loads((Path(result["location"]) / "artifact.metadata").read_text())
     assert "model_name" not in metadata
 
@@ -100,7 +103,7 @@ def test_colbert_standin_reranks_offline():
 def test_gguf_models_assemble(name):
     resolved = models.resolve_model(name)
     path = Path(resolved.location)
-    spec = models.find_packaged_model(name)
+    spec = registry.find_packaged_model(name)
     assert path.suffix == ".gguf" and path.stat().st_size == spec.size
     with path.open("rb") as fh:
         assert fh.read(4) == b"GGUF"

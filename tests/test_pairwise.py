@@ -13,8 +13,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ragbench.llm import LLMClient, LLMSettings, estimate_cost
-from ragbench.pairwise import (
+from ragbench.analysis.stats import sign_test, wilson_interval
+from ragbench.llm.client import LLMClient
+from ragbench.llm.pricing import estimate_cost
+from ragbench.llm.types import LLMSettings
+from ragbench.report.pairwise import pairwise_html
+from ragbench.scoring.pairwise import (
     DEFAULT_CRITERION,
     PairwiseInput,
     PairwiseVerdict,
@@ -22,9 +26,7 @@ from ragbench.pairwise import (
     candidate_shown_first,
     combine,
     judge_pairs,
-    pairwise_html,
 )
-from ragbench.stats import sign_test, wilson_interval
 
 try:
     from tests.fake_openai_server import FakeOpenAIServer
@@ -286,7 +288,7 @@ def test_order_is_seeded_per_case_and_reruns_hit_the_cache(
 
     # the same in another process with another hash salt (str hashing is salted, the order is not)
     code = (
-        "from ragbench.pairwise import candidate_shown_first as f; "
+        "from ragbench.scoring.pairwise import candidate_shown_first as f; "
         "print(''.join('1' if f(f'c{n}', 7) else '0' for n in range(40)))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -5,7 +5,7 @@ import csv
 import pytest
 
 import run
-from ragbench.config import load_config
+from ragbench.config.model import load_config
 from tests.projects import write_project
 
 pytestmark = pytest.mark.integration

@@ -22,21 +22,26 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbench.config import (
+from ragbench.config.model import (
     DEFAULT_CONFIG_PATH,
     BenchmarkConfig,
     ChunkingConfig,
     ConfigError,
-    EvalCasesConfig,
-    EvaluationConfig,
     GenerationConfig,
     GridConfig,
     KnowledgeBaseConfig,
     RetrievalConfig,
     load_config,
 )
-from ragbench.eval_cases import EvalCase, EvalCaseError, cases_from_rows, load_eval_cases
-from ragbench.llm import LLMSettings
+from ragbench.inputs.eval_cases import (
+    EvalCase,
+    EvalCaseError,
+    EvalCasesConfig,
+    cases_from_rows,
+    load_eval_cases,
+)
+from ragbench.llm.types import LLMSettings
+from ragbench.scoring.registry import EvaluationConfig
 
 # The same examples every run, so a failure is reproducible.
 FAST = settings(max_examples=60, deadline=None, database=None, derandomize=True, report_multiple_bugs=False)

@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.eval_cases import EvalCase
-from ragbench.llm import LLMClient
-from ragbench.reader import (
+from ragbench.generation.reader import (
     NOT_IN_CONTEXT,
     ReaderAnswer,
     answer_questions,
@@ -18,7 +16,9 @@ from ragbench.reader import (
     format_passages,
     says_not_in_context,
 )
-from ragbench.retrieval import RetrievedChunk
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.client import LLMClient
+from ragbench.retrieval.search import RetrievedChunk
 
 try:
     from tests.fake_openai_server import FakeOpenAIServer, Fault, last_user_text

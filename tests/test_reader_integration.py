@@ -13,12 +13,13 @@ import re
 
 import pytest
 
-from ragbench.eval_cases import EvalCase
-from ragbench.llm import LLMClient, LLMSettings
-from ragbench.models import COLBERT_STANDIN_NAME
-from ragbench.reader import answer_questions, says_not_in_context
-from ragbench.rerank import STANDIN_LABEL, ColbertReranker
-from ragbench.retrieval import RetrievedChunk
+from ragbench.generation.reader import answer_questions, says_not_in_context
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
+from ragbench.models.registry import COLBERT_STANDIN_NAME
+from ragbench.retrieval.rerank import STANDIN_LABEL, ColbertReranker
+from ragbench.retrieval.search import RetrievedChunk
 
 pytestmark = [
     pytest.mark.integration,

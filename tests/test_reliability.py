@@ -133,7 +133,7 @@ def test_interrupted_and_killed_runs_are_marked_failed_not_left_running(tmp_path
 
     def wait_for_chunking(process: subprocess.Popen) -> None:
         for line in process.stdout:  # ZenML's own lines are off in tests (WARN); ours are on
-            if "ragbench.chunking" in line:
+            if "ragbench.inputs.chunking" in line:
                 return
         raise AssertionError("the run ended before chunking")
 

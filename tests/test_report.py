@@ -6,16 +6,13 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ragbench.charts import bar_panels, pareto_front
-from ragbench.pages import html_page, rows_to_csv, rows_to_html_table
-from ragbench.report import (
-    CasePassage,
-    CaseView,
-    MetricInfo,
-    ReportInput,
-    axis_means,
-    render_report,
-)
+from ragbench.analysis.axes import axis_means
+from ragbench.inputs.tables import rows_to_csv
+from ragbench.report.charts import bar_panels, pareto_front
+from ragbench.report.page import render_report
+from ragbench.report.pages import html_page, rows_to_html_table
+from ragbench.report.view import CasePassage, CaseView, ReportInput
+from ragbench.scoring.metrics import MetricInfo
 
 HOSTILE = '<script>alert("x")</script> & <img src=x onerror=alert(1)>'
 PLANTED = "<script>alert(1)</script><img src=x onerror=alert(1)>"

@@ -6,8 +6,11 @@ from html import escape
 
 import pytest
 
-from ragbench.charts import bar_panels
-from ragbench.report import AxisPoint, MetricInfo, ReportInput, axis_points, render_report
+from ragbench.analysis.axes import AxisPoint, axis_points
+from ragbench.report.charts import bar_panels
+from ragbench.report.page import render_report
+from ragbench.report.view import ReportInput
+from ragbench.scoring.metrics import MetricInfo
 from tests.test_report import CORRECTNESS, FAIL_RATE, PLANTED, _grid_report
 
 

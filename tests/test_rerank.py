@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ragbench import rerank
-from ragbench.models import COLBERT_STANDIN_NAME
-from ragbench.rerank import (
+from ragbench.models.registry import COLBERT_STANDIN_NAME
+from ragbench.retrieval import rerank
+from ragbench.retrieval.rerank import (
     DEFAULT_RERANKER_MODEL,
     STANDIN_LABEL,
     ColbertReranker,
@@ -19,7 +19,7 @@ from ragbench.rerank import (
     select_context,
     select_contexts,
 )
-from ragbench.retrieval import RetrievedChunk
+from ragbench.retrieval.search import RetrievedChunk
 
 
 def _chunks(n: int) -> list[RetrievedChunk]:
@@ -79,7 +79,7 @@ def test_select_contexts_batches_both_paths():
 
 def test_unavailable_colbert_falls_back_to_standin_loudly(caplog):
     # tests/conftest.py sets HF_HUB_OFFLINE=1 and the Hub model is not in any cache here.
-    with caplog.at_level(logging.WARNING, logger="ragbench.rerank"):
+    with caplog.at_level(logging.WARNING, logger="ragbench.retrieval.rerank"):
         choice = resolve_reranker(DEFAULT_RERANKER_MODEL)
     assert choice.requested == "colbert-ir/colbertv2.0"
     assert choice.used == COLBERT_STANDIN_NAME
@@ -92,7 +92,7 @@ def test_unavailable_colbert_falls_back_to_standin_loudly(caplog):
 
 
 def test_explicit_standin_is_flagged(caplog):
-    with caplog.at_level(logging.WARNING, logger="ragbench.rerank"):
+    with caplog.at_level(logging.WARNING, logger="ragbench.retrieval.rerank"):
         choice = resolve_reranker(COLBERT_STANDIN_NAME)
     assert choice.used == COLBERT_STANDIN_NAME
     assert choice.is_standin
@@ -102,7 +102,7 @@ def test_explicit_standin_is_flagged(caplog):
 
 
 def test_local_checkpoint_folder_is_used_as_is(tmp_path: Path, caplog):
-    with caplog.at_level(logging.WARNING, logger="ragbench.rerank"):
+    with caplog.at_level(logging.WARNING, logger="ragbench.retrieval.rerank"):
         choice = resolve_reranker(str(tmp_path))
     assert choice.used == str(tmp_path)
     assert not choice.is_standin

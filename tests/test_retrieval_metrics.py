@@ -1,7 +1,7 @@
 import pytest
 
-from ragbench.eval_cases import EvalCase
-from ragbench.retrieval import RetrievedChunk, distinct_sources, retrieval_metrics
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.retrieval.search import RetrievedChunk, distinct_sources, retrieval_metrics
 
 
 def chunks(*sources):

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import run
-from ragbench.config import DEFAULT_CONFIG_PATH
+from ragbench.config.model import DEFAULT_CONFIG_PATH
 from tests.fake_openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.integration

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from ragbench.eval_cases import SourceChunk
-from ragbench.llm import LLMClient
-from ragbench.prompts import DEFAULT_PROMPT, NOT_IN_CONTEXT
+from ragbench.inputs.eval_cases import SourceChunk
+from ragbench.llm.client import LLMClient
+from ragbench.llm.prompts import DEFAULT_PROMPT, NOT_IN_CONTEXT
 from ragbench.testset.generate import Candidate, CandidateSet
 from ragbench.testset.roundtrip import (
     EQUIVALENCE_SYSTEM,

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 import run
-from ragbench.schedule import ScheduleError, check_cron, command_of, entries, with_entry, without_entry
+from ragbench.runs.schedule import ScheduleError, check_cron, command_of, entries, with_entry, without_entry
 
 FAKE_CRONTAB = """#!/bin/sh
 # A crontab stand-in that keeps the table in $CRONTAB_FILE (same interface: -l lists, - installs stdin).

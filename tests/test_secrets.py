@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import run
-from ragbench.config import ConfigError, load_config
+from ragbench.config.model import ConfigError, load_config
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.test_reliability import responder, write_project
 

@@ -16,7 +16,7 @@ import pytest
 import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
-from ragbench.stats import (
+from ragbench.analysis.stats import (
     cases_needed,
     compare_to_best,
     confusion,

@@ -8,7 +8,7 @@ import pytest
 from zenml.client import Client
 
 from pipelines import rag_benchmark
-from ragbench.config import load_config
+from ragbench.config.model import load_config
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 
 pytestmark = pytest.mark.integration

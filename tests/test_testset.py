@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragbench.chunking import Chunk
-from ragbench.config import ConfigError, load_config
-from ragbench.eval_cases import SourceChunk
-from ragbench.llm import LLMClient, LLMSettings
-from ragbench.preflight import PreflightError, run_testset_preflight
+from ragbench.config.model import ConfigError, load_config
+from ragbench.config.preflight import PreflightError, run_testset_preflight
+from ragbench.inputs.chunking import Chunk
+from ragbench.inputs.eval_cases import SourceChunk
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
 from ragbench.testset.assemble import build_eval_set, good_words, near_duplicates
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import run
-from ragbench import dry_run
-from ragbench.chunking import Chunk
-from ragbench.config import BenchmarkConfig, load_config
-from ragbench.llm import LLMClient
+from ragbench.config import dry_run
+from ragbench.config.model import BenchmarkConfig, load_config
+from ragbench.inputs.chunking import Chunk
+from ragbench.llm.client import LLMClient
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates
 from ragbench.testset.plan import plan_seeds, source_chunk

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragbench.config import DEFAULT_LOCAL_LLM, load_config
-from ragbench.eval_cases import SourceChunk
-from ragbench.llm import LLMClient
+from ragbench.config.model import load_config
+from ragbench.inputs.eval_cases import SourceChunk
+from ragbench.llm.client import LLMClient
+from ragbench.llm.local import DEFAULT_LOCAL_LLM
 from ragbench.testset.assemble import build_eval_set
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates

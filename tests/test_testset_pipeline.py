@@ -118,7 +118,7 @@ def test_testset_then_a_benchmark_on_it(project, capsys):
     assert run.main(["--config", "config.yaml", "--set", "eval_cases.version=1"]) == 0
 
     # a testset run has no metrics to be a baseline with: never a champion; nor a run of another config
-    from ragbench.pipeline_names import TESTSET_PIPELINE
+    from ragbench.runs.names import TESTSET_PIPELINE
 
     testset_run = Client().get_pipeline(TESTSET_PIPELINE).last_run
     capsys.readouterr()

@@ -10,7 +10,7 @@ from statistics import fmean
 import pytest
 
 import run
-from ragbench.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase
 from tests.conftest import MINILM
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.projects import write_project
@@ -103,9 +103,10 @@ def test_a_run_reports_intervals_the_tie_set_cases_needed_and_judge_reliability(
         )
 
     correctness = next(v for v in table.verdicts if v.column == "correctness_0to1")
-    strong = {label for label in rows if "strong" in label}
-    assert correctness.best in strong and set(correctness.tied) == strong  # the weak reader is told apart
-    weak_comparisons = [c for c in correctness.comparisons if "weak" in c.candidate]
+    strong = {label for label in rows if "strong" in label}  # verdicts name cells by id, people by label
+    assert correctness.name(correctness.best) in strong
+    assert {correctness.name(cell) for cell in correctness.tied} == strong  # the weak reader is told apart
+    weak_comparisons = [c for c in correctness.comparisons if "weak" in correctness.name(c.candidate)]
     assert all(c.verdict == "worse" and c.test == "wilcoxon" for c in weak_comparisons)
     assert correctness.cases_needed is not None and str(correctness.cases_needed) in correctness.sentence()
 

@@ -3,7 +3,7 @@ refused at load, each with where the secret should go instead; URLs without one 
 
 import pytest
 
-from ragbench.config import ConfigError, load_config
+from ragbench.config.model import ConfigError, load_config
 from ragbench.llm.redaction import url_credentials
 
 CARRYING = [

@@ -13,8 +13,8 @@ import pytest
 
 import run
 from pipelines import schedules
-from ragbench.config import load_config
-from ragbench.schedule import MARKER
+from ragbench.config.model import load_config
+from ragbench.runs.schedule import MARKER
 from tests.projects import write_project
 from tests.scheduling_orchestrator import FLAVOR
 from tests.stacks import orchestrator_stack
@@ -76,7 +76,7 @@ def zenml_schedules_named(name: str) -> list:
 
 
 def test_install_list_replace_and_remove_a_zenml_schedule(scheduling_stack, config_file):
-    from ragbench.compare import config_tag
+    from ragbench.runs.compare import config_tag
 
     config = load_config(str(config_file), [])
     name = schedules.schedule_name(config.name)

@@ -24,8 +24,10 @@ from tqdm.auto import tqdm
 
 from ragbench.llm import local
 from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache, remember_outcome
-from ragbench.llm.redaction import is_secret_name, redact
-from ragbench.llm.retry import backoff_s, parse_retry_after
+from ragbench.llm.errors import classify_error, retry_after_s, short_error
+from ragbench.llm.pricing import as_messages
+from ragbench.llm.readiness import PLACEHOLDER_KEY, check_llm_ready, json_mode, sends_placeholder_key
+from ragbench.llm.retry import backoff_s
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
 from ragbench.llm.types import (
@@ -38,240 +40,14 @@ from ragbench.llm.types import (
     Message,
 )
 
-# Providers that speak the OpenAI protocol to whatever `api_base` says; a local server there needs no key.
-_OPENAI_COMPATIBLE = frozenset({"openai", "text-completion-openai", "hosted_vllm", "lm_studio", "llamafile"})
-# Providers with a usable default address, for which litellm still lists "<X>_API_BASE" as missing.
-_DEFAULT_BASE_PROVIDERS = frozenset({"ollama", "ollama_chat", "lm_studio", "llamafile"})
-# Sent to an explicit api_base of an OpenAI-compatible server unless the config names the key's variable.
-_PLACEHOLDER_KEY = "sk-no-key-required"
-
-
-@dataclass(frozen=True)
-class LLMReadiness:
-    """What `check_llm_ready` found: enough to log which provider a run will use."""
-
-    model: str
-    provider: str
-
-
 # --------------------------------------------------------------------------------------------------
 # Pre-flight and estimates (no LLM call)
 # --------------------------------------------------------------------------------------------------
 
 
-def _provider(settings_model: str, api_base: str | None) -> str:
-    litellm = get_litellm()
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(settings_model, api_base=api_base)
-    except Exception as error:
-        raise LLMConfigError(
-            f"model {settings_model!r} is unknown to litellm: use '<provider>/<model>' such as "
-            "openai/gpt-4o-mini, anthropic/claude-3-5-haiku-latest, ollama/llama3, openai/<alias> with "
-            "api_base, or local/qwen2.5-coder-1.5b-instruct"
-        ) from error
-    return str(provider)
-
-
-def _json_mode(settings: LLMSettings) -> str:
-    """The structured-output mechanism this model will get: json_schema, json_object or prompt."""
-    if settings.json_mode != "auto":
-        return settings.json_mode
-    if settings.is_local:
-        return "json_schema"  # llama.cpp grammar built from the schema
-    litellm = get_litellm()
-    try:
-        supported = litellm.supports_response_schema(model=settings.model)
-    except Exception:
-        supported = False
-    return "json_schema" if supported else "json_object"
-
-
-def check_llm_ready(settings: LLMSettings, environment: Mapping[str, str] | None = None) -> LLMReadiness:
-    """Pre-flight: fail in seconds, with a clear message, if the model string or its credentials are wrong.
-
-    Checks that litellm knows the provider and that the environment variables it needs are set (names
-    only; values are never read out or printed) in `environment`, the variables the steps will see
-    (default: this process's, which is where the local orchestrator runs them). For ``local/`` models:
-    the GGUF is known and llama-cpp-python is installed. Makes no LLM call.
-    """
-    if settings.is_local:
-        local.check_local_model(local.local_model_name(settings.model))
-        return LLMReadiness(settings.model, local.PROVIDER)
-    env = os.environ if environment is None else environment
-    where = "" if environment is None else " where the steps run"
-    litellm = get_litellm()
-    provider = _provider(settings.model, settings.api_base)
-    if settings.api_key_env is not None and not env.get(settings.api_key_env, "").strip():
-        raise LLMConfigError(
-            f"model {settings.model!r}: api_key_env names {settings.api_key_env}, which is not set or "
-            f"empty{where}"
-        )
-    prefix = provider.upper().replace("-", "_") + "_"
-    empty = sorted(
-        name
-        for name, value in env.items()
-        if name.startswith(prefix) and is_secret_name(name) and not value.strip()
-    )
-    if empty and not _sends_placeholder_key(settings, provider):
-        raise LLMConfigError(
-            f"model {settings.model!r} (provider {provider}): environment variable(s) {', '.join(empty)} "
-            f"are set but empty{where}"
-        )
-    if not (settings.api_base and provider in _OPENAI_COMPATIBLE):
-        with nullcontext() if environment is None else _process_environment(environment):
-            required = litellm.validate_environment(model=settings.model, api_base=settings.api_base)
-        missing = [
-            name
-            for name in required.get("missing_keys", [])
-            if not (name.endswith("_API_BASE") and (settings.api_base or provider in _DEFAULT_BASE_PROVIDERS))
-        ]
-        if missing:
-            raise LLMConfigError(
-                f"model {settings.model!r} (provider {provider}) needs environment variable(s) "
-                f"{', '.join(missing)}, which are not set{where}"
-                + ("" if settings.api_base else "; for a self-hosted OpenAI-compatible server set api_base")
-            )
-    return LLMReadiness(settings.model, provider)
-
-
-@contextmanager
-def _process_environment(environment: Mapping[str, str]) -> Iterator[None]:
-    """litellm reads only os.environ: show it the steps' variables for one check (pre-flight runs before
-    any thread starts), then put the process's own back."""
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(environment)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def _sends_placeholder_key(settings: LLMSettings, provider: str) -> bool:
-    """A self-hosted OpenAI-compatible server gets a dummy key unless the config names the variable
-    holding its key: the user's real OpenAI key must never travel to a server that is not OpenAI."""
-    return bool(settings.api_base) and provider in _OPENAI_COMPATIBLE and settings.api_key_env is None
-
-
-def _as_messages(messages: Sequence[Mapping[str, Any]] | str) -> list[Message]:
-    if isinstance(messages, str):
-        return [{"role": "user", "content": messages}]
-    return [dict(m) for m in messages]
-
-
-def estimate_prompt_tokens(model: str, messages: Sequence[Mapping[str, Any]] | str) -> int:
-    """Prompt tokens as litellm counts them (the model's tokenizer where known, else tiktoken's).
-
-    For ``local/`` models this is tiktoken's count: close to, not equal to, the GGUF tokenizer's.
-    """
-    litellm = get_litellm()
-    name = local.local_model_name(model) if model.startswith(local.LOCAL_PREFIX) else model
-    return int(litellm.token_counter(model=name, messages=_as_messages(messages)))
-
-
-def estimate_cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """Price of that many tokens from litellm's bundled price table; None if it does not know the model."""
-    if model.startswith(local.LOCAL_PREFIX):
-        return 0.0
-    litellm = get_litellm()
-    try:
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-        )
-    except Exception:
-        return None
-    return float(prompt_cost + completion_cost)
-
-
-def estimate_cost(
-    settings: LLMSettings,
-    requests: Sequence[LLMRequest | Sequence[Mapping[str, Any]] | str],
-    *,
-    completion_tokens_per_call: int | None = None,
-) -> dict[str, Any]:
-    """A `--dry-run` price for a batch: prompt tokens counted, completions assumed `max_tokens` each.
-
-    Returns calls, prompt_tokens, completion_tokens, cost_usd (None when the price is unknown).
-    """
-    per_call = settings.max_tokens if completion_tokens_per_call is None else completion_tokens_per_call
-    prompt_tokens = 0
-    for item in requests:
-        request = item if isinstance(item, LLMRequest) else LLMRequest(messages=item)  # type: ignore[arg-type]
-        messages = _as_messages(request.messages)
-        if request.response_schema is not None:
-            messages = with_schema_instruction(messages, request.response_schema)
-        prompt_tokens += estimate_prompt_tokens(settings.model, messages)
-    completion_tokens = per_call * len(requests)
-    return {
-        "model": settings.model,
-        "calls": len(requests),
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "cost_usd": estimate_cost_usd(settings.model, prompt_tokens, completion_tokens),
-    }
-
-
 # --------------------------------------------------------------------------------------------------
 # Error classification
 # --------------------------------------------------------------------------------------------------
-
-
-def _short(error: BaseException, limit: int = 300) -> str:
-    """One-line, length-capped, credential-free description of an error (results may be saved)."""
-    text = redact(" ".join(str(error).split()))
-    return f"{type(error).__name__}: {text[:limit]}"
-
-
-def _classify(error: BaseException) -> str:
-    """'retry' (transient), 'item' (this request only: fail it) or 'config' (raise: all would fail)."""
-    litellm = get_litellm()
-    if isinstance(error, LLMConfigError):
-        return "config"
-    if isinstance(error, litellm.ContextWindowExceededError | litellm.ContentPolicyViolationError):
-        return "item"
-    if isinstance(
-        error,
-        litellm.AuthenticationError
-        | litellm.PermissionDeniedError
-        | litellm.NotFoundError
-        | litellm.BadRequestError
-        | litellm.UnprocessableEntityError,
-    ):
-        return "config"
-    if "Missing credentials" in str(error) or "api_key client option must be set" in str(error):
-        return "config"  # litellm reports a missing key as a 500
-    if isinstance(
-        error,
-        litellm.RateLimitError
-        | litellm.Timeout
-        | litellm.APIConnectionError
-        | litellm.InternalServerError
-        | litellm.ServiceUnavailableError
-        | litellm.BadGatewayError,
-    ):
-        return "retry"
-    status = getattr(error, "status_code", None)
-    if isinstance(error, litellm.APIError | litellm.OpenAIError):
-        return "retry" if status is None or int(status) >= 500 or int(status) in (408, 409, 429) else "item"
-    raise error  # not a provider error: a bug, let it surface
-
-
-def _retry_after_s(error: BaseException) -> float | None:
-    """Seconds from a Retry-After (or retry-after-ms) header on the error, if the server sent one."""
-    for headers in (getattr(error, "litellm_response_headers", None), getattr(error, "headers", None)):
-        if not headers:
-            continue
-        try:
-            millis = headers.get("retry-after-ms")
-            if millis is not None:
-                return max(0.0, float(millis) / 1000)
-            value = headers.get("retry-after")
-        except AttributeError:
-            continue
-        if (seconds := parse_retry_after(value)) is not None:
-            return seconds
-    return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -329,7 +105,7 @@ class LLMClient:
         self._slots = threading.BoundedSemaphore(1 if settings.is_local else settings.concurrency)
         self._ready_lock = threading.Lock()
         self._ready = False
-        self._api_key: str | None = None  # set only for a server at api_base (see _sends_placeholder_key)
+        self._api_key: str | None = None  # set only for a server at api_base (see sends_placeholder_key)
         self._json_mode: str | None = None
         self._guards: dict[str, list[Any]] = {}
         self._guards_lock = threading.Lock()
@@ -365,7 +141,7 @@ class LLMClient:
             | {
                 "model": s.model,
                 "api_base": s.api_base,
-                "messages": _as_messages(messages),
+                "messages": as_messages(messages),
                 "temperature": s.temperature,
                 "max_tokens": s.max_tokens,
                 "seed": s.seed,
@@ -387,7 +163,7 @@ class LLMClient:
 
         Never raises for a failed call (the result's `error` says why) except `LLMConfigError`.
         """
-        msgs = _as_messages(messages)
+        msgs = as_messages(messages)
         key = self.cache_key(msgs, response_schema, sample)
         guard = self._guard(key) if self.cache is not None else nullcontext()
         with guard:
@@ -473,7 +249,7 @@ class LLMClient:
 
     def _resolved_json_mode(self) -> str:
         if self._json_mode is None:
-            self._json_mode = _json_mode(self.settings)
+            self._json_mode = json_mode(self.settings)
         return self._json_mode
 
     def _bar_disabled(self) -> bool | None:
@@ -502,8 +278,8 @@ class LLMClient:
             readiness = check_llm_ready(self.settings)
             if self.settings.api_key_env is not None:
                 self._api_key = os.environ[self.settings.api_key_env]
-            elif _sends_placeholder_key(self.settings, readiness.provider):
-                self._api_key = _PLACEHOLDER_KEY  # the SDK insists on some key; a local server ignores it
+            elif sends_placeholder_key(self.settings, readiness.provider):
+                self._api_key = PLACEHOLDER_KEY  # the SDK insists on some key; a local server ignores it
             if self.settings.is_local:
                 local.register_local_provider()
                 local.get_local_model(local.local_model_name(self.settings.model))
@@ -543,7 +319,7 @@ class LLMClient:
         return params
 
     def _backoff_s(self, attempt: int, error: BaseException) -> float:
-        return backoff_s(attempt, _retry_after_s(error), self.backoff_base_s, self.backoff_max_s)
+        return backoff_s(attempt, retry_after_s(error), self.backoff_base_s, self.backoff_max_s)
 
     def _call(self, messages: list[Message], params: dict[str, Any], out: _Outcome) -> Any | None:
         """One provider call with our retries; accumulates into `out`; None (and out.error) on failure."""
@@ -563,14 +339,14 @@ class LLMClient:
                     self._note_success()
                     self._account(response, out)
                     return response
-            kind = _classify(failure)
+            kind = classify_error(failure)
             if kind == "config":  # not chained: the provider's error text may echo credentials
-                raise LLMConfigError(f"{self.settings.model}: {_short(failure)}") from None
+                raise LLMConfigError(f"{self.settings.model}: {short_error(failure)}") from None
             if kind == "item":
-                out.error = f"request_failed: {_short(failure)}"
+                out.error = f"request_failed: {short_error(failure)}"
                 return None
             if attempt > self.settings.max_retries:
-                out.error = f"retries_exhausted: {_short(failure)} (after {attempt} attempts)"
+                out.error = f"retries_exhausted: {short_error(failure)} (after {attempt} attempts)"
                 self._note_exhausted(failure)
                 return None
             self.stats.add(retries=1)
@@ -591,7 +367,8 @@ class LLMClient:
         if tripped:  # not chained: the provider's error text may echo credentials
             raise LLMConfigError(
                 f"provider of {self.settings.model} is failing: {in_a_row} calls in a row "
-                f"failed after {self.settings.max_retries} retries each (last: {_short(failure)}); is it "
+                f"failed after {self.settings.max_retries} retries each (last: {short_error(failure)}); is "
+                f"it "
                 f"reachable{' at ' + self.settings.api_base if self.settings.api_base else ''}?"
             ) from None
 

@@ -2,7 +2,7 @@
 
 Registered as provider ``local`` so ``local/<name>`` goes through the same client (cache, retries, JSON
 handling, stats) as any hosted model. ``<name>`` is a packaged GGUF model known to
-`ragbench.models` (provisioned from PyPI on first use) or a path to a ``.gguf`` file.
+`ragbench.models.provision` (provisioned from PyPI on first use) or a path to a ``.gguf`` file.
 
 A ``Llama`` object is not thread-safe: one instance per file, loaded lazily once, every call under
 its lock. The KV cache is reset before each call, because reusing a stale prompt prefix was seen to
@@ -23,6 +23,9 @@ from typing import Any
 
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.types import LOCAL_PREFIX, LLMConfigError
+
+# The packaged offline chat model every default reader, judge and testset model uses.
+DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +75,7 @@ def check_local_model(name: str) -> None:
     """
     from importlib.util import find_spec
 
-    from ragbench.models import find_packaged_model, packaged_model_names
+    from ragbench.models.registry import find_packaged_model, packaged_model_names
 
     if name.endswith(".gguf"):
         if not Path(name).expanduser().is_file():
@@ -93,7 +96,8 @@ def check_local_model(name: str) -> None:
 
 
 def resolve_local_path(name: str) -> Path:
-    """The .gguf file for `name`, provisioning a packaged model through `ragbench.models` if needed."""
+    """The .gguf file for `name`, provisioning a packaged model through `ragbench.models.provision` if
+    needed."""
     with _load_lock:
         if name in _paths:
             return _paths[name]
@@ -101,7 +105,7 @@ def resolve_local_path(name: str) -> Path:
     if name.endswith(".gguf"):
         path = Path(name).expanduser().resolve()
     else:
-        from ragbench.models import resolve_model
+        from ragbench.models.provision import resolve_model
 
         path = Path(resolve_model(name).location).resolve()
     with _load_lock:

@@ -304,3 +304,13 @@ class LLMStats:
         data["latency_s_p95"] = round(nearest_rank_percentile(latencies, 0.95), 4)
         data["latency_s_max"] = round(latencies[-1], 4) if latencies else 0.0
         return data
+
+
+# A reader or judge as a config names it: a model string, or a mapping of LLMSettings fields.
+LLMEntry = str | dict[str, Any]
+
+
+def llm_settings(entry: LLMEntry, defaults: dict[str, Any]) -> LLMSettings:
+    """A grid entry (model string or mapping) over the shared defaults of its role."""
+    fields = {"model": entry} if isinstance(entry, str) else entry
+    return LLMSettings(**{**defaults, **fields})

@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
-from ragbench.chunking import ChunkSet
-from ragbench.eval_cases import Critique, SourceChunk
-from ragbench.index import Embedder, VectorIndex
-from ragbench.llm import LLMClient, LLMRequest
-from ragbench.prompts import data_section
-from ragbench.retrieval import retrieve
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.inputs.eval_cases import Critique, SourceChunk
+from ragbench.llm.client import LLMClient
+from ragbench.llm.prompts import data_section
+from ragbench.llm.types import LLMRequest
+from ragbench.retrieval.index import Embedder, VectorIndex
+from ragbench.retrieval.search import retrieve
 from ragbench.testset.generate import Candidate, CandidateSet, Usage
 from ragbench.testset.plan import source_chunk
 from ragbench.testset.rubrics import Critic, CriticVerdict, critics_for, passages_text

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from ragbench.eval_cases import SourceChunk
-from ragbench.llm import LLMClient, LLMRequest, LLMResult
-from ragbench.llm.types import total_cost
-from ragbench.prompts import data_section
+from ragbench.inputs.eval_cases import SourceChunk
+from ragbench.llm.client import LLMClient
+from ragbench.llm.prompts import data_section
+from ragbench.llm.types import LLMRequest, LLMResult, total_cost
 from ragbench.testset.plan import Seed
 from ragbench.testset.rubrics import (
     EVOLUTIONS,

@@ -16,7 +16,6 @@ written for other questions, so such labels are counted as stale and left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from html import escape
 from pathlib import Path
@@ -24,9 +23,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from ragbench.pages import rows_to_html_table, rows_to_text
-from ragbench.stats import cohen_kappa
-from ragbench.tables import TableError, load_yaml, read_utf8
+from ragbench.analysis.stats import cohen_kappa
+from ragbench.inputs.tables import TableError, jsonl_records, load_yaml, read_utf8
+from ragbench.report.pages import rows_to_html_table, rows_to_text
 
 COMBINED = "combined"
 YAML_SUFFIXES = {".yaml", ".yml"}
@@ -122,18 +121,10 @@ def _yaml_entries(text: str, path: Path) -> list[tuple[str, Any]]:
 
 
 def _jsonl_entries(text: str, path: Path) -> list[tuple[str, Any]]:
-    # Line by line rather than read_table_file: `datasets` unifies the rows' schemas (a missing key
-    # becomes null in that row, an extra key null in every other), so neither could be told apart or
-    # pointed at, and a mistyped value fails the whole file without naming its line.
-    entries = []
-    for line_number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entries.append((f"line {line_number}", json.loads(line)))
-        except json.JSONDecodeError as error:
-            raise LabelError(f"{path}: line {line_number}: invalid JSON: {error}") from None
-    return entries
+    try:
+        return [(f"line {number}", record) for number, record in jsonl_records(text, path)]
+    except TableError as error:
+        raise LabelError(str(error)) from None
 
 
 def _problems(error: ValidationError) -> str:

@@ -12,8 +12,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from ragbench.chunking import Chunk
-from ragbench.eval_cases import SourceChunk
+from ragbench.inputs.chunking import Chunk
+from ragbench.inputs.eval_cases import SourceChunk
 from ragbench.testset.rubrics import EVOLUTIONS, SIMPLE, UNANSWERABLE
 
 # A second passage this similar to the first is the same text (overlap, a repeated section), not a

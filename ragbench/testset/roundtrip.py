@@ -49,11 +49,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from ragbench.eval_cases import Method, Passages, RoundtripCheck, SourceChunk
-from ragbench.llm import LLMClient, LLMRequest, LLMResult
-from ragbench.prompts import DEFAULT_PROMPT, PromptTemplate, data_section, says_not_in_context
-from ragbench.reader import build_reader_messages
-from ragbench.retrieval import RetrievedChunk
+from ragbench.generation.reader import build_reader_messages
+from ragbench.inputs.eval_cases import Method, Passages, RoundtripCheck, SourceChunk
+from ragbench.llm.client import LLMClient
+from ragbench.llm.prompts import DEFAULT_PROMPT, PromptTemplate, data_section, says_not_in_context
+from ragbench.llm.types import LLMRequest, LLMResult
+from ragbench.retrieval.search import RetrievedChunk
 from ragbench.testset.generate import Candidate, CandidateSet, Usage
 from ragbench.testset.rubrics import UNANSWERABLE
 

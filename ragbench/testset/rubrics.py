@@ -4,7 +4,7 @@ A new evolution is one `Evolution` in `EVOLUTIONS`; a new critic is one `Critic`
 threshold in the config, default 4). Both are used by name in `testset:` of the config.
 
 Every text the benchmark did not write (passages, generated questions and answers) enters a prompt only
-as a tagged data section (`ragbench.prompts.data_section`), which the system messages declare to be
+as a tagged data section (`ragbench.llm.prompts.data_section`), which the system messages declare to be
 material, never instructions.
 """
 
@@ -17,8 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from ragbench.eval_cases import SourceChunk
-from ragbench.prompts import format_passages
+from ragbench.inputs.eval_cases import SourceChunk
+from ragbench.llm.prompts import format_passages
 
 # Questions that point at the material instead of asking about the subject ("according to the
 # passage", "in the text above") cannot be asked by a real user, who never sees the chunk.

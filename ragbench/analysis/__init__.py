@@ -1,0 +1,10 @@
+"""Analysis: a run's results table assembled from its stage results, the intervals and paired tests behind
+every number, each axis's effect, and how far the judge can be trusted. Presentation lives in
+ragbench.report; ragbench.analysis.stats (statistics primitives) imports nothing of ragbench.
+
+May import: ragbench.generation, ragbench.grid, ragbench.inputs, ragbench.llm, ragbench.retrieval,
+ragbench.scoring."""
+
+from ragbench import submodules_as_attributes
+
+__getattr__ = submodules_as_attributes(__name__)

@@ -1,0 +1,82 @@
+"""What a run's numbers rest on and what should change how they are read, worded for the run: the eval set,
+the cases behind each part, external systems, retried calls, stand-ins and truncated chunks."""
+
+from __future__ import annotations
+
+from ragbench.analysis.results import CellResults
+from ragbench.generation.answers import ExternalAnswers
+from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.scoring.judge import judge_warnings
+
+
+def run_notes(
+    results: CellResults, sample_size: int | None, seed: int, eval_suite: EvalSuite | None = None
+) -> list[str]:
+    """What the numbers rest on, worded for this run (a retrieval-only run has no answers to describe),
+    first which eval set it used."""
+    notes = []
+    if eval_suite is not None:
+        notes.append(
+            f"Eval set: {eval_suite.label or 'unnamed'} ({len(eval_suite.cases)} cases, "
+            f"fingerprint {eval_suite.fingerprint or 'none'})."
+        )
+    retrieval_cases = {r.retrieval.metrics.cases_used for r in results.retrievals.values()}
+    notes.append(
+        f"Retrieval metrics use every case with expected sources ({', '.join(map(str, retrieval_cases))})."
+    )
+    if results.answer_sets:
+        answered = len(next(iter(results.answer_sets.values())).answers)
+        chosen = "every case" if sample_size is None else f"a seeded sample (seed {seed})"
+        notes.append(
+            f"Answers, keyword tests and the judge use {answered} cases, {chosen}, the same in every cell; "
+            "each *_cases column gives the number of cases behind its metric."
+        )
+    notes += [external_note(s.external) for s in results.answer_sets.values() if s.external is not None]
+    reader_retried = sum(a.retried_earlier_failure for s in results.answer_sets.values() for a in s.answers)
+    judge_retried = sum(j.calls_retried for j in results.judgements())
+    if reader_retried or judge_retried:
+        notes.append(
+            f"This run made again {reader_retried} answering call(s) (reader or external system) and "
+            f"{judge_retried} judge call(s) that had "
+            "failed in an earlier run (steps with failed calls are never reused from the cache; their "
+            "finished calls came from the LLM cache)."
+        )
+    return notes
+
+
+def external_note(external: ExternalAnswers) -> str:
+    """Which deploy of an external system answered, how its calls went, and what could not be measured."""
+    version = f", version {external.version}" if external.version else ""
+    text = (
+        f"External system {external.name} ({external.kind} {external.endpoint}{version}): asked "
+        f"{external.cases_asked} cases, {external.calls_made} not from the cache, {external.failures} failed "
+        f"({external.retries} retries)."
+    )
+    if not external.returned_contexts:
+        return text + (
+            " It returned no passages: its row has answer-only metrics (no retrieval metrics, no rubric that "
+            "reads passages)."
+        )
+    if external.retrieval is None:
+        return text + " Its passages came without sources: no retrieval metrics."
+    return text + " Retrieval metrics compare the sources it returned, in its order, with expected_sources."
+
+
+def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str]:
+    """Everything that should change how the numbers are read, found in the results themselves."""
+    warnings = [f"knowledge base: skipped {reason}" for reason in skipped_documents]
+    for choice in {a.reranker.used: a.reranker for a in results.answer_sets.values() if a.reranker}.values():
+        if choice.is_standin:
+            warnings.append(
+                f"RERANKER IS AN UNTRAINED STAND-IN ({choice.label}) for {choice.requested}: "
+                f"{choice.reason}. Rows with this reranker show that the reranking path works; their numbers "
+                "are NOT ColBERT results."
+            )
+    for result in results.retrievals.values():
+        if result.index is not None and result.index.chunks_over_max_length:
+            warnings.append(
+                f"{result.index.chunks_over_max_length} chunks of size {result.index.chunk_size} exceed "
+                f"{result.index.embedding_model}'s maximum sequence length and were truncated when embedded"
+            )
+    rubrics = {rubric.name: rubric for result in results.judged.values() for rubric in result.rubrics}
+    return list(dict.fromkeys(warnings)) + judge_warnings(results.judgements(), rubrics.values())

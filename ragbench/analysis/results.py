@@ -1,0 +1,458 @@
+"""The results of a run, cell by cell: the rows of the table, the per-case records, the headline metrics.
+
+Everything here is computed from the stage results the pipeline made (retrieval per retrieve key,
+answers per answer key, verdicts per judge key), looked up for each cell by its stage keys.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+
+from pydantic import BaseModel
+
+from ragbench.analysis.columns import generation_case_values, generation_columns
+from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
+from ragbench.analysis.stats import StatisticsConfig, mean_interval
+from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
+from ragbench.generation.answers import AnswerSet
+from ragbench.generation.reader import ReaderAnswer
+from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, llm_names, varying_axes
+from ragbench.inputs.eval_cases import EvalCase, EvalSuite
+from ragbench.inputs.tables import rows_to_csv
+from ragbench.retrieval.search import RetrievalResult
+from ragbench.scoring.cells import JudgeResult, keyword_report
+from ragbench.scoring.judge import Judgement
+from ragbench.scoring.keyword_tests import KeywordFailure, KeywordReport, Suite
+from ragbench.scoring.metrics import MetricInfo
+from ragbench.scoring.pairwise import PairwiseResult
+from ragbench.scoring.registry import Scoring, present
+from ragbench.scoring.rubrics import checked_criterion
+
+
+class CaseRecord(BaseModel):
+    """One (cell, case): the question, the passages with sources and ranks, the answer, what judged it."""
+
+    cell: str
+    case_id: str
+    question: str
+    answer: ReaderAnswer
+    reranker: str
+    keyword_failures: list[KeywordFailure]
+    judgement: Judgement | None
+
+
+class CaseRecords(BaseModel):
+    """All per-case records of a run, one artifact (not one sub-artifact per record)."""
+
+    records: list[CaseRecord]
+
+    def jsonl(self) -> str:
+        """One flat line per (cell, case): the answer's fields beside what tested and judged it."""
+        lines = [
+            json.dumps(
+                {"cell": r.cell, "reranker": r.reranker, **r.answer.model_dump(mode="json")}
+                | {"keyword_failures": [f.model_dump() for f in r.keyword_failures]}
+                | {"judgement": r.judgement.model_dump() if r.judgement else None},
+                ensure_ascii=False,
+            )
+            for r in self.records
+        ]
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+class CellResults(BaseModel):
+    """Every stage result of a run, indexed by stage key: what the results step assembles rows from."""
+
+    cells: list[CellSpec]
+    retrievals: dict[str, RetrievalResult]
+    answer_sets: dict[str, AnswerSet]
+    judged: dict[str, JudgeResult]
+    keyword: dict[str, KeywordReport]
+    human_labels: dict[str, int] = {}  # case id -> a person's correctness score of its human_answer
+
+    @classmethod
+    def collect(
+        cls,
+        cells: Sequence[CellSpec],
+        retrievals: Sequence[RetrievalResult],
+        answer_sets: Sequence[AnswerSet],
+        judged: Sequence[JudgeResult],
+        cases: Sequence[EvalCase],
+        suites: Sequence[Suite],
+    ) -> CellResults:
+        return cls(
+            cells=list(cells),
+            retrievals={r.spec.id: r for r in retrievals}
+            | {
+                a.spec.upto("retrieve").id: a.external.retrieval
+                for a in answer_sets
+                if a.external is not None and a.external.retrieval is not None
+            },
+            answer_sets={a.spec.id: a for a in answer_sets},
+            judged={j.spec.id: j for j in judged},
+            keyword={a.spec.id: keyword_report(a, cases, suites) for a in answer_sets} if suites else {},
+            human_labels={c.id: c.human_correctness for c in cases if c.human_correctness is not None},
+        )
+
+    def answers_of(self, cell: CellSpec) -> AnswerSet | None:
+        answers = cell.reader is not None or cell.external is not None
+        return self.answer_sets.get(cell.upto("answer").id) if answers else None
+
+    def judged_of(self, cell: CellSpec) -> JudgeResult | None:
+        return self.judged.get(cell.id) if cell.judge is not None else None
+
+    def case_values(self, cell: CellSpec) -> CaseValues:
+        """Every per-case value behind the cell's row (column -> case id -> value)."""
+        retrieval = self.retrievals.get(cell.upto("retrieve").id)  # None: a system that returned no sources
+        values = retrieval.case_values() if retrieval is not None else {}
+        answers = self.answers_of(cell)
+        if answers is not None:
+            values |= generation_case_values(self.keyword.get(answers.spec.id), self.judged_of(cell))
+        return values
+
+    @cached_property
+    def llm_names(self) -> AxisNames:
+        return llm_names(self.cells)
+
+    def axis_columns(self, cell: CellSpec) -> dict:
+        """The cell's axes as table columns, its reranker as really used (the UNTRAINED stand-in says so)."""
+        axes = cell.axis_columns(self.llm_names)
+        if (answers := self.answers_of(cell)) is not None:
+            axes["reranker"] = answers.reranker_label
+        return axes
+
+    def labels(self, varying: list[str]) -> dict[str, str]:
+        """cell id -> its unique label (see `cell_labels`)."""
+        return cell_labels(self.cells, varying, {cell.id: self.axis_columns(cell) for cell in self.cells})
+
+    def judge_name(self, cell: CellSpec) -> str:
+        return self.axis_columns(cell)["judge"]
+
+    def rows(self, varying: list[str]) -> list[dict]:
+        """One row per cell: its axis values, retrieval metrics (all cases) and end-to-end scores."""
+        rows = []
+        labels = self.labels(varying)
+        for cell in self.cells:
+            axes = self.axis_columns(cell)
+            answers = self.answers_of(cell)
+            row = {"cell": cell.id, "label": labels[cell.id], **axes}
+            if (retrieval := self.retrievals.get(cell.upto("retrieve").id)) is not None:
+                row |= retrieval.columns()
+            if answers is not None:
+                keyword = self.keyword.get(answers.spec.id)
+                row |= generation_columns(answers, keyword, self.judged_of(cell))
+            rows.append(row)
+        return rows
+
+    def case_records(self) -> CaseRecords:
+        records = []
+        for cell in self.cells:
+            answers = self.answers_of(cell)
+            if answers is None:
+                continue
+            judged = self.judged_of(cell)
+            verdicts = {j.case_id: j for j in judged.judgements} if judged else {}
+            keyword = self.keyword.get(answers.spec.id)
+            failures = keyword.failing if keyword else []
+            records += [
+                CaseRecord(
+                    cell=cell.id,
+                    case_id=answer.case_id,
+                    question=answer.question,
+                    answer=answer,
+                    reranker=answers.reranker_label,
+                    keyword_failures=[f for f in failures if f.case_id == answer.case_id],
+                    judgement=verdicts.get(answer.case_id),
+                )
+                for answer in answers.answers
+            ]
+        return CaseRecords(records=records)
+
+    def judged_cases(self, labels: dict[str, str], varying: list[str]) -> list[JudgedCase]:
+        """Every score of the criterion the judge is checked on (`Criterion.checks_judge`) with the keyword
+        tests of its answer; answer sets are named by the varying axes before the judge."""
+        before_judge = [axis for axis in varying if CellSpec.stage_of(axis) != "judge"]
+        keys = distinct_at(self.cells, "answer")
+        checked = {
+            cell.id: checked_criterion(result.rubrics)
+            for cell in self.cells
+            if (result := self.judged_of(cell))
+        }
+        answer_sets = cell_labels(keys, before_judge, {key.id: self.axis_columns(key) for key in keys})
+        judged = []
+        for cell in self.cells:
+            answers, result = self.answers_of(cell), self.judged_of(cell)
+            if answers is None or result is None or (criterion := checked[cell.id]) is None:
+                continue
+            keyword = self.keyword.get(answers.spec.id)
+            tested = (
+                {case for outcomes in keyword.outcomes.values() for case in outcomes} if keyword else set()
+            )
+            failing = keyword.failing if keyword else []
+            judged += [
+                JudgedCase(
+                    cell=labels[cell.id],
+                    answer_set=answer_sets[cell.upto("answer").id],
+                    judge=self.judge_name(cell),
+                    case_id=j.case_id,
+                    correctness=j.scores[criterion.name],
+                    keyword_failures=[f"{f.suite}: {f.word}" for f in failing if f.case_id == j.case_id],
+                    keyword_tested=j.case_id in tested,
+                )
+                for j in result.judgements
+                if criterion.name in j.scores
+            ]
+        return judged
+
+    def sampled_scores(self) -> dict[str, dict[str, list[list[int]]]]:
+        """judge -> criterion -> per answer, every sampled score (first sample first), for the answers
+        judged more than once (evaluation.judge_samples > 1)."""
+        sampled: dict[str, dict[str, list[list[int]]]] = {}
+        for cell in self.cells:
+            result = self.judged_of(cell)
+            if result is None:
+                continue
+            by_criterion = sampled.setdefault(self.judge_name(cell), {})
+            for j in result.judgements:
+                for criterion, repeats in j.resampled.items():
+                    first = j.scores.get(criterion)
+                    if first is not None and repeats:
+                        by_criterion.setdefault(criterion, []).append([first, *repeats])
+        return sampled
+
+    def labelled_scores(self) -> dict[str, list[tuple[int, int]]]:
+        """judge -> (person's score, judge's score) per human-labelled answer it graded (once per judge,
+        however many cells it judges)."""
+        by_judge: dict[str, dict[str, tuple[int, int]]] = {}
+        for cell in self.cells:
+            result = self.judged_of(cell)
+            criterion = checked_criterion(result.rubrics) if result is not None else None
+            for j in result.calibration if result is not None and criterion is not None else []:
+                if criterion.name in j.scores and j.case_id in self.human_labels:
+                    pair = (self.human_labels[j.case_id], j.scores[criterion.name])
+                    by_judge.setdefault(self.judge_name(cell), {})[j.case_id] = pair
+        return {judge: list(pairs.values()) for judge, pairs in by_judge.items()}
+
+    def incomplete(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """cell id -> why a metric the config asked for has no value in that cell although it had cases to
+        score: every reader (or system) call failed, or every verdict of a rubric failed (a judge that was
+        down). Such a run fails its gate and never becomes a baseline."""
+        why: dict[str, str] = {}
+        for cell in self.cells:
+            answers = self.answers_of(cell)
+            if answers is None or not answers.answers:
+                continue
+            produced = [a for a in answers.answers if a.answer is not None]
+            if not produced:
+                errors = [a.error for a in answers.answers if a.error]
+                who = "call to the system" if cell.external else "reader call"
+                why[cell.id] = (
+                    f"every {who} failed in cell {labels[cell.id]}; last error: "
+                    f"{errors[-1] if errors else 'unknown'}"
+                )
+                continue
+            judged = self.judged_of(cell)
+            if judged is None:
+                continue
+            for rubric in judged.rubrics:
+                failed = [j.errors[rubric.name] for j in judged.judgements if rubric.name in j.errors]
+                scored = any(c.name in j.scores for j in judged.judgements for c in rubric.criteria)
+                if failed and not scored:
+                    why[cell.id] = (
+                        f"the judge could not score {rubric.name} on any of its {len(failed)} answer(s) in "
+                        f"cell {labels[cell.id]}; last error: {failed[-1]}"
+                    )
+                    break
+        return why
+
+    def judgements(self) -> list[Judgement]:
+        return [j for result in self.judged.values() for j in result.judgements]
+
+
+# The case type of cases without one (hand-written or imported, not generated by `run.py testset`).
+UNTYPED = "(not generated)"
+
+
+def case_type_rows(
+    headline: Sequence[MetricInfo],
+    case_values: Mapping[str, CaseValues],
+    labels: Mapping[str, str],
+    case_types: Mapping[str, str | None],
+    statistics: StatisticsConfig,
+) -> list[dict]:
+    """Each headline score per (cell, case type): its mean over the cell's cases of that type, with
+    `<column>_low`/`_high` (the interval of that mean) and `<column>_cases` (how many cases it rests on).
+
+    `case_values` is cell id -> column -> case id -> value, `labels` cell id -> label and `case_types`
+    case id -> the case's type (None: not a generated case, grouped as UNTYPED, listed last). Empty unless
+    the scored cases have at least two distinct types: with one, the breakdown would repeat the table.
+    """
+    columns = [metric.column for metric in headline]
+    scored = {
+        case for values in case_values.values() for column in columns for case in values.get(column, {})
+    }
+    groups: dict[str | None, set[str]] = {}
+    for case, kind in case_types.items():
+        if case in scored:
+            groups.setdefault(kind, set()).add(case)
+    if len([kind for kind in groups if kind is not None]) < 2:
+        return []
+    if None in groups:
+        groups[None] = groups.pop(None)  # cases without a type last
+    rows = []
+    for cell, values in case_values.items():
+        for kind, members in groups.items():
+            scores: dict = {}
+            for column in columns:
+                interval = mean_interval(
+                    [value for case, value in values.get(column, {}).items() if case in members],
+                    resamples=statistics.resamples,
+                    seed=statistics.seed,
+                    confidence=statistics.confidence,
+                )
+                if interval is not None:
+                    scores[column] = round(interval.mean, 4)
+                    scores[f"{column}_low"] = round(interval.low, 4)
+                    scores[f"{column}_high"] = round(interval.high, 4)
+                    scores[f"{column}_cases"] = interval.n
+            if scores:  # a cell without cases of this type (e.g. outside its sample) gets no row
+                named = {
+                    "cell": cell,
+                    "label": labels.get(cell, cell),
+                    "case_type": UNTYPED if kind is None else kind,
+                }
+                rows.append(named | scores)
+    return rows
+
+
+class ResultsTable(BaseModel):
+    """The run's table and its report page: one typed artifact, shown as CSV and HTML in the dashboard."""
+
+    title: str
+    rows: list[dict]
+    headline: list[MetricInfo]
+    notes: list[str]
+    warnings: list[str]
+    report_html: str = ""  # the report page (`ragbench.report.run_page.run_report`), set by the results step
+    varying_axes: list[str] = []  # the axes that vary between the cells, which the report charts by
+    case_values: dict[str, CaseValues] = {}  # cell id -> column -> case id -> value
+    verdicts: list[MetricVerdict] = []  # per headline metric: the best cell against the others
+    confidence: float = 0.95
+    judge_reliability: JudgeReliability | None = None
+    eval_set: str = ""  # which eval set the cases came from (EvalSuite.label)
+    eval_fingerprint: str = ""  # the eval cases' content hash: the gate compares runs on the same cases
+    knowledge_base_fingerprint: str = ""
+    # per (cell, case type): each headline score's mean, interval and cases (see `case_type_rows`)
+    case_type_rows: list[dict] = []
+    # cell id -> why the run could not score it (every reader call failed, or a configured metric got no
+    # value because every verdict of its rubric failed): the gate fails such a run
+    incomplete: dict[str, str] = {}
+    pairwise: list[PairwiseResult] = []  # evaluation.pairwise: each answer set against the baseline
+    configured_metrics: list[str] = []  # the tracked metric keys the config asked for, computed or not
+
+    def csv(self) -> str:
+        return rows_to_csv(self.rows)
+
+    def case_type_csv(self) -> str:
+        """The scores broken down by case type, one line per (cell, case type); empty when the eval set
+        has fewer than two case types."""
+        return rows_to_csv(self.case_type_rows)
+
+    def case_values_csv(self) -> str:
+        """One line per (cell, metric, case): every number of the table traces back to these."""
+        labels = {row["cell"]: row["label"] for row in self.rows}
+        return rows_to_csv(
+            [
+                {
+                    "cell": cell,
+                    "label": labels.get(cell, cell),
+                    "metric": column,
+                    "case": case,
+                    "value": value,
+                }
+                for cell, values in self.case_values.items()
+                for column, by_case in values.items()
+                for case, value in by_case.items()
+            ]
+        )
+
+    def summary_rows(self) -> list[dict]:
+        """The terminal's view: each cell's label, headline scores, latency, cost, reader and judge
+        failures, reuse.
+
+        A headline score shows its interval and, where the row has it, the number of cases behind it,
+        ``0.33 [0.00, 1.00] n=3``: with a small sample a rate of 1.00 may rest on a single case.
+        """
+        failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
+        headline = [m.column for m in self.headline]
+        columns = [*headline, "latency_p95_s", "cost_usd", *failures]
+        rows = []
+        for row in self.rows:
+            kept = {"cell": row["label"]}
+            for column in (c for c in columns if c in row):
+                value, tested = row[column], row.get(f"{column}_cases")
+                if column not in headline or value is None:
+                    kept[column] = value
+                    continue
+                low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+                text = f"{value:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+                kept[column] = text + (f" n={tested}" if tested is not None else "")
+            rows.append(kept | {"reused": "yes" if row["reused"] else ""})
+        return rows
+
+
+def build_results(
+    results: CellResults,
+    *,
+    title: str,
+    scoring: Scoring,
+    notes: list[str],
+    warnings: list[str],
+    reused_cells: set[str],
+    statistics: StatisticsConfig,
+    eval_suite: EvalSuite | None = None,
+    knowledge_base_fingerprint: str = "",
+    pairwise: Sequence[PairwiseResult] = (),
+) -> tuple[ResultsTable, CaseRecords]:
+    """The table and the per-case records of a run, from its stage results; the eval suite's cases give
+    each case its type for the breakdown by case type. The report page is drawn from them by
+    `ragbench.report.run_page.run_report`."""
+    cases = eval_suite.cases if eval_suite is not None else []
+    varying = varying_axes(results.cells)
+    case_values = {cell.id: results.case_values(cell) for cell in results.cells}
+    rows = [
+        with_intervals(row, case_values[row["cell"]], statistics) | {"reused": row["cell"] in reused_cells}
+        for row in results.rows(varying)
+    ]
+    headline = present(scoring.headline(), rows)
+    records = results.case_records()
+    labels = {row["cell"]: row["label"] for row in rows}
+    verdicts = compare_cells(headline, case_values, statistics, labels)
+    reliability = judge_reliability(
+        results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores()
+    )
+    by_type = case_type_rows(
+        headline, case_values, labels, {case.id: case.case_type for case in cases}, statistics
+    )
+    table = ResultsTable(
+        title=title,
+        rows=rows,
+        headline=headline,
+        notes=notes,
+        warnings=warnings,
+        varying_axes=varying,
+        case_values=case_values,
+        verdicts=verdicts,
+        confidence=statistics.confidence,
+        judge_reliability=reliability,
+        eval_set=eval_suite.label if eval_suite is not None else "",
+        eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
+        knowledge_base_fingerprint=knowledge_base_fingerprint,
+        case_type_rows=by_type,
+        incomplete=results.incomplete(labels),
+        pairwise=list(pairwise),
+        configured_metrics=scoring.tracked_keys(),
+    )
+    return table, records

@@ -1,0 +1,345 @@
+"""The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
+correction, sample-size estimates and rater agreement. Thin, seeded wrappers over scipy, statsmodels
+and scikit-learn, so the estimators are maintained code, not ours. Values that are NaN are cases a
+cell did not score: every function here drops them (pairs where either side is NaN).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ragbench.section import Section
+
+CONFIDENCE = 0.95
+Test = Literal["paired_permutation", "wilcoxon"]
+
+
+class Interval(BaseModel):
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def mean_interval(
+    values: Sequence[float], *, resamples: int = 2000, seed: int = 0, confidence: float = CONFIDENCE
+) -> Interval | None:
+    """Bootstrap interval of the mean: BCa (bias-corrected and accelerated), because per-case scores
+    are bounded and skewed (hit rates near 1, 1-5 scores piled at the ends), which BCa corrects for
+    and the percentile method does not; percentile where BCa is undefined (degenerate resamples).
+    Clipped to the observed range, which a mean cannot leave, and always containing the mean.
+
+    No spread can be estimated from one value or identical values: the interval is the mean itself."""
+    data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if data.size == 0:
+        return None
+    mean = float(data.mean())
+    if data.size == 1 or np.all(data == data[0]):
+        return Interval(mean=mean, low=mean, high=mean, n=int(data.size))
+    from scipy import stats
+
+    low = high = math.nan
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            # degenerate resamples make BCa divide by zero and warn; the fallback below handles them
+            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = stats.bootstrap(
+                (data,),
+                np.mean,
+                n_resamples=resamples,
+                confidence_level=confidence,
+                method=method,
+                vectorized=True,
+                rng=np.random.default_rng(seed),
+            )
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        if math.isfinite(low) and math.isfinite(high):
+            break
+    low, high = max(low, float(data.min())), min(high, float(data.max()))
+    return Interval(mean=mean, low=min(low, mean), high=max(high, mean), n=int(data.size))
+
+
+def paired_difference_test(
+    reference: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    test: Test,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> tuple[float, float, float, float]:
+    """(mean difference candidate - reference, its paired-bootstrap interval low and high, two-sided
+    p-value), on per-case values paired by position; pairs where either value is NaN are dropped here.
+    With fewer than two pairs, or no pair that differs, there is no evidence: p = 1, interval = mean.
+
+    `paired_permutation` flips the sign of each paired difference at random (exact when there are
+    fewer sign patterns than `resamples`); `wilcoxon` is the signed-rank test, for ordinal scores,
+    with zero differences split between the signs (zsplit), as 1-5 scores tie often."""
+    if len(reference) != len(candidate):
+        raise ValueError(f"paired values must be equally many, got {len(reference)} and {len(candidate)}")
+    differences = np.asarray(
+        [c - r for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))],
+        dtype=float,
+    )
+    if differences.size == 0:
+        return 0.0, 0.0, 0.0, 1.0
+    mean = float(differences.mean())
+    if differences.size < 2 or np.all(differences == 0):
+        return mean, mean, mean, 1.0
+    interval = mean_interval(differences.tolist(), resamples=resamples, seed=seed)
+    assert interval is not None
+    from scipy import stats
+
+    if test == "wilcoxon":
+        p_value = float(stats.wilcoxon(differences, zero_method="zsplit").pvalue)
+    else:
+        result = stats.permutation_test(
+            (differences,),
+            np.mean,
+            permutation_type="samples",
+            n_resamples=resamples,
+            vectorized=True,
+            rng=np.random.default_rng(seed),
+        )
+        p_value = float(result.pvalue)
+    return mean, interval.low, interval.high, min(1.0, p_value) if math.isfinite(p_value) else 1.0
+
+
+def smallest_attainable_p(pairs: int) -> float:
+    """The smallest two-sided p-value the exact sign-flip and signed-rank tests can give on `pairs`
+    pairs: the most extreme of 2^n equally likely sign patterns, counted at both ends. When it exceeds
+    alpha, "not significant" is no evidence of noise: the test could not have said anything else."""
+    return min(1.0, 2.0 / 2.0**pairs) if pairs > 0 else 1.0
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: controls the chance of any false "better" over the family."""
+    if not p_values:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
+
+
+class PairedComparison(BaseModel):
+    candidate: str  # label of the other cell
+    reference: str  # label of the best cell
+    n: int  # paired cases
+    difference: float  # mean(candidate - reference)
+    low: float  # interval of the mean paired difference (paired bootstrap)
+    high: float
+    p_value: float  # raw
+    p_holm: float  # Holm-adjusted over the family of comparisons with the best
+    test: Test
+    verdict: Literal["better", "tied", "worse"]  # of the candidate, in the metric's good direction
+
+
+def compare_to_best(
+    values: Mapping[str, Mapping[str, float]],
+    *,
+    higher_is_better: bool,
+    test: Test,
+    alpha: float = 0.05,
+    seed: int = 0,
+    resamples: int = 2000,
+) -> tuple[str, list[PairedComparison]] | None:
+    """The best cell by mean (ties by label) against every other cell on the cases both scored,
+    Holm-corrected over the comparisons. `values`: cell -> case id -> value. None with < 2 cells.
+
+    The best is picked from the same data, so among many cells of equal quality a "worse" comes up
+    more often than alpha (about 8% at alpha 5% with five; as nominal with two or three)."""
+    means = {
+        cell: float(np.mean(present))
+        for cell, by_case in values.items()
+        if (present := [v for v in by_case.values() if not math.isnan(v)])
+    }
+    if len(means) < 2:
+        return None
+    sign = -1.0 if higher_is_better else 1.0
+    best = min(sorted(means), key=lambda cell: sign * means[cell])
+    raw = []
+    for cell in sorted(means):
+        if cell == best:
+            continue
+        shared = [case for case in values[best] if case in values[cell]]
+        reference = [values[best][case] for case in shared]
+        candidate = [values[cell][case] for case in shared]
+        difference, low, high, p_value = paired_difference_test(
+            reference, candidate, test=test, seed=seed, resamples=resamples
+        )
+        n = sum(not (math.isnan(r) or math.isnan(c)) for r, c in zip(reference, candidate, strict=True))
+        raw.append((cell, n, difference, low, high, p_value))
+    adjusted = holm([p for *_, p in raw])
+    comparisons = []
+    for (cell, n, difference, low, high, p_value), p_holm in zip(raw, adjusted, strict=True):
+        if p_holm >= alpha or difference == 0:
+            verdict = "tied"
+        else:
+            verdict = "better" if (difference > 0) == higher_is_better else "worse"
+        comparisons.append(
+            PairedComparison(
+                candidate=cell,
+                reference=best,
+                n=n,
+                difference=difference,
+                low=low,
+                high=high,
+                p_value=p_value,
+                p_holm=p_holm,
+                test=test,
+                verdict=verdict,
+            )
+        )
+    return best, comparisons
+
+
+def tie_set(best: str, comparisons: Sequence[PairedComparison]) -> list[str]:
+    """The best cell and every cell the data could not tell apart from it."""
+    return [best, *(c.candidate for c in comparisons if c.verdict == "tied")]
+
+
+def cases_needed(differences: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> int | None:
+    """Paired cases a two-sided paired t-test needs to detect the observed mean difference with
+    `power`, at the observed spread of the differences (Cohen's d = |mean| / sd; a paired test on n
+    pairs is a one-sample test on their n differences). None when there is no difference to detect or
+    too few cases to measure its spread; 2, the fewest a t-test takes, when the differences do not
+    vary (every case moves the same way)."""
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"alpha and power must lie strictly between 0 and 1, got {alpha} and {power}")
+    data = np.asarray([d for d in differences if not math.isnan(d)], dtype=float)
+    if data.size < 2 or float(data.mean()) == 0.0:
+        return None
+    sd = float(data.std(ddof=1))
+    if sd == 0.0:
+        return 2
+    from statsmodels.stats.power import TTestPower
+    from statsmodels.tools.sm_exceptions import ConvergenceWarning
+
+    effect = abs(float(data.mean())) / sd
+    analysis = TTestPower()
+
+    def enough(n: int) -> bool:
+        achieved = analysis.power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided")
+        if math.isnan(achieved):
+            # scipy's noncentral t gives NaN far in the wrong-direction tail (large effects): count
+            # the right-direction tail alone, short of the two-sided power by under Phi(-d sqrt(n))
+            achieved = analysis.power(effect_size=effect, nobs=n, alpha=alpha / 2, alternative="larger")
+        return bool(achieved >= power)
+
+    # solve_power's root finder fails (NaN) or lands one case short for large effects, where the
+    # answer is a handful of cases; it is the starting guess, and the integer answer is the smallest
+    # n whose power (statsmodels' own) reaches the target.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # said before returning NaN
+        guess = float(
+            np.asarray(
+                analysis.solve_power(effect_size=effect, alpha=alpha, power=power, alternative="two-sided")
+            ).item()
+        )
+    low, high = 1, max(2, math.ceil(guess) if math.isfinite(guess) else 2)  # n = 1: no t-test at all
+    while not enough(high):  # power grows with n: double until enough, then bisect
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return max(2, high)
+
+
+def weighted_kappa(
+    first: Sequence[int], second: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)
+) -> float | None:
+    """Quadratic-weighted Cohen's kappa: agreement beyond chance, a near miss (4 vs 5) counting less
+    than a far one (1 vs 5). None with fewer than two pairs. Kappa is undefined (0/0) when both raters
+    gave one and the same score to everything; they then agree on every item, reported as 1.0."""
+    if len(first) != len(second):
+        raise ValueError("both raters must rate the same items")
+    if len(first) < 2:
+        return None
+    from sklearn.exceptions import UndefinedMetricWarning
+    from sklearn.metrics import cohen_kappa_score
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # the 0/0 above
+        kappa = float(cohen_kappa_score(first, second, labels=list(labels), weights="quadratic"))
+    if math.isfinite(kappa):
+        return kappa
+    return 1.0 if list(first) == list(second) else None
+
+
+def confusion(
+    first: Sequence[int], second: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)
+) -> list[list[int]]:
+    """Counts with rows = the first rater's score and columns = the second's."""
+    from sklearn.metrics import confusion_matrix
+
+    return confusion_matrix(first, second, labels=list(labels)).tolist()
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test (binomial, p = 1/2) of wins against losses, ties already dropped: is
+    one side preferred more often than chance would give? 1.0 with no decided pair (no evidence)."""
+    if wins < 0 or losses < 0:
+        raise ValueError(f"wins and losses must not be negative, got {wins} and {losses}")
+    if wins + losses == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(wins, wins + losses, 0.5, alternative="two-sided").pvalue)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson score interval of a proportion: unlike the normal (Wald) interval it stays inside [0, 1]
+    and keeps its width at 0 or n successes, which small pairwise comparisons hit often. None for n = 0."""
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, n], got {successes} of {n}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    if n == 0:
+        return None
+    from scipy.stats import binomtest
+
+    interval = binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(interval.low), float(interval.high)
+
+
+def cohen_kappa(pairs: Sequence[tuple[object, object]]) -> float | None:
+    """Cohen's (unweighted) kappa of two raters over items, one (first, second) pair per item, for any
+    categories (e.g. keep/reject as booleans): agreement beyond what chance would give at the raters'
+    own rates of each category.
+
+        kappa = (p_o - p_e) / (1 - p_e)
+        p_o   = share of items both raters put in the same category
+        p_e   = sum over categories c of p_first(c) * p_second(c)
+
+    1 is full agreement, 0 what chance gives, below 0 worse than chance. None when undefined: no pair,
+    or p_e = 1 (both raters put every item in the one same category, so chance already agrees fully).
+    When only one rater uses a single category, p_o = p_e and kappa is 0."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    firsts: dict[object, int] = {}
+    seconds: dict[object, int] = {}
+    for first, second in pairs:
+        firsts[first] = firsts.get(first, 0) + 1
+        seconds[second] = seconds.get(second, 0) + 1
+    chance = sum(count * seconds.get(category, 0) for category, count in firsts.items())  # p_e * n^2
+    if chance == n * n:
+        return None
+    observed = sum(first == second for first, second in pairs) / n
+    expected = chance / (n * n)
+    return (observed - expected) / (1.0 - expected)
+
+
+class StatisticsConfig(Section):
+    """How the uncertainty of every number is estimated (docs/concepts/uncertainty.md)."""
+
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0, description="level of every interval")
+    alpha: float = Field(default=0.05, gt=0.0, lt=0.5, description="significance level of paired tests")
+    resamples: int = Field(default=2000, ge=100, le=100_000, description="bootstrap and permutation draws")
+    seed: int = Field(default=0, description="seed of bootstrap and permutation draws")

@@ -1,0 +1,247 @@
+"""`run.py --dry-run`: every cell of the grid with the LLM calls, tokens and cost it would add, and
+whether earlier runs already made its steps; it calls no LLM, needs no API key and downloads nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ragbench.config.expand import expand_grid
+from ragbench.config.model import BenchmarkConfig
+from ragbench.generation.answers import sample_cases
+from ragbench.generation.reader import build_reader_requests
+from ragbench.grid.cell import STAGES, CellSpec, cell_labels, llm_names, pairwise_pairs
+from ragbench.inputs.eval_cases import EvalCase, SourceChunk
+from ragbench.llm.pricing import estimate_cost
+from ragbench.llm.types import LLMRequest
+from ragbench.retrieval.rerank import RerankerChoice
+from ragbench.retrieval.search import RetrievedChunk
+from ragbench.scoring.cells import calibration_inputs
+from ragbench.scoring.judge import build_judge_calls
+from ragbench.scoring.pairwise import PairwiseInput, build_pairwise_calls
+from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_criterion
+from ragbench.testset.critique import critic_request
+from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
+from ragbench.testset.plan import Seed, assign_kinds
+from ragbench.testset.roundtrip import equivalence_request, max_equivalence_calls, roundtrip_requests
+from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for
+
+
+def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
+    """Passages as long as the chunk size allows: an upper bound on what the reader will see."""
+    text = " ".join(["token"] * chunk_size)
+    return [RetrievedChunk(position=i, source=f"doc-{i}", score=0.0, text=text) for i in range(top_n)]
+
+
+# What an external system returns is unknown before it is asked: its judge calls are priced as if it
+# returned this many passages of this many tokens, with an answer of this many words.
+EXTERNAL_PASSAGES, EXTERNAL_PASSAGE_TOKENS, EXTERNAL_ANSWER_WORDS = 5, 256, 128
+
+
+def _usage(
+    role: str, cell: CellSpec, cases: list[EvalCase], rubrics: tuple[Rubric, ...], samples: int = 1
+) -> dict:
+    """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
+    if cell.external is not None:
+        context = _placeholder_context(EXTERNAL_PASSAGE_TOKENS, EXTERNAL_PASSAGES)
+        answer = " ".join(["word"] * EXTERNAL_ANSWER_WORDS)
+    else:
+        assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
+        assert cell.chunk_size is not None
+        context = _placeholder_context(cell.chunk_size, cell.top_n)
+        answer = " ".join(["word"] * (cell.reader.max_tokens // 2))
+        if role == "reader":
+            requests = build_reader_requests(cases, [context] * len(cases), cell.prompt)
+            return estimate_cost(cell.reader, requests)
+    assert cell.judge is not None
+    inputs = [
+        JudgeInput(
+            case_id=case.id,
+            question=case.question,
+            answer=answer,
+            reference_answer=case.reference_answer,
+            contexts=[chunk.text for chunk in context],
+            tags=case.tags,
+        )
+        for case in cases
+    ]
+    if role == "pairwise":
+        pairs = [
+            PairwiseInput(
+                case_id=item.case_id,
+                question=item.question,
+                candidate_answer=answer,
+                baseline_answer=answer,
+                reference_answer=item.reference_answer,
+            )
+            for item in inputs
+        ]
+        return estimate_cost(cell.judge, [call.request for call in build_pairwise_calls(pairs)])
+    calls = build_judge_calls(inputs, rubrics, samples=samples)
+    if checked := [rubric for rubric in rubrics if checked_criterion([rubric]) is not None]:
+        calls += build_judge_calls(calibration_inputs(cases), checked[:1])
+    return estimate_cost(cell.judge, [call.request for call in calls])
+
+
+def plan_rows(
+    config: BenchmarkConfig,
+    cases: list[EvalCase],
+    finished_steps: set[str],
+    rerankers: Mapping[str, RerankerChoice] | None = None,
+) -> list[dict]:
+    """One row per cell. `finished_steps`: step ids earlier runs on the same documents and eval cases
+    completed; a cell whose steps are all among them will be reused unless the code changed since.
+    An answer set shared by several judges is priced once, on the first cell that needs it. `rerankers`:
+    the checkpoint each configured reranker would really use, so a cell is named by it (the UNTRAINED
+    stand-in says so)."""
+    cells = expand_grid(config)
+    names = llm_names(cells)
+    columns = {
+        cell.id: cell.axis_columns(names)
+        | ({"reranker": rerankers[cell.reranker].label} if rerankers and cell.reranker in rerankers else {})
+        for cell in cells
+    }
+    labels = cell_labels(cells, columns=columns)
+    sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
+    priced: set[str] = set()
+    rubrics = config.scoring().rubrics
+    pairwise = config.evaluation.pairwise
+    candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
+    rows = []
+    for cell in cells:
+        stages = STAGES[: STAGES.index(cell.last_stage) + 1]
+        chunking = [cell.step_id("chunk")] if cell.external is None else []
+        new_steps = [step for step in [*chunking, *cell.step_ids()] if step not in finished_steps]
+        row: dict = {
+            "cell": labels[cell.id],
+            "status": "new" if new_steps else "reused",
+        }
+        calls = prompt_tokens = completion_tokens = 0
+        cost: float | None = 0.0
+        for role, stage in (("reader", "answer"), ("judge", "judge"), ("pairwise", "judge")):
+            step_id = cell.step_id(stage) if role != "pairwise" else f"pairwise_{cell.upto('judge').id}"
+            if role == "pairwise" and cell.upto("answer").id not in candidates:
+                continue
+            if stage not in stages or step_id in priced or step_id in finished_steps:
+                continue
+            if role == "reader" and cell.external is not None:
+                priced.add(step_id)
+                row["external_calls"] = len(cases)  # every case, for the retrieval metrics; cached by version
+                continue
+            priced.add(step_id)
+            usage = _usage(role, cell, sampled, rubrics, config.evaluation.judge_samples)
+            calls += usage["calls"]
+            prompt_tokens += usage["prompt_tokens"]
+            completion_tokens += usage["completion_tokens"]
+            cost = None if cost is None or usage["cost_usd"] is None else cost + usage["cost_usd"]
+        rows.append(
+            row
+            | {
+                "new_steps": len(new_steps),
+                "llm_calls": calls,
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens_max": completion_tokens,
+                "cost_usd": None if cost is None else round(cost, 4),
+            }
+        )
+    return rows
+
+
+def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[dict]:
+    """`run.py testset --dry-run`: the calls, tokens and cost generating the eval set takes at most, one
+    row per kind of call: the generator's, then those of each configured filter (`filter` names it; the
+    critic model makes them all):
+
+    - roundtrip reads: the critic answers each question as a reader, from its source passage(s) and from
+      a search of the whole knowledge base (an unanswerable question from the search only);
+    - roundtrip equivalence: asked only where word overlap cannot decide whether a read agrees with a
+      long proposed answer, so counted as if every answerable case had a long answer and neither read
+      were decided (two per answerable case);
+    - critics: every critic that applies rates every case.
+
+    Every candidate counts as generated (`questions_per_chunk` per sampled chunk); passages are as long
+    as the chunk size allows and completions `max_tokens` long."""
+    settings = config.testset
+    size, _ = config.testset_chunking()
+    kinds = assign_kinds(
+        min(settings.chunks, available_chunks),
+        settings.evolutions,
+        settings.unanswerable_share,
+        settings.seed,
+    )
+    critic_settings = settings.critic_settings()
+    passage = SourceChunk(source="doc", start_index=0, text=" ".join(["token"] * size))
+    question = " ".join(["word"] * 20)
+    # long enough that every check may need the equivalence question; the reader's answer at its longest
+    answer = " ".join(["word"] * max(40, settings.roundtrip_short_answer_tokens + 1))
+    reader_answer = " ".join(["word"] * critic_settings.max_tokens)
+    retrieved = [passage] * settings.retrieved_passages
+    requests: dict[str, list[LLMRequest]] = {"generator": [], "reads": [], "equivalence": [], "critics": []}
+    for kind in kinds:
+        evolution = EVOLUTIONS.get(kind)
+        seed = Seed(id=kind, evolution=kind, chunks=[passage] * (evolution.passages if evolution else 1))
+        requests["generator"].append(first_request(seed, settings.audience, settings.questions_per_chunk))
+        if evolution is not None:
+            evolve = evolve_request(seed, question, answer, settings.audience)
+            requests["generator"] += [evolve] * settings.questions_per_chunk
+        candidates = CandidateSet(
+            generator="",
+            candidates=[
+                Candidate(
+                    id=f"{kind}-{n}", evolution=kind, chunks=seed.chunks, question=question, answer=answer
+                )
+                for n in range(settings.questions_per_chunk)
+            ],
+        )
+        if "roundtrip" in settings.filters:
+            searched = {candidate.id: retrieved for candidate in candidates.candidates}
+            requests["reads"] += [read.request for read in roundtrip_requests(candidates, searched)]
+            equivalence = equivalence_request(question, answer, reader_answer)
+            requests["equivalence"] += [equivalence] * max_equivalence_calls(
+                candidates, settings.roundtrip_short_answer_tokens
+            )
+        if "critics" in settings.filters:
+            requests["critics"] += [
+                critic_request(critic, candidate, retrieved, settings.audience)
+                for candidate in candidates.candidates
+                for critic in critics_for(kind)
+            ]
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    per_chunk = settings.questions_per_chunk
+    answerable = per_chunk * sum(n for kind, n in counts.items() if kind != UNANSWERABLE)
+    unanswerable = per_chunk * counts.get(UNANSWERABLE, 0)
+    kinds_text = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    rows = [
+        {
+            "role": "generator",
+            "filter": "",
+            "calls_for": f"questions of {len(kinds)} chunks ({kinds_text}), then their evolutions",
+        }
+        | estimate_cost(settings.generator_settings(), requests["generator"]),
+    ]
+    if "roundtrip" in settings.filters:
+        rows += [
+            {
+                "role": "roundtrip reads",
+                "filter": "roundtrip",
+                "calls_for": f"source + whole-KB search of {answerable} answerable cases, search of "
+                f"{unanswerable} unanswerable",
+            }
+            | estimate_cost(critic_settings, requests["reads"]),
+            {
+                "role": "roundtrip equivalence",
+                "filter": "roundtrip",
+                "calls_for": f"at most 2 per answerable case ({answerable}), when a long answer is undecided",
+            }
+            | estimate_cost(critic_settings, requests["equivalence"]),
+        ]
+    if "critics" in settings.filters:
+        critics = dict.fromkeys(critic.name for kind in counts for critic in critics_for(kind))
+        rows.append(
+            {
+                "role": "critics",
+                "filter": "critics",
+                "calls_for": f"{', '.join(critics)} of {answerable + unanswerable} cases, as they apply",
+            }
+            | estimate_cost(critic_settings, requests["critics"])
+        )
+    return rows

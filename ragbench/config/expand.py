@@ -1,0 +1,54 @@
+"""The grid expanded from the composed config: every cell, in axis order. The one place the grid reads the
+whole config; every stage reads the cells (`ragbench.grid.cell`), never the config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragbench.config.model import BenchmarkConfig
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.chunking import overlap_tokens
+from ragbench.llm.types import llm_settings
+from ragbench.retrieval.ann import FLAT_INDEX
+
+
+def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> list[Any]:
+    """The values of one axis for a cell whose earlier axes are set: where config entries become cell
+    fields (overlap shares become tokens, model strings become settings, prompt names templates)."""
+    grid = config.grid
+    if axis == "external":
+        return [None]
+    if CellSpec.stage_of(axis) in ("answer", "judge") and not grid.reader:
+        return [None]
+    if axis == "chunk_overlap":
+        return [overlap_tokens(cell["chunk_size"], overlap) for overlap in grid.chunk_overlap]
+    if axis == "retriever":
+        return [None if retriever == "dense" else retriever for retriever in grid.retriever]
+    if axis == "embedding_model" and cell["retriever"] == "bm25":
+        return [None]
+    if axis == "index":
+        return (
+            [None if name == FLAT_INDEX else name for name in grid.index]
+            if cell["embedding_model"]
+            else [None]
+        )
+    if axis == "reader":
+        return [llm_settings(entry, config.generation.reader) for entry in grid.reader]
+    if axis == "judge":
+        return [llm_settings(entry, config.evaluation.judge) for entry in grid.judge] or [None]
+    if axis == "prompt":
+        templates = config.prompt_templates()
+        return [templates[name] for name in grid.prompt]
+    return list(getattr(grid, axis))
+
+
+def expand_grid(config: BenchmarkConfig) -> list[CellSpec]:
+    """Every cell of the grid, in axis order (equal cells, e.g. two overlaps rounding alike, once), then
+    one cell per external system and judge."""
+    partial: list[dict[str, Any]] = [{}] if config.benchmark_grid else []
+    for axis in CellSpec.axes():
+        partial = [{**cell, axis: value} for cell in partial for value in axis_values(config, axis, cell)]
+    judges = [llm_settings(entry, config.evaluation.judge) for entry in config.grid.judge] or [None]
+    partial += [{"external": system.name, "judge": judge} for system in config.systems for judge in judges]
+    cells = {spec.id: spec for spec in (CellSpec(**cell) for cell in partial)}
+    return list(cells.values())

@@ -1,0 +1,455 @@
+"""The one config model: validated in full before any model loads, so bad input fails fast."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ragbench.analysis.stats import StatisticsConfig
+from ragbench.config.orchestration import OrchestrationConfig
+from ragbench.config.paths import resolve_override_paths, resolve_paths
+from ragbench.generation.systems import ExternalSystem
+from ragbench.inputs.chunking import overlap_tokens
+from ragbench.inputs.eval_cases import EvalCasesConfig
+from ragbench.inputs.knowledge_base import KnowledgeBaseConfig
+from ragbench.inputs.tables import TableError, load_yaml, read_utf8
+from ragbench.llm.cache import check_cache_url, is_database_url
+from ragbench.llm.local import DEFAULT_LOCAL_LLM
+from ragbench.llm.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
+from ragbench.llm.types import LLMEntry, llm_settings
+from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
+from ragbench.retrieval.rerank import DEFAULT_RERANKER
+from ragbench.runs.gate import RegressionConfig
+from ragbench.scoring.registry import EvaluationConfig, Scoring
+from ragbench.section import Section, validation_message
+from ragbench.testset.settings import TestsetConfig
+
+logger = logging.getLogger("ragbench")
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "default.yaml"
+
+
+class ConfigError(ValueError):
+    """A config that cannot be run; the message names the offending key."""
+
+
+class ChunkingConfig(Section):
+    """One tokenizer for all embeddings, so every model is compared on identical chunks."""
+
+    tokenizer: str | None = Field(
+        default=None, description="model whose tokenizer measures chunk length; default: first embedding"
+    )
+
+
+class EmbeddingConfig(Section):
+    """How indexes are built (not what they contain: vectors do not depend on these)."""
+
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="where the index step encodes: auto = a GPU where the step has one"
+    )
+
+    shard_size: int = Field(
+        default=2048,
+        ge=1,
+        description="chunks embedded per shard; each finished shard is checkpointed in the artifact store, "
+        "so an index build that was killed resumes and re-embeds at most one shard",
+    )
+
+
+# Names the grid had before every axis became a list field of the same name as the cell's field.
+_RENAMED_AXES = {
+    "chunk_sizes": "chunk_size",
+    "embedding_models": "embedding_model",
+    "rerank": "reranker",
+    "readers": "reader",
+}
+
+
+class GridConfig(Section):
+    """Every field is an axis and the grid is their product (see `ragbench.grid.cell`); a single value
+    may be written without brackets. Field names match `CellSpec`'s, one field per axis."""
+
+    chunk_size: list[int] = Field(default=[128, 256], min_length=1, description="chunk sizes in tokens")
+    chunk_overlap: list[float] = Field(
+        default=[0.1], min_length=1, description="below 1: a share of the chunk size; 1 or more: tokens"
+    )
+    embedding_model: list[str] = Field(
+        default=["sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2"],
+        min_length=1,
+        description="sentence-transformers models (Hub names, packaged names or local folders)",
+    )
+    retriever: list[Literal["dense", "bm25", "hybrid"]] = Field(
+        default=["dense"],
+        min_length=1,
+        description="dense (the embedding's FAISS index), bm25 (lexical: bm25s, see "
+        "ragbench.retrieval.lexical) or "
+        "hybrid (reciprocal-rank fusion of both); a bm25 cell has no embedding_model or index",
+    )
+    index: list[str] = Field(
+        default=[FLAT_INDEX],
+        min_length=1,
+        description="FAISS index types: flat (exact), hnsw, ivf, or with parameters, e.g. "
+        "hnsw(m=32,ef_search=128), ivf(nlist=1024,nprobe=16,encoding=sq8) (see ragbench.retrieval.ann)",
+    )
+    top_k: list[PositiveInt] = Field(default=[30], min_length=1, description="chunks retrieved per question")
+    top_n: list[PositiveInt] = Field(default=[7], min_length=1, description="passages given to the reader")
+    reranker: list[str | bool | None] = Field(
+        default=[None],
+        min_length=1,
+        description="off (null, false or 'off') or a ColBERT checkpoint; true = colbert-ir/colbertv2.0",
+    )
+    reader: list[LLMEntry] = Field(
+        default=[DEFAULT_LOCAL_LLM],
+        description="litellm model strings or LLMSettings mappings; empty = retrieval only",
+    )
+    prompt: list[str] = Field(default=[DEFAULT_PROMPT_NAME], min_length=1, description="names in `prompts`")
+    judge: list[LLMEntry] = Field(
+        default=[DEFAULT_LOCAL_LLM], description="judge models (strings or mappings); empty = no judge"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lists_and_renames(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for old, new in _RENAMED_AXES.items():
+            if old in data:
+                raise ValueError(f"grid.{old} is now grid.{new} (every axis is named like the cell field)")
+        return {key: value if isinstance(value, list) else [value] for key, value in data.items()}
+
+    @field_validator("reranker")
+    @classmethod
+    def _normalise_reranker(cls, values: list[str | bool | None]) -> list[str | None]:
+        return [
+            None
+            if value is None or value is False or value == "off"
+            else DEFAULT_RERANKER
+            if value is True
+            else value
+            for value in values
+        ]
+
+    @field_validator("index")
+    @classmethod
+    def _canonical_index_names(cls, values: list[str]) -> list[str]:
+        """Each index type by its canonical name, so equal specs written differently are one index."""
+        return [IndexSpec.parse(value).name for value in values]
+
+    @model_validator(mode="after")
+    def _check_values(self) -> GridConfig:
+        if any(size < 16 for size in self.chunk_size):
+            raise ValueError("grid.chunk_size values must all be at least 16 tokens")
+        if any(
+            not math.isfinite(overlap) or overlap < 0 or (overlap >= 1 and not overlap.is_integer())
+            for overlap in self.chunk_overlap
+        ):
+            raise ValueError("grid.chunk_overlap values are shares in [0, 1) or whole numbers of tokens")
+        for name in type(self).model_fields:
+            values = [json.dumps(v, sort_keys=True, default=str) for v in getattr(self, name)]
+            if len(set(values)) != len(values):
+                raise ValueError(f"grid.{name} has duplicates: {getattr(self, name)}")
+        return self
+
+
+class RetrievalConfig(Section):
+    """Retrieval metrics, computed on every case with expected sources."""
+
+    metrics_k: int = Field(default=5, ge=1, description="cut-off for hit rate, recall and failure rate")
+    rrf_k: int = Field(
+        default=60,
+        ge=1,
+        description="hybrid retrieval: the k of reciprocal-rank fusion, score = sum of 1/(k + rank) over "
+        "bm25 and dense, each ranking top_k deep",
+    )
+
+
+class GenerationConfig(Section):
+    """Which cases run end to end, and the LLM settings every reader of the grid shares."""
+
+    sample_size: int | None = Field(
+        default=None, ge=1, description="cases answered end to end (seeded sample, same in every cell)"
+    )
+    seed: int = Field(default=42, description="seed of the end-to-end sample")
+    reader: dict[str, Any] = Field(
+        default_factory=lambda: {"max_tokens": 256},
+        description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
+    )
+
+
+# A config's name keys its history (run names, tags, schedules, eval sets, output folders): lowercase so
+# that no two names can meet in a case-insensitive store, no character that a run name template, a path, a
+# tag filter or a crontab line would read, and short enough for ZenML's run names.
+CONFIG_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
+CONFIG_NAME_RULE = "1-64 lowercase letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def suggested_name(text: str) -> str:
+    """A valid name close to `text`, for the message that refuses it."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", text.strip().lower()).strip("-._")[:64]
+    return name or "my-benchmark"
+
+
+class BenchmarkConfig(Section):
+    name: str = Field(
+        default="default",
+        description="names the config's history: runs, compare, the gate's baseline, the champion, schedules "
+        f"and eval sets are per name ({CONFIG_NAME_RULE}); a config file without it is named after the file",
+    )
+    tags: list[str] = Field(
+        default_factory=list,
+        description="tags every run of this config carries (compare --tag filters by them); rule as name",
+    )
+    knowledge_base: KnowledgeBaseConfig = KnowledgeBaseConfig()
+    eval_cases: EvalCasesConfig = Field(
+        default=EvalCasesConfig(
+            path=str(DEFAULT_CONFIG_PATH.parent / "eval_cases" / "python_reference.yaml")
+        ),
+        description="where eval cases come from; default: the 50 packaged cases on the Python language "
+        "reference (configs/eval_cases/python_reference.yaml). A string is short for {path: ...}",
+    )
+    chunking: ChunkingConfig = ChunkingConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    grid: GridConfig = GridConfig()
+    systems: list[ExternalSystem] = Field(
+        default_factory=list,
+        description="RAG systems you already run (an HTTP endpoint or a Python callable), each benchmarked "
+        "as one more cell beside the grid's, judged by every grid.judge",
+    )
+    benchmark_grid: bool = Field(
+        default=True,
+        description="false: benchmark only the `systems` (e.g. a nightly check of a deploy); the grid's "
+        "judges still grade them",
+    )
+    prompts: dict[str, str | dict[str, str]] = Field(
+        default_factory=dict,
+        description="reader prompt templates by name: {system, user} or a YAML file; 'default' is built in",
+    )
+    retrieval: RetrievalConfig = RetrievalConfig()
+    generation: GenerationConfig = GenerationConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    statistics: StatisticsConfig = StatisticsConfig()
+    regression: RegressionConfig = RegressionConfig()
+    testset: TestsetConfig = TestsetConfig()
+    orchestration: OrchestrationConfig = OrchestrationConfig()
+    llm_cache_dir: str | None = Field(
+        default=None,
+        description="folder of the LLM cache's SQLite file (one machine); default: $RAGBENCH_CACHE_DIR/llm",
+    )
+    llm_cache_url: str | None = Field(
+        default=None,
+        description="a SQL database every step and pod shares as the LLM cache instead (e.g. "
+        "postgresql+psycopg://ragbench@db:5432/ragbench); no password in it: PGPASSWORD or ~/.pgpass where "
+        "the steps run",
+    )
+    output_dir: str = Field(
+        default="output", description="where run.py writes reports, comparisons, eval sets"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if not re.match(CONFIG_NAME, name):
+            raise ValueError(
+                f"name {name!r} is not a valid config name ({CONFIG_NAME_RULE}), "
+                f"e.g. {suggested_name(name)!r}"
+            )
+        return name
+
+    @field_validator("tags")
+    @classmethod
+    def _check_tags(cls, tags: list[str]) -> list[str]:
+        if bad := [tag for tag in tags if not re.match(CONFIG_NAME, tag)]:
+            raise ValueError(f"tag(s) {bad} not valid ({CONFIG_NAME_RULE})")
+        return tags
+
+    @field_validator("eval_cases", mode="before")
+    @classmethod
+    def _path_shorthand(cls, value: Any) -> Any:
+        """`eval_cases: cases.yaml` is short for `eval_cases: {path: cases.yaml}`."""
+        return {"path": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_overlap(self) -> BenchmarkConfig:
+        for size in self.grid.chunk_size:
+            for overlap in self.grid.chunk_overlap:
+                tokens = overlap_tokens(size, overlap)
+                if tokens >= size:
+                    raise ValueError(
+                        f"chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
+                    )
+        size, tokens = self.testset_chunking()
+        if tokens >= size:
+            raise ValueError(
+                f"testset: chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_generation(self) -> BenchmarkConfig:
+        for role, entries, defaults in (
+            ("reader", self.grid.reader, self.generation.reader),
+            ("judge", self.grid.judge, self.evaluation.judge),
+        ):
+            for entry in entries:
+                try:
+                    llm_settings(entry, defaults)
+                except ValidationError as error:
+                    problem = validation_message(error)
+                    raise ValueError(f"grid.{role} entry {entry!r}: {problem}") from None
+        if self.retrieval.metrics_k > min(self.grid.top_k):
+            raise ValueError("retrieval.metrics_k cannot exceed the smallest grid.top_k")
+        if self.grid.reader and max(self.grid.top_n) > min(self.grid.top_k):
+            raise ValueError("every grid.top_n must be at most every grid.top_k")
+        unknown = sorted(set(self.grid.prompt) - set(self.prompt_templates()))
+        if unknown:
+            raise ValueError(f"grid.prompt names {unknown} not defined in prompts")
+        if self.evaluation.pairwise is not None and not self.grid.judge:
+            raise ValueError("evaluation.pairwise needs a judge in grid.judge")
+        if self.evaluation.judge_samples > 1:
+            greedy = [
+                s.model
+                for e in self.grid.judge
+                if (s := llm_settings(e, self.evaluation.judge)).temperature == 0
+            ]
+            if greedy:
+                raise ValueError(
+                    "evaluation.judge_samples > 1 measures how much a judge's verdicts vary when sampled, "
+                    f"but judge(s) {greedy} have temperature 0; set evaluation.judge.temperature (e.g. 0.7)"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _check_systems(self) -> BenchmarkConfig:
+        names = [system.name for system in self.systems]
+        if duplicated := sorted({name for name in names if names.count(name) > 1}):
+            raise ValueError(f"systems: names must be unique, {duplicated} repeat")
+        if not self.benchmark_grid and not self.systems:
+            raise ValueError("benchmark_grid: false leaves nothing to benchmark: add `systems`")
+        return self
+
+    @model_validator(mode="after")
+    def _check_llm_cache(self) -> BenchmarkConfig:
+        if self.llm_cache_url is not None:
+            if self.llm_cache_dir is not None:
+                raise ValueError(
+                    "set llm_cache_dir (a SQLite folder) or llm_cache_url (a database), not both"
+                )
+            if not is_database_url(self.llm_cache_url):
+                raise ValueError(f"llm_cache_url is not a database URL: {self.llm_cache_url!r}")
+            check_cache_url(self.llm_cache_url)
+        return self
+
+    def scoring(self) -> Scoring:
+        """The registry of this config's metrics (raises ValueError when two metrics share a name)."""
+        return self.evaluation.scoring(self.retrieval.metrics_k)
+
+    @property
+    def llm_cache(self) -> str | None:
+        """Where every LLM step caches: the database URL, else the folder (None: the default folder)."""
+        return self.llm_cache_url or self.llm_cache_dir
+
+    @model_validator(mode="after")
+    def _check_thresholds(self) -> BenchmarkConfig:
+        """A threshold under a key the gate never sees would be accepted and silently never used."""
+        tracked = self.scoring().tracked_keys()
+        unknown = sorted(set(self.regression.thresholds) - set(tracked))
+        if unknown:
+            raise ValueError(
+                f"regression.thresholds: {', '.join(unknown)} is not a tracked metric; tracked metrics "
+                f"(with retrieval.metrics_k {self.retrieval.metrics_k}): {', '.join(tracked)}"
+            )
+        return self
+
+    def prompt_templates(self) -> dict[str, PromptTemplate]:
+        """The built-in default plus the configured templates (a configured 'default' replaces it)."""
+        return {DEFAULT_PROMPT_NAME: DEFAULT_PROMPT} | {
+            name: load_prompt(name, value) for name, value in self.prompts.items()
+        }
+
+    @property
+    def chunking_tokenizer(self) -> str:
+        return self.chunking.tokenizer or self.grid.embedding_model[0]
+
+    @property
+    def eval_set_name(self) -> str:
+        return self.testset.name or re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.name}-eval-set")
+
+    def testset_chunking(self) -> tuple[int, int]:
+        """(chunk size, overlap in tokens) of the chunks cases are written from: by default the grid's
+        largest chunks, so a benchmark run has usually made them already (ZenML reuses the step)."""
+        size = self.testset.chunk_size or max(self.grid.chunk_size)
+        overlap = (
+            self.grid.chunk_overlap[0] if self.testset.chunk_overlap is None else self.testset.chunk_overlap
+        )
+        return size, overlap_tokens(size, overlap)
+
+    @property
+    def testset_embedding_model(self) -> str:
+        return self.testset.embedding_model or self.grid.embedding_model[0]
+
+
+def _set_dotted(data: dict[str, Any], dotted_key: str, value: Any) -> None:
+    keys = dotted_key.split(".")
+    node = data
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {dotted_key}: '{key}' is not a section")
+        node = child
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`grid.chunk_sizes=[128,256]` -> ("grid.chunk_sizes", [128, 256]); values are YAML."""
+    key, separator, raw_value = text.partition("=")
+    if not separator or not key.strip():
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    try:
+        return key.strip(), load_yaml(raw_value, f"--set {key}: value")
+    except TableError as error:
+        raise ConfigError(str(error)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> BenchmarkConfig:
+    """Read YAML, apply `--set` overrides, validate everything at once. Relative paths in the file
+    resolve against its folder (so a scheduled run works from any directory), in `--set` values against
+    the current directory."""
+    config_path = Path(path) if path else DEFAULT_CONFIG_PATH
+    if not config_path.is_file():
+        raise ConfigError(f"config file not found: {config_path}")
+    try:
+        data = load_yaml(read_utf8(config_path), config_path) or {}
+    except TableError as error:
+        raise ConfigError(str(error)) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{config_path}: top level must be a mapping")
+    data = resolve_paths(data, config_path.resolve().parent)
+    if "name" not in data:  # two unnamed configs must never share one history by accident
+        if not re.match(CONFIG_NAME, config_path.stem):
+            raise ConfigError(
+                f"{config_path} has no `name`, and its file name {config_path.stem!r} is not a valid config "
+                f"name ({CONFIG_NAME_RULE}): add e.g. `name: {suggested_name(config_path.stem)}`"
+            )
+        data["name"] = config_path.stem
+        logger.info(
+            "config %s has no name: its runs are named after the file, %r", config_path, config_path.stem
+        )
+    for override in overrides or []:
+        key, value = parse_override(override)
+        _set_dotted(data, key, resolve_override_paths(key, value, Path.cwd()))
+    try:
+        return BenchmarkConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(validation_message(error)) from None

@@ -1,0 +1,253 @@
+"""Everything checkable before the pipeline starts, so bad input fails in seconds, not after indexing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragbench.config.expand import expand_grid
+from ragbench.config.model import BenchmarkConfig
+from ragbench.generation.systems import missing_environment
+from ragbench.grid.cell import pairwise_pairs
+from ragbench.inputs.chunking import overlap_tokens
+from ragbench.inputs.eval_cases import EvalSuite, load_eval_suite_from
+from ragbench.inputs.knowledge_base import load_corpus
+from ragbench.llm.readiness import check_llm_ready
+from ragbench.models.hub import check_model_available, hub_offline, resolvable_offline
+from ragbench.models.provision import embedding_dimension, provisioned_location
+from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec, pq_subquantizers
+from ragbench.retrieval.rerank import resolve_reranker
+from ragbench.testset.labels import load_labels
+from ragbench.testset.rubrics import check_names
+
+logger = logging.getLogger(__name__)
+
+
+class PreflightError(ValueError):
+    """Input that would make the run fail or lie; raised before any model is loaded."""
+
+
+@dataclass
+class Preflight:
+    """What the checks read: the eval cases and the fingerprints that tell runs on the same data apart."""
+
+    knowledge_base_fingerprint: str
+    eval_suite: EvalSuite
+    warnings: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)  # what only a real run can check (dry run)
+
+
+def max_seq_length(location: str) -> int | None:
+    """Read from the sentence-transformers folder without loading the model."""
+    config_file = Path(location) / "sentence_bert_config.json"
+    if not config_file.is_file():
+        return None
+    return json.loads(config_file.read_text()).get("max_seq_length")
+
+
+# Seconds per token to embed, measured on 2 CPU cores (docs/measured.md: 1173 chunks of 128 tokens
+# took 18 s with MiniLM-L6 and 118 s with mpnet-base); models we have not measured count as base size.
+_EMBED_SECONDS_PER_TOKEN = {
+    "sentence-transformers/all-MiniLM-L6-v2": 1.2e-4,
+    "sentence-transformers/all-mpnet-base-v2": 7.9e-4,
+}
+_CHARACTERS_PER_TOKEN = 4
+
+
+def size_warnings(config: BenchmarkConfig, characters: int) -> list[str]:
+    """A knowledge base big enough to take hours is announced, with the estimate, before any work."""
+    warnings = []
+    tokens = characters / _CHARACTERS_PER_TOKEN
+    for size in config.grid.chunk_size:
+        overlap = max(overlap_tokens(size, share) for share in config.grid.chunk_overlap)
+        chunks = int(tokens / max(1, size - overlap))
+        if chunks <= config.knowledge_base.warn_chunks:
+            continue
+        seconds = sum(
+            chunks * size * _EMBED_SECONDS_PER_TOKEN.get(model, max(_EMBED_SECONDS_PER_TOKEN.values()))
+            for model in config.grid.embedding_model
+        )
+        warnings.append(
+            f"knowledge base of {characters:,} characters makes about {chunks:,} chunks of {size} tokens "
+            f"(over knowledge_base.warn_chunks = {config.knowledge_base.warn_chunks:,}): indexing them with "
+            f"{len(config.grid.embedding_model)} embedding model(s) takes about {seconds / 3600:.1f} h on 2 "
+            "CPU cores; use knowledge_base.limit or fewer chunk sizes to try it smaller first"
+        )
+    return warnings
+
+
+def estimated_chunks(config: BenchmarkConfig, characters: int, size: int) -> int:
+    """About how many chunks of `size` tokens the knowledge base makes (4 characters a token), before
+    chunking: what index parameters can be checked against without reading a model."""
+    overlap = max(overlap_tokens(size, share) for share in config.grid.chunk_overlap)
+    return max(1, int(characters / _CHARACTERS_PER_TOKEN / max(1, size - overlap)))
+
+
+def check_indexes(config: BenchmarkConfig, characters: int) -> list[str]:
+    """Refuse index parameters the data cannot satisfy (FAISS would fail after embedding): PQ's pq_m must
+    divide the embedding dimension, IVF's nlist cannot exceed the vectors it trains on. Returns what only a
+    real run can check (a model whose dimension is known only once it loads)."""
+    unchecked = []
+    specs = [IndexSpec.parse(name) for name in config.grid.index if name != FLAT_INDEX]
+    fewest = min(estimated_chunks(config, characters, size) for size in config.grid.chunk_size)
+    for spec in specs:
+        if spec.kind == "ivf" and spec.nlist is not None and spec.nlist > fewest:
+            raise PreflightError(
+                f"grid.index {spec.name}: nlist={spec.nlist} lists need at least as many vectors to train "
+                f"on, but the knowledge base makes about {fewest:,} chunks at chunk size "
+                f"{max(config.grid.chunk_size)} (leave nlist out for an automatic one)"
+            )
+        if spec.encoding != "pq":
+            continue
+        for model in config.grid.embedding_model:
+            dimension = embedding_dimension(model)
+            if dimension is None:
+                unchecked.append(
+                    f"grid.index {spec.name}: pq_m against {model}'s dimension (known once it loads)"
+                )
+                continue
+            try:
+                pq_subquantizers(spec, dimension)
+            except ValueError as error:
+                raise PreflightError(f"grid.index: {error} ({model})") from None
+    return unchecked
+
+
+def run_preflight(
+    config: BenchmarkConfig, *, plan_only: bool = False, step_environment: Mapping[str, str] | None = None
+) -> Preflight:
+    """Check the whole run. `plan_only` (a dry run) skips what needs models or keys: it calls nothing.
+    `step_environment`: the variables the steps will see (default: this process's)."""
+    warnings: list[str] = []
+    cells = expand_grid(config)
+    if config.evaluation.pairwise is not None:
+        try:
+            pairwise_pairs(cells, config.evaluation.pairwise.baseline)
+        except ValueError as error:
+            raise PreflightError(str(error)) from None
+    llms = list(
+        {s.model_dump_json(): s for c in cells for s in (c.reader, c.judge) if s is not None}.values()
+    )
+    check_systems(config, step_environment, plan_only)
+    grid_models = [config.chunking_tokenizer, *config.grid.embedding_model] if config.benchmark_grid else []
+    unchecked: list[str] = []
+    for name in dict.fromkeys(grid_models):
+        if plan_only and not resolvable_offline(name) and not hub_offline():
+            unchecked.append(f"model {name}: found on the Hugging Face Hub (a dry run asks no server)")
+        else:
+            check_model_available(name)
+    for settings in llms:
+        # missing API key, unknown provider or GGUF: fail before any work (a dry run checks local models)
+        if not plan_only or settings.is_local:
+            check_llm_ready(settings, step_environment)
+        else:
+            unchecked.append(
+                f"LLM {settings.model}: its provider's key where the steps run (a dry run needs none)"
+            )
+    if not plan_only:
+        for checkpoint in dict.fromkeys(c.reranker for c in cells if c.reranker is not None):
+            resolve_reranker(checkpoint)  # an unusable checkpoint fails here; a fallback is logged loudly
+    url = config.llm_cache_url or ""
+    if url.startswith("postgresql") and step_environment is not None and "PGPASSWORD" not in step_environment:
+        warnings.append(
+            "llm_cache_url: no PGPASSWORD where the steps run (no named secret holds one); the database "
+            "client there needs ~/.pgpass, or the first LLM step fails after indexing"
+        )
+    corpus = load_corpus(config.knowledge_base)
+    warnings += [f"knowledge base: skipped {reason}" for reason in corpus.skipped]
+    if config.benchmark_grid:
+        warnings += size_warnings(config, corpus.total_characters)
+        unchecked += check_indexes(config, corpus.total_characters)
+    suite = load_eval_suite_from(config.eval_cases)
+    known_sources = {document.source for document in corpus.documents}
+    unknown = sorted({source for case in suite.cases for source in case.expected_sources} - known_sources)
+    if unknown:
+        raise PreflightError(
+            f"{config.eval_cases.label}: expected sources not in the knowledge base: "
+            f"{', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
+        )
+    if not any(case.expected_sources for case in suite.cases):
+        raise PreflightError(
+            f"{config.eval_cases.label}: no eval case names expected_sources, so retrieval cannot be measured"
+        )
+    case_tags = {tag for case in suite.cases for tag in case.tags}
+    evaluation = config.evaluation
+    for kind, name, tags in [("rubric", r.name, r.tags) for r in evaluation.custom_rubrics] + [
+        ("suite", s.name, s.tags) for s in evaluation.custom_suites
+    ]:
+        if tags and not set(tags) & case_tags:
+            warnings.append(
+                f"custom {kind} {name}: no eval case has any of its tags {list(tags)}: it scores nothing"
+            )
+    for name in [] if plan_only or not config.benchmark_grid else config.grid.embedding_model:
+        location = provisioned_location(name)  # the steps provision models; a model not here yet is unchecked
+        limit = max_seq_length(location) if location else None
+        too_big = [size for size in config.grid.chunk_size if limit and size > limit]
+        if too_big:
+            warnings.append(
+                f"chunk sizes {too_big} exceed {name}'s maximum sequence length ({limit} tokens): "
+                "sentence-transformers would truncate those chunks; the table counts them as chunks_truncated"
+            )
+    for warning in warnings:
+        logger.warning(warning)
+    return Preflight(
+        knowledge_base_fingerprint=corpus.fingerprint,
+        eval_suite=suite,
+        warnings=warnings,
+        unchecked=unchecked,
+    )
+
+
+def check_systems(
+    config: BenchmarkConfig, step_environment: Mapping[str, str] | None, plan_only: bool
+) -> None:
+    """An external system's header secrets and version must be set where its step runs (checked by name,
+    never by value), and a Python system importable, before anything is indexed."""
+    environment = os.environ if step_environment is None else step_environment
+    for system in config.systems:
+        if not plan_only and (missing := missing_environment(system, environment)):
+            raise PreflightError(
+                f"system {system.name}: environment variable(s) {', '.join(missing)} not set where the steps "
+                "run (set them, or put them in a ZenML secret named in orchestration.secrets)"
+            )
+        if system.version is None and system.version_env is None:
+            logger.warning(
+                "system %s has no version or version_env: its answers are asked anew by every run (never "
+                "served from an earlier run's cache, since the deploy may have changed); give it a version "
+                "to reuse them",
+                system.name,
+            )
+        module = (system.python or "").partition(":")[0]
+        if module and importlib.util.find_spec(module.split(".")[0]) is None:
+            raise PreflightError(f"system {system.name}: python module {module!r} is not importable here")
+
+
+def run_testset_preflight(
+    config: BenchmarkConfig, *, plan_only: bool = False, step_environment: Mapping[str, str] | None = None
+) -> int:
+    """Check what `run.py testset` needs before any model loads; returns the knowledge base's estimated
+    number of chunks at the testset's chunk size (what a dry run can plan with without chunking)."""
+    try:
+        check_names(config.testset.evolutions, config.testset.thresholds)
+        if config.testset.labels:
+            load_labels(config.testset.labels)  # a broken labels file fails now, not after generating
+    except ValueError as error:
+        raise PreflightError(str(error)) from None
+    if not plan_only:
+        for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
+            check_model_available(name)
+        for settings in (config.testset.generator_settings(), config.testset.critic_settings()):
+            check_llm_ready(settings, step_environment)
+    corpus = load_corpus(config.knowledge_base)
+    for reason in corpus.skipped:
+        logger.warning("knowledge base: skipped %s", reason)
+    size, overlap = config.testset_chunking()
+    # per document, rounded up: a knowledge base of many short pages makes at least one chunk of each
+    step = _CHARACTERS_PER_TOKEN * (size - overlap)
+    return max(1, sum(max(1, math.ceil(len(document.text) / step)) for document in corpus.documents))

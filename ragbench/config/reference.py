@@ -1,0 +1,133 @@
+"""The config reference, generated from the config model so it cannot drift: every key with its type,
+default, allowed values and description (`run.py config --reference`, and the docs site's reference page,
+which the docs build generates from it)."""
+
+from __future__ import annotations
+
+import json
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from ragbench.config.model import BenchmarkConfig
+from ragbench.llm.types import LLMSettings
+
+HEADER = """\
+# Config reference
+
+Generated from the config model (`ragbench/config/model.py`) by `run.py config --reference` and by the
+docs build, so it cannot disagree with the model. A config file is YAML; every key is optional and a key
+left out takes the default below, which is the model's default, not `configs/default.yaml`'s (that file is one
+config among others: copy it, or start from nothing). Unknown keys are refused. Relative paths resolve
+against the config file's folder (`--set` values against the current directory). A config without
+`name` is named after its file (`nightly.yaml` -> `nightly`).
+"""
+
+LLM_SECTION = """\
+## LLM settings
+
+An entry of `grid.reader`, `grid.judge`, `testset.generator` or `testset.critic` is a litellm model
+string or a mapping of these fields; `generation.reader`, `evaluation.judge`,
+`testset.generator_defaults` and `testset.critic_defaults` hold fields shared by every entry of their
+role (an entry's own fields win). Only model, api_base, temperature, max_tokens, seed, json_mode and
+extra can change an answer: they make up a cell's identity and the LLM cache key; the others only
+change how the provider is reached.
+"""
+
+
+def type_text(annotation: Any) -> str:
+    """A type as a reader of YAML thinks of it: `list[int]`, `one of: a, b`, `str or null`."""
+    origin = typing.get_origin(annotation)
+    arguments = typing.get_args(annotation)
+    if origin is Literal:
+        return "one of: " + ", ".join(json.dumps(value) for value in arguments)
+    if origin is typing.Annotated:  # a constrained type (PositiveInt): its base; the constraint is checked
+        return type_text(arguments[0])
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(type_text(argument) for argument in arguments)
+    if origin is tuple and arguments[-1:] == (Ellipsis,):  # a YAML list either way
+        return f"list[{type_text(arguments[0])}]"
+    if origin in (list, dict, tuple):
+        return f"{origin.__name__}[{', '.join(type_text(argument) for argument in arguments)}]"
+    if annotation is type(None):
+        return "null"
+    if annotation is Any:
+        return "any"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def default_text(field: FieldInfo) -> str:
+    if field.default_factory is not None:
+        value = field.default_factory()  # type: ignore[call-arg]
+    elif field.default is PydanticUndefined:
+        return "(required)"
+    else:
+        value = field.default
+    if isinstance(value, BaseModel):
+        return "(section)"
+    return json.dumps(value, default=str)
+
+
+def _section(model: type[BaseModel]) -> type[BaseModel] | None:
+    """The model a field holds when it is a config section (a nested model), else None."""
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _entries(annotation: Any) -> tuple[type[BaseModel], str] | None:
+    """The model of a list of entries (`key[].field`) or of an optional block (`key.field`), else None."""
+    arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
+    origin = typing.get_origin(annotation)
+    if origin is list and arguments and _section(arguments[0]):
+        return arguments[0], "[]."
+    if origin in (typing.Union, types.UnionType) and len(arguments) == 1 and _section(arguments[0]):
+        return arguments[0], "."
+    return None
+
+
+def rows(model: type[BaseModel], prefix: str = "") -> list[dict[str, str]]:
+    """One row per key, sections first-level then their keys, in declaration order; the fields of a
+    list's entries (`key[].field`) and of an optional block follow their key."""
+    found = []
+    for name, field in model.model_fields.items():
+        key = f"{prefix}{field.alias or name}"
+        section = _section(field.annotation)  # type: ignore[arg-type]
+        found.append(
+            {
+                "key": key,
+                "type": "section" if section else type_text(field.annotation),
+                "default": "" if section else default_text(field),
+                "description": field.description or (section.__doc__ or "").strip().split("\n\n")[0],
+            }
+        )
+        if section is not None:
+            found += rows(section, f"{key}.")
+        elif (entries := _entries(field.annotation)) is not None:
+            found += rows(entries[0], f"{key}{entries[1]}")
+    return found
+
+
+def undescribed(model: type[BaseModel] = BenchmarkConfig) -> list[str]:
+    """Keys without a description: the reference must explain every key it lists."""
+    return [row["key"] for row in [*rows(model), *rows(LLMSettings)] if not row["description"].strip()]
+
+
+def _table(entries: list[dict[str, str]]) -> str:
+    def cell(text: str) -> str:
+        return " ".join(text.split()).replace("|", "\\|")
+
+    lines = ["| key | type | default | description |", "|---|---|---|---|"]
+    lines += [
+        f"| `{e['key']}` | {cell(e['type'])} | {'`' + cell(e['default']) + '`' if e['default'] else ''} "
+        f"| {cell(e['description'])} |"
+        for e in entries
+    ]
+    return "\n".join(lines)
+
+
+def reference_markdown() -> str:
+    keys, llm = _table(rows(BenchmarkConfig)), _table(rows(LLMSettings))
+    return f"{HEADER}\n## Keys\n\n{keys}\n\n{LLM_SECTION}\n{llm}\n"

@@ -1,0 +1,74 @@
+"""`run.py init`: a config a new user can copy anywhere and run, with every choice explained.
+
+It names its own history (the file's stem, never the default's), resolves nothing against the repository
+(the knowledge base and eval cases it uses by default are the packaged ones, and the paths it shows are
+relative to the config file), and writes its outputs beside itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ragbench.config.model import CONFIG_NAME, CONFIG_NAME_RULE, suggested_name
+from ragbench.llm.local import DEFAULT_LOCAL_LLM
+
+STARTER = """\
+# {name}: a RAG benchmark config (ragbench). Run it from any folder:
+#   python run.py --config {file} --dry-run     # what would run, and what it would cost, without running
+#   python run.py --config {file}               # the benchmark; the report lands in output/ beside this file
+# Every key and its default: python run.py config --reference (or the docs site: make docs).
+name: {name}                    # this config's history: its runs, gate baseline, champion and schedule
+
+# What the answers come from. The packaged default is CPython's language reference (offline). Yours:
+#   knowledge_base: {{kind: folder, path: docs}}   # .md .txt .rst .html files; paths relative to this file
+#   knowledge_base: {{kind: file, path: kb.jsonl, text_column: text, source_column: source}}
+knowledge_base:
+  kind: pydoc_topics
+
+# The questions, with what a right answer must say. Left out, the 50 packaged cases on the language
+# reference are used; yours (YAML or JSONL, one case per item: id, question, reference_answer,
+# expected_sources, good_words, bad_words, tags):
+#   eval_cases: cases.yaml
+
+# The grid: every list is an axis and the run is their product; one value may be written alone.
+grid:
+  chunk_size: [256]
+  retriever: [dense]            # dense, bm25 or hybrid
+  embedding_model: [sentence-transformers/all-MiniLM-L6-v2]
+  top_k: [30]                   # candidates retrieved
+  top_n: [3]                    # passages the reader sees
+  # The reader answers, the judge grades. Offline: a local 1.5B model that installs from PyPI. Hosted:
+  # any litellm name (openai/gpt-4o-mini, anthropic/..., ollama/llama3), its key in the environment.
+  reader: [{llm}]
+  judge: [{llm}]
+
+generation:
+  sample_size: 3                # end-to-end cases per cell (retrieval: every case); raise it to rank
+evaluation:
+  rubrics: [correctness]        # add context (faithfulness, relevance, ...) with a stronger judge
+
+output_dir: output              # relative to this file
+"""
+
+
+def starter_config(path: Path) -> str:
+    """The starter config for `path`, named after the file; ValueError when the file name is no valid
+    config name (the name keys the config's history, so it must be one)."""
+    name = path.stem
+    if not re.match(CONFIG_NAME, name):
+        raise ValueError(
+            f"{path.name}: the file name {name!r} is the config's name and is not valid "
+            f"({CONFIG_NAME_RULE}); try {suggested_name(name)}.yaml"
+        )
+    return STARTER.format(name=name, file=path.name, llm=DEFAULT_LOCAL_LLM)
+
+
+def write_starter(path: Path) -> Path:
+    """Write the starter config to `path` (refusing to overwrite a file), creating its folder."""
+    if path.exists():
+        raise FileExistsError(f"{path} exists: init never overwrites a config; choose another file name")
+    text = starter_config(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,180 @@
+"""The answers of one grid cell: optionally rerank the retrieved candidates, then let the reader answer (or
+ask an external RAG system); `ragbench.scoring.cells` scores them."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from ragbench.generation.external import ExternalClient, ExternalResult
+from ragbench.generation.reader import ReaderAnswer, answer_questions
+from ragbench.generation.systems import ExternalSystem
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.client import LLMClient
+from ragbench.retrieval.colbert_maxsim import PrecomputedColbertReranker
+from ragbench.retrieval.rerank import RerankerChoice, select_contexts
+from ragbench.retrieval.search import (
+    RetrievalResult,
+    RetrievedCandidates,
+    RetrievedChunk,
+    SearchStats,
+    retrieval_metrics,
+)
+
+
+def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) -> list[EvalCase]:
+    """The same seeded sample in every cell, kept in file order, so cells are compared on equal cases."""
+    if sample_size is None or sample_size >= len(cases):
+        return list(cases)
+    chosen = set(random.Random(seed).sample(range(len(cases)), sample_size))
+    return [case for position, case in enumerate(cases) if position in chosen]
+
+
+class ExternalAnswers(BaseModel):
+    """What an external system's cell adds to its answers: which system and deploy answered, how its calls
+    went, and the retrieval metrics of the sources it returned (None: it returned none)."""
+
+    name: str
+    kind: str
+    endpoint: str
+    version: str | None
+    cases_asked: int
+    calls_made: int  # not served from the cache
+    failures: int
+    retries: int
+    returned_contexts: bool  # False: answer-only metrics (nothing to measure retrieval or faithfulness on)
+    retrieval: RetrievalResult | None  # None: no passages, or passages without sources
+
+
+class AnswerSet(BaseModel):
+    """Every answer of one answer-stage key with the passages the reader saw, so any score traces back to
+    its case. Judges grade it; they never re-answer."""
+
+    spec: CellSpec
+    reranker: RerankerChoice | None
+    answers: list[ReaderAnswer]
+    external: ExternalAnswers | None = None
+
+    @property
+    def reranker_label(self) -> str:
+        return self.reranker.label if self.reranker else "off"
+
+
+def answer_cell(
+    spec: CellSpec,
+    candidates: RetrievedCandidates,
+    cases: Sequence[EvalCase],
+    *,
+    reranker: PrecomputedColbertReranker | None,
+    llm_cache: str | None = None,
+) -> AnswerSet:
+    """Keep `spec.top_n` of the retrieve key's candidates (reranked or in retrieval order), answer with the
+    reader."""
+    if spec.reader is None or spec.top_n is None or spec.prompt is None:
+        raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
+    if candidates.spec != spec.upto("retrieve"):
+        raise ValueError(f"candidates of {candidates.spec.id} given to cell {spec.id}")
+    questions = [case.question for case in cases]
+    contexts = select_contexts(
+        questions, candidates.for_cases(cases), spec.top_n, reranker, desc=f"rerank {spec.id}"
+    )
+    with LLMClient(spec.reader, cache_location=llm_cache) as client:
+        answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
+    return AnswerSet(spec=spec, reranker=reranker.choice if reranker else None, answers=answers)
+
+
+def external_cell(
+    spec: CellSpec,
+    system: ExternalSystem,
+    cases: Sequence[EvalCase],
+    *,
+    sample_size: int | None,
+    seed: int,
+    metrics_k: int,
+    llm_cache: str | None = None,
+    run_scope: str | None = None,
+) -> AnswerSet:
+    """Ask the system every case once: its sources give the retrieval metrics (over every case with
+    expected sources, as a grid cell's do) and the sampled cases' answers are tested and judged like a
+    reader's, with the passages it returned as the judge's passages. `run_scope`: the run's id, which
+    scopes the answers of a system without a version to this run."""
+    if spec.external != system.name:
+        raise ValueError(f"system {system.name} given to cell {spec.id}")
+    with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
+        results = client.ask_many([case.question for case in cases], desc=f"external {system.name}")
+        version = client.version
+    by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
+    contexts = {case.id: external_contexts(by_case[case.id]) for case in cases}
+    answers = []
+    for case in sample_cases(cases, sample_size, seed):
+        result = by_case[case.id]
+        answers.append(
+            ReaderAnswer(
+                case_id=case.id,
+                question=case.question,
+                answer=result.reply.answer.strip() if result.reply is not None else None,
+                error=result.error,
+                contexts=contexts[case.id],
+                latency_s=result.latency_s,
+                cost_usd=None,  # what the system's own calls cost is not visible from outside
+                retries=result.retries,
+                cached=result.cached,
+                retried_earlier_failure=result.retried_earlier_failure,
+            )
+        )
+    with_sources = [case for case in cases if case.expected_sources]
+    returned_sources = any(chunk.source for chunks in contexts.values() for chunk in chunks)
+    retrieval = None
+    if with_sources and returned_sources:
+        ranked = [
+            [
+                chunk.model_copy(update={"source": system.source_match.source_id(chunk.source)})
+                for chunk in contexts[case.id]
+            ]
+            for case in with_sources
+        ]
+        expected = [
+            case.model_copy(
+                update={
+                    "expected_sources": [system.source_match.expected_id(s) for s in case.expected_sources]
+                }
+            )
+            for case in with_sources
+        ]
+        deepest = max((len(chunks) for chunks in contexts.values()), default=0)
+        retrieval = RetrievalResult(
+            spec=spec.upto("retrieve"),
+            chunk_count=0,
+            index=None,
+            lexical=None,
+            search=SearchStats(queries=len(with_sources), ms_per_query=0.0),
+            retrieval=retrieval_metrics(expected, ranked, metrics_k, deepest),
+        )
+    external = ExternalAnswers(
+        name=system.name,
+        kind=system.kind,
+        endpoint=system.endpoint,
+        version=version,
+        cases_asked=len(results),
+        calls_made=sum(not result.cached for result in results),
+        failures=sum(result.reply is None for result in results),
+        retries=sum(result.retries for result in results),
+        returned_contexts=any(contexts.values()),
+        retrieval=retrieval,
+    )
+    return AnswerSet(spec=spec, reranker=None, answers=answers, external=external)
+
+
+def external_contexts(result: ExternalResult) -> list[RetrievedChunk]:
+    """The passages a system returned, in its order, as the reader's passages (no index row, no score)."""
+    if result.reply is None:
+        return []
+    return [
+        RetrievedChunk(
+            position=-1, source=context.source or "", score=0.0, text=context.text, retrieval_rank=rank
+        )
+        for rank, context in enumerate(result.reply.contexts, start=1)
+    ]

@@ -1,0 +1,352 @@
+"""The grid model: one typed cell specification, expanded in one place and read by everything else.
+
+A cell is one value of every axis. Axes belong to the stage that first needs them (chunk, index,
+retrieve, answer, judge), so a stage's work is keyed by the axes up to it: every index is built once
+per (chunk size, overlap, embedding), every answer set once per reader setting however many judges
+grade it, and adding a value to any axis creates only the new keys. A new axis is one field here
+(with its stage) and one list field of the same name in `GridConfig`, plus the code that uses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragbench.llm.prompts import PromptTemplate
+from ragbench.llm.types import RESULT_FIELDS, LLMSettings
+
+Stage = Literal["chunk", "index", "retrieve", "answer", "judge"]
+STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "answer", "judge")
+Retriever = Literal["bm25", "hybrid"]
+
+
+def _axis(stage: Stage, tag: str, label: str, default: Any = ..., description: str = "") -> Any:
+    """A cell field: its stage, and the prefixes that introduce its value in ids and in labels."""
+    return Field(
+        default, description=description, json_schema_extra={"stage": stage, "tag": tag, "label": label}
+    )
+
+
+class CellSpec(BaseModel):
+    """Every axis value of one grid cell; fields of stages a cell does not reach are None."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # An external system (`systems` in the config) answers by itself: its cells have only this and a judge.
+    external: str | None = _axis("chunk", "ext-", "external ", None, "a system's name; None = the grid's")
+    chunk_size: int | None = _axis("chunk", "cs", "cs", None)
+    chunk_overlap: int | None = _axis("chunk", "o", "overlap ", None, "tokens")
+    # Before the embedding (so a bm25 cell has none) but keyed at retrieve: dense and hybrid share one index.
+    retriever: Retriever | None = _axis("retrieve", "", "", None, "bm25 or hybrid; None = dense")
+    embedding_model: str | None = _axis("index", "", "", None)
+    index: str | None = _axis("index", "ix-", "index ", None, "an IndexSpec name; None = exact (flat)")
+    top_k: int | None = _axis("retrieve", "k", "top_k ", None)
+    top_n: int | None = _axis("answer", "n", "top_n ", None)
+    reranker: str | None = _axis(
+        "answer", "rr-", "rerank ", None, "ColBERT checkpoint as configured; None = off"
+    )
+    reader: LLMSettings | None = _axis("answer", "", "", None)
+    prompt: PromptTemplate | None = _axis("answer", "p-", "prompt ", None)
+    judge: LLMSettings | None = _axis("judge", "j-", "judge ", None)
+
+    @classmethod
+    def axes(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @classmethod
+    def stage_of(cls, axis: str) -> Stage:
+        return cls.model_fields[axis].json_schema_extra["stage"]  # type: ignore[index]
+
+    @property
+    def last_stage(self) -> Stage:
+        """The deepest stage this cell reaches (retrieve for a retrieval-only grid)."""
+        if self.reader is None and self.external is None:
+            return "retrieve"
+        return "judge" if self.judge is not None else "answer"
+
+    def upto(self, stage: Stage) -> CellSpec:
+        """This cell seen from `stage`: the axes of later stages cleared, i.e. the key of its work there."""
+        keep = STAGES[: STAGES.index(stage) + 1]
+        return self.model_copy(update={axis: None for axis in self.axes() if self.stage_of(axis) not in keep})
+
+    def value_text(self, axis: str) -> str:
+        """The axis value as people read it: a model's name, a prompt's name, 'off' for no reranker."""
+        value = getattr(self, axis)
+        if value is None and self.external is not None:
+            return ""  # an external system has none of the grid's settings, not their defaults
+        if isinstance(value, LLMSettings):
+            return value.model
+        if isinstance(value, PromptTemplate):
+            return value.name
+        if axis == "reranker" and value is None and self.reader is not None:
+            return "off"
+        if axis == "retriever" and value is None:
+            return "dense"
+        if axis == "index" and value is None and self.embedding_model is not None:
+            return "flat"
+        return "" if value is None else str(value)
+
+    def _slug(self, axis: str) -> str:
+        text = self.value_text(axis)
+        if axis in ("embedding_model", "reranker"):
+            text = text.rstrip("/").split("/")[-1]  # Hub names: the org adds length, the hash uniqueness
+        tag = CellSpec.model_fields[axis].json_schema_extra["tag"]  # type: ignore[index]
+        return re.sub(r"[^A-Za-z0-9]+", "_", f"{tag}{text}").strip("_")
+
+    def identity(self) -> dict[str, Any]:
+        """The axes this cell uses, each by what can change its results (an LLM by its `result_fields`,
+        not its concurrency, timeouts or retries). Ids hash exactly this, so tuning a provider or adding
+        an axis that a cell does not use renames no step and no cell."""
+        identity: dict[str, Any] = {}
+        for axis in self.axes():
+            value = getattr(self, axis)
+            if isinstance(value, LLMSettings):
+                identity[axis] = value.result_fields()
+            elif isinstance(value, PromptTemplate):
+                identity[axis] = value.model_dump(mode="json")
+            elif value is not None:
+                identity[axis] = value
+        return identity
+
+    def with_operations(self, operations: dict[str, dict[str, Any]]) -> CellSpec:
+        """This cell with its LLMs' operational settings (see `llm_operations`) put back: a step gets its
+        identity as a (cache-keyed) parameter and the operations beside it, outside the cache key."""
+        return self.model_copy(
+            update={
+                axis: value.model_copy(update=operations.get(value.result_key, {}))
+                for axis in ("reader", "judge")
+                if isinstance(value := getattr(self, axis), LLMSettings)
+            }
+        )
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the identity, so ids stay unique when readable names collide."""
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+    @property
+    def id(self) -> str:
+        """Readable and unique (`openai/x` and `azure/x` differ, so do two api_bases): a step-id suffix."""
+        parts = [
+            self._slug(axis)
+            for axis in self.axes()
+            if getattr(self, axis) is not None or (axis == "reranker" and self.reader is not None)
+        ]
+        return "_".join([*parts, self.digest])
+
+    def step_id(self, stage: Stage) -> str:
+        """The ZenML step id of this cell's work at `stage` (shared by every cell with the same key)."""
+        return f"{stage}_{self.upto(stage).id}"
+
+    @property
+    def exact_index_key(self) -> CellSpec:
+        """The index-stage key of the flat index this cell's vectors are in (an approximate index is built
+        from it, and its recall measured against it)."""
+        return self.upto("index").model_copy(update={"index": None})
+
+    @property
+    def uses_dense_index(self) -> bool:
+        return self.embedding_model is not None
+
+    @property
+    def uses_lexical_index(self) -> bool:
+        return self.retriever is not None
+
+    @property
+    def lexical_step_id(self) -> str:
+        """The BM25 index's step: one per chunk set, whatever the embedding."""
+        return f"bm25_{self.upto('chunk').id}"
+
+    def step_ids(self) -> list[str]:
+        """Every step after chunking whose output this cell's row is made of."""
+        if self.external is not None:
+            return [self.step_id(stage) for stage in ("answer", "judge")[: STAGES.index(self.last_stage) - 2]]
+        ids = [self.step_id("index")] if self.uses_dense_index else []
+        ids += [self.lexical_step_id] if self.uses_lexical_index else []
+        stages = STAGES[STAGES.index("retrieve") : STAGES.index(self.last_stage) + 1]
+        return ids + [self.step_id(stage) for stage in stages]
+
+    def value_key(self, axis: str) -> str:
+        """What tells this cell's value of `axis` from another: an LLM by every setting that can change
+        its output (two readers of one model at two temperatures differ), anything else by its text."""
+        value = getattr(self, axis)
+        return value.result_key if isinstance(value, LLMSettings) else self.value_text(axis)
+
+    def axis_columns(self, names: AxisNames | None = None) -> dict[str, Any]:
+        """Every axis as a results-table column: numbers as numbers, models and prompts by name (`names`:
+        the grid's names of its LLMs, which add the settings that tell two of one model apart)."""
+        columns = {}
+        for axis in self.axes():
+            value = getattr(self, axis)
+            if isinstance(value, int):
+                columns[axis] = value
+            elif isinstance(value, LLMSettings) and names is not None:
+                columns[axis] = names.get((axis, value.result_key), self.value_text(axis))
+            else:
+                columns[axis] = self.value_text(axis)
+        return columns
+
+
+# (axis, LLMSettings.result_key) -> how people read that LLM in this grid, see `llm_names`
+AxisNames = dict[tuple[str, str], str]
+
+
+def llm_names(cells: list[CellSpec]) -> AxisNames:
+    """Each reader's and judge's name in this grid: its model, plus the settings that differ among the
+    grid's LLMs of that model on that axis (``openai/gpt-4o-mini (temperature 0.7)``), so two cells never
+    share a name only because their LLMs share a model."""
+    by_model: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for cell in cells:
+        for axis in ("reader", "judge"):
+            if isinstance(settings := getattr(cell, axis), LLMSettings):
+                by_model.setdefault((axis, settings.model), {})[settings.result_key] = (
+                    settings.result_fields()
+                )
+    names: AxisNames = {}
+    for (axis, model), variants in by_model.items():
+        differing = [
+            field
+            for field in RESULT_FIELDS
+            if field != "model" and len({json.dumps(v[field], sort_keys=True) for v in variants.values()}) > 1
+        ]
+        for key, fields in variants.items():
+            shown = ", ".join(f"{field} {_setting_text(fields[field])}" for field in differing)
+            names[(axis, key)] = f"{model} ({shown})" if shown else model
+    return names
+
+
+def _setting_text(value: Any) -> str:
+    if value is None:
+        return "none"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def cell_labels(
+    cells: list[CellSpec],
+    varying: list[str] | None = None,
+    columns: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, str]:
+    """cell id -> a short name made of exactly the axes that vary in this grid (the LLMs named by
+    `llm_names`; `columns`: cell id -> axis columns to name it by instead, e.g. the reranker really used);
+    unique: should two names still meet, each gets its cell's digest."""
+    varying = varying_axes(cells) if varying is None else varying
+    names = llm_names(cells)
+    columns = columns or {}
+    labels = {
+        cell.id: cell_label(columns.get(cell.id) or cell.axis_columns(names), varying) for cell in cells
+    }
+    counts: dict[str, int] = {}
+    for label in labels.values():
+        counts[label] = counts.get(label, 0) + 1
+    return {
+        cell.id: labels[cell.id] if counts[labels[cell.id]] == 1 else f"{labels[cell.id]} · #{cell.digest}"
+        for cell in cells
+    }
+
+
+def cell_label(columns: dict[str, Any], varying: list[str]) -> str:
+    """A short name from the axes that vary in this grid (the full values are table columns)."""
+    parts = []
+    for axis in varying:
+        text = str(columns[axis])
+        if not text:  # an axis this cell does not have (a bm25 cell's embedding)
+            continue
+        if axis == "embedding_model":
+            text = text.rstrip("/").split("/")[-1]
+        parts.append(f"{CellSpec.model_fields[axis].json_schema_extra['label']}{text}")  # type: ignore[index]
+    if parts:
+        return " · ".join(parts)
+    if columns.get("external"):
+        return f"external {columns['external']}"
+    return str(columns.get("reader") or columns["embedding_model"])
+
+
+def varying_axes(cells: list[CellSpec]) -> list[str]:
+    """The axes a user varied: more than one value among cells that agree on every earlier axis
+    (so an overlap given as a share of the chunk size does not count as varying with the size)."""
+    axes = CellSpec.axes()
+    varying = []
+    for position, axis in enumerate(axes):
+        seen: dict[tuple[str, ...], set[str]] = {}
+        for cell in cells:
+            earlier = tuple(cell.value_key(a) for a in axes[:position])
+            seen.setdefault(earlier, set()).add(cell.value_key(axis))
+        if any(len(values) > 1 for values in seen.values()):
+            varying.append(axis)
+    return varying
+
+
+def llm_operations(cells: list[CellSpec]) -> dict[str, dict[str, Any]]:
+    """Every reader's and judge's operational settings, by its `result_key`."""
+    return {
+        settings.result_key: settings.operations()
+        for cell in cells
+        for settings in (cell.reader, cell.judge)
+        if settings is not None
+    }
+
+
+def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
+    """The distinct keys of the cells' work at `stage`, in grid order (one pipeline step each); at the
+    index stage, the dense indexes (a bm25 cell has none); an external system's cell from the answer stage
+    on (it answers by itself)."""
+    keys = {
+        (key := cell.upto(stage)).id: key
+        for cell in cells
+        if STAGES.index(cell.last_stage) >= STAGES.index(stage)
+        and (stage != "index" or cell.uses_dense_index)
+        and (cell.external is None or stage in ("answer", "judge"))
+    }
+    return list(keys.values())
+
+
+def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tuple[CellSpec, CellSpec]]:
+    """(candidate, baseline) answer keys: every answer set that differs from the baseline's values on the
+    baseline's axes only, with the answer set that has them; with `{external: <system>}`, every other answer
+    set with that system's. Raises ValueError when there is none."""
+    axes = [
+        axis for axis in CellSpec.axes() if STAGES.index(CellSpec.stage_of(axis)) <= STAGES.index("answer")
+    ]
+    if unknown := sorted(set(baseline) - set(axes)):
+        raise ValueError(
+            f"evaluation.pairwise.baseline: {', '.join(unknown)} is not an axis an answer depends on "
+            f"({', '.join(axes)})"
+        )
+    keys = distinct_at(cells, "answer")
+    if "external" in baseline:  # a system shares no other axis: every other answer set is compared with it
+        if len(baseline) > 1:
+            raise ValueError(f"evaluation.pairwise.baseline {baseline}: an external system is named alone")
+        system = next((key for key in keys if key.external == baseline["external"]), None)
+        if system is None:
+            raise ValueError(f"evaluation.pairwise.baseline {baseline}: no system of that name in `systems`")
+        return [(key, system) for key in keys if key != system]
+
+    def others(key: CellSpec) -> tuple[str, ...]:
+        return tuple(key.value_text(axis) for axis in axes if axis not in baseline)
+
+    def is_baseline(key: CellSpec) -> bool:
+        return all(key.value_text(axis) == value for axis, value in baseline.items())
+
+    baselines = {others(key): key for key in keys if is_baseline(key)}
+    if not baselines:
+        seen = {axis: sorted({key.value_text(axis) for key in keys}) for axis in baseline}
+        raise ValueError(
+            f"evaluation.pairwise.baseline {baseline}: no answer set of the grid has it (grid: {seen})"
+        )
+    pairs = [
+        (key, baselines[others(key)]) for key in keys if not is_baseline(key) and others(key) in baselines
+    ]
+    if not pairs:
+        raise ValueError(f"evaluation.pairwise.baseline {baseline}: no other answer set to compare with it")
+    return pairs
+
+
+def lexical_keys(cells: list[CellSpec]) -> list[CellSpec]:
+    """One BM25 index per chunk set that a bm25 or hybrid cell retrieves from."""
+    keys = {cell.lexical_step_id: cell.upto("chunk") for cell in cells if cell.uses_lexical_index}
+    return list(keys.values())

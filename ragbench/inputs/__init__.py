@@ -1,0 +1,8 @@
+"""Inputs: the knowledge base (folders, files, datasets, URIs) as documents, the eval cases and their
+sources, and the chunk sets cut from the documents. Everything later reads what this package loads.
+
+May import: ragbench.models (tokenizers for chunking)."""
+
+from ragbench import submodules_as_attributes
+
+__getattr__ = submodules_as_attributes(__name__)

@@ -1,0 +1,111 @@
+"""A run's report page, drawn from its results table and per-case records (presentation only: every number
+comes from `ragbench.analysis`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragbench.analysis.results import CaseRecord, CaseRecords, ResultsTable
+from ragbench.grid.cell import CellSpec
+from ragbench.report.page import render_report
+from ragbench.report.view import CasePassage, CaseView, ReportInput
+from ragbench.scoring.rubrics import Rubric, score_text
+
+
+def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubric]) -> str:
+    """The self-contained HTML report of a run."""
+    labels = {row["cell"]: row["label"] for row in table.rows}
+    answered = any("latency_p95_s" in row for row in table.rows)
+    return render_report(
+        ReportInput(
+            title=table.title,
+            notes=table.notes,
+            warnings=table.warnings,
+            axes=CellSpec.axes(),
+            varying_axes=table.varying_axes,
+            rows=table.rows,
+            headline=table.headline,
+            latency_column="latency_p95_s" if answered else None,
+            cost_column="cost_usd" if answered else None,
+            cases=[case_view(record, rubrics) for record in records.records],
+            keyword_failures=[row | {"cell": labels[row["cell"]]} for row in keyword_failure_rows(records)],
+            weak_answers=[row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records, rubrics)],
+            verdicts=table.verdicts,
+            confidence=table.confidence,
+            judge_reliability=table.judge_reliability,
+            case_type_rows=table.case_type_rows,
+            pairwise=table.pairwise,
+        )
+    )
+
+
+def keyword_failure_rows(records: CaseRecords) -> list[dict]:
+    """Every failed keyword check with the word that decided it and the answer, for the report."""
+    return [
+        {"cell": r.cell, "case": f.case_id, "suite": f.suite, "word": f.word, "answer": f.answer}
+        for r in records.records
+        for f in r.keyword_failures
+    ]
+
+
+def weak_answer_rows(records: CaseRecords, rubrics: Sequence[Rubric]) -> list[dict]:
+    """Answers scored at or below a criterion's `weak_at_most`, with the judge's reasoning, or that the judge
+    could not score on some rubric, with the error."""
+    weak_at = [(rubric, c) for rubric in rubrics for c in rubric.criteria if c.weak_at_most is not None]
+    rows = []
+    for record in records.records:
+        j = record.judgement
+        if j is None:
+            continue
+        weak = [
+            (rubric, c)
+            for rubric, c in weak_at
+            if c.name in j.scores and j.scores[c.name] <= (c.weak_at_most or 0)
+        ]
+        for rubric, criterion in weak:
+            rows.append(
+                {
+                    "cell": record.cell,
+                    "case": j.case_id,
+                    "score": f"{criterion.name} {j.scores[criterion.name]}",
+                    "judge_reasoning": j.reasoning.get(rubric.name),
+                    "answer": record.answer.answer,
+                }
+            )
+        if j.errors:
+            rows.append(
+                {
+                    "cell": record.cell,
+                    "case": j.case_id,
+                    "score": None,
+                    "judge_reasoning": "; ".join(f"{name}: {error}" for name, error in j.errors.items()),
+                    "answer": record.answer.answer,
+                }
+            )
+    return rows
+
+
+def case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
+    judgement = record.judgement
+    scores, reasoning = {}, []
+    if judgement is not None:
+        for rubric in rubrics:
+            for criterion in rubric.criteria:
+                if (score := judgement.scores.get(criterion.name)) is not None:
+                    scores[criterion.name] = score_text(criterion, score)
+            if text := judgement.reasoning.get(rubric.name) or judgement.errors.get(rubric.name):
+                reasoning.append(f"{rubric.name}: {text}")
+    return CaseView(
+        cell=record.cell,
+        case_id=record.case_id,
+        question=record.question,
+        answer=record.answer.answer,
+        error=record.answer.error,
+        passages=[
+            CasePassage(source=c.source, text=c.text, retrieval_rank=c.retrieval_rank)
+            for c in record.answer.contexts
+        ],
+        keyword_failures=[f"{f.suite}: {f.word}" for f in record.keyword_failures],
+        scores=scores,
+        judge_reasoning="\n".join(reasoning) or None,
+    )

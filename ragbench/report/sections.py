@@ -1,0 +1,328 @@
+"""The report's sections that rank and compare cells: the best configuration per headline score, the
+headline table, the bar charts, scores by case type, the judge's reliability and the significance tests."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+from ragbench.analysis.axes import case_count, numeric, row_interval
+from ragbench.analysis.judge_reliability import SCALE
+from ragbench.analysis.uncertainty import TEST_NAMES
+from ragbench.report import charts
+from ragbench.report.pages import format_value, rows_to_html_table
+from ragbench.report.view import ReportInput
+from ragbench.scoring.metrics import MetricInfo
+
+
+def row_label(row: dict) -> str:
+    return str(row.get("label") or row.get("cell"))
+
+
+def ranked_groups(rows: list[dict], column: str, higher_is_better: bool) -> list[list[tuple[float, dict]]]:
+    """Cells with a value in `column`, grouped by equal value (ties), best group first."""
+    scored = [(value, row) for row in rows if (value := numeric(row.get(column))) is not None]
+    scored.sort(key=lambda pair: -pair[0] if higher_is_better else pair[0])
+    groups: list[list[tuple[float, dict]]] = []
+    for value, row in scored:
+        if groups and math.isclose(groups[-1][0][0], value, rel_tol=1e-9, abs_tol=1e-12):
+            groups[-1].append((value, row))
+        else:
+            groups.append([(value, row)])
+    return groups
+
+
+def first_metric_with_values(report: ReportInput) -> MetricInfo | None:
+    """The metric the axis and trade-off charts show: the first headline score anyone has a value for."""
+    return next(
+        (m for m in report.headline if ranked_groups(report.rows, m.column, m.higher_is_better)), None
+    )
+
+
+NO_SCORES = '<p class="note">No headline score has values.</p>'
+
+
+def direction_text(metric: MetricInfo) -> str:
+    return "higher is better" if metric.higher_is_better else "lower is better"
+
+
+def cost_text(row: dict, column: str | None) -> str:
+    if column is None:
+        return ""
+    value = numeric(row.get(column))
+    return "unknown" if value is None else format_value(value)
+
+
+def tied_labels(group: list[tuple[float, dict]]) -> str:
+    tag = '<span class="tag">tied</span>' if len(group) > 1 else ""
+    return "<br>".join(f"{escape(row_label(row))}{tag}" for _, row in group)
+
+
+def best_section(report: ReportInput) -> str:
+    """Best cell per headline score with its margin over the runner-up and what it costs.
+
+    Tied leaders are all listed (one per line, with their own latency and cost) instead of picking
+    one arbitrarily; the runner-up is then the best cell that scored differently.
+    """
+    extra = [c for c in (report.latency_column, report.cost_column) if c is not None]
+    header = ["Headline score", "Best", "Best value", "Runner-up", "Runner-up value", "Margin"]
+    header += [f"{column} of best" for column in extra]
+    body = []
+    for metric in report.headline:
+        groups = ranked_groups(report.rows, metric.column, metric.higher_is_better)
+        if not groups:
+            continue
+        best = groups[0]
+        runner_up = groups[1] if len(groups) > 1 else None
+        cells = [
+            f"<td>{escape(metric.label)}<br><small>{direction_text(metric)}</small></td>",
+            f"<td>{tied_labels(best)}</td>",
+            f'<td class="number">{escape(format_value(best[0][0]))}</td>',
+        ]
+        if runner_up is None:
+            none_left = "all tied" if len(best) > 1 else "only one cell has a value"
+            cells += [f'<td colspan="3" class="note">none ({none_left})</td>']
+        else:
+            margin = abs(best[0][0] - runner_up[0][0])
+            cells += [
+                f"<td>{tied_labels(runner_up)}</td>",
+                f'<td class="number">{escape(format_value(runner_up[0][0]))}</td>',
+                f'<td class="number">{escape(format_value(margin))}</td>',
+            ]
+        for column in extra:
+            values = "<br>".join(escape(cost_text(row, column)) for _, row in best)
+            cells.append(f'<td class="number">{values}</td>')
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    title = '<h2 id="best">Best configuration per headline score</h2>'
+    if not body:
+        return title + NO_SCORES
+    head = "".join(f"<th>{escape(text)}</th>" for text in header)
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'{title}<div class="scroll">{table}</div>'
+
+
+def short_value(value: object) -> str:
+    """An axis value fit for a narrow column: a model path keeps only its last part."""
+    if value is None:
+        return "none"
+    text = str(value)
+    return text.rstrip("/").rsplit("/", 1)[-1] if isinstance(value, str) and "/" in text else text
+
+
+def display_names(values: Sequence[object]) -> dict[object, str]:
+    """Short names for axis values, falling back to the full text where two short names would clash."""
+    short = {value: short_value(value) for value in values}
+    clashing = {name for name in short.values() if list(short.values()).count(name) > 1}
+    return {
+        value: ("none" if value is None else str(value)) if name in clashing else name
+        for value, name in short.items()
+    }
+
+
+def headline_section(report: ReportInput) -> str:
+    """The compact table: one line per cell, the varying axes (short names) and the headline scores."""
+    best_rows = {
+        metric.column: {id(row) for _, row in groups[0]}
+        for metric in report.headline
+        if (groups := ranked_groups(report.rows, metric.column, metric.higher_is_better))
+    }
+    names = {
+        axis: display_names(list(dict.fromkeys(r.get(axis) for r in report.rows)))
+        for axis in report.varying_axes
+    }
+    # The varying axes name each cell (the label would repeat them and push the scores off-screen).
+    axes = report.varying_axes or ["label"]
+    header = [f"<th>{escape(axis)}</th>" for axis in axes]
+    for metric in report.headline:
+        arrow = "\u2191" if metric.higher_is_better else "\u2193"
+        header.append(f'<th title="{direction_text(metric)}">{escape(metric.label)} {arrow}</th>')
+    extra = [c for c in (report.latency_column, report.cost_column) if c is not None]
+    header += [f'<th title="lower is better">{escape(column)} \u2193</th>' for column in extra]
+    body = []
+    for row in report.rows:
+        cached = (
+            '<span class="tag" title="served from ZenML\'s cache">cached</span>'
+            if row.get("reused") is True
+            else ""
+        )
+        cells = []
+        for axis in axes:
+            value = row.get(axis) if axis != "label" else row_label(row)
+            full = "none" if value is None else str(value)
+            shown = names[axis][value] if axis in names else full
+            title = f' title="{escape(full)}"' if shown != full else ""
+            cells.append(f"<td{title}>{escape(shown)}</td>")
+        cells[0] = cells[0].replace("</td>", f"{cached}</td>", 1)
+        for metric in report.headline:
+            css = "number best" if id(row) in best_rows.get(metric.column, ()) else "number"
+            cells.append(f'<td class="{css}">{value_with_interval(row, metric.column)}</td>')
+        cells += [f'<td class="number">{escape(cost_text(row, column))}</td>' for column in extra]
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    table = f"<table><thead><tr>{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    legend = (
+        'Best value of each score highlighted. <span class="tag">cached</span> = served from ZenML\'s '
+        "cache (computed by an earlier run with identical inputs). Click a column header to sort; full "
+        'model names are in the <a href="#full">full table</a>.'
+    )
+    return (
+        f'<h2 id="headline">Headline scores</h2><div class="scroll sortable">{table}</div>'
+        f'<p class="note">{legend}</p>'
+    )
+
+
+def bar_chart_section(report: ReportInput) -> str:
+    """One panel of bars per headline score; a score no cell has, or every cell scores 0 on, is left
+    out with a note saying so (its bars would all be empty)."""
+    labels = [row_label(row) for row in report.rows]
+    shown = [m for m in report.headline if not all_missing(report.rows, m.column)]
+    missing = [m for m in report.headline if m not in shown]
+    zero = [m for m in shown if all_zero(report.rows, m.column)]
+    shown = [m for m in shown if m not in zero]
+    title = '<h2 id="charts">Headline scores per configuration</h2>'
+    if not shown and not zero:
+        return title + NO_SCORES
+    notes = []
+    if zero:
+        names = ", ".join(escape(m.label) for m in zero)
+        notes.append(f"{names}: every cell scores 0, so no bars.")
+    if missing:
+        names = ", ".join(escape(m.label) for m in missing)
+        notes.append(f"{names}: no cell has a value, so no bars.")
+    left_out = "".join(f'<p class="note">{text}</p>' for text in notes)
+    if not shown:
+        return title + left_out
+    chart = charts.bar_panels(
+        labels,
+        [(m.label, [numeric(row.get(m.column)) for row in report.rows], m.higher_is_better) for m in shown],
+        chart_id="bars",
+        intervals=[[row_interval(row, m.column) for row in report.rows] for m in shown],
+        cases=[[case_count(row, m.column) for row in report.rows] for m in shown],
+    )
+    note = (
+        f'<p class="note">Whiskers: {report.confidence:.0%} bootstrap interval over the cases behind each '
+        "bar; n: how many cases that is (in the panel's title when every bar has the same n). A bar "
+        "resting on few cases says little. Bars whose whiskers overlap may not differ; the next section "
+        "tests it case by case.</p>"
+    )
+    return f'{title}<div class="charts">{chart}</div>{note}{left_out}'
+
+
+def all_missing(rows: list[dict], column: str) -> bool:
+    return all(numeric(row.get(column)) is None for row in rows)
+
+
+def all_zero(rows: list[dict], column: str) -> bool:
+    """Some cell has a value in `column` and every value there is 0."""
+    values = [v for row in rows if (v := numeric(row.get(column))) is not None]
+    return bool(values) and all(v == 0 for v in values)
+
+
+def value_with_interval(row: dict, column: str) -> str:
+    """A score and, below it, its interval: ``0.75`` and ``[0.50, 1.00]``; both escaped."""
+    value = escape(format_value(numeric(row.get(column))))
+    interval = row_interval(row, column)
+    if interval is None:
+        return value
+    low, high = (escape(format_value(bound)) for bound in interval)
+    return f"{value}<br><small>[{low}, {high}]</small>"
+
+
+def case_type_cell(row: dict, column: str) -> str:
+    """A score of one case type: ``0.75 [0.50, 1.00] n=4`` (value, interval, cases), escaped."""
+    value = numeric(row.get(column))
+    if value is None:
+        return ""
+    text = format_value(value)
+    if (interval := row_interval(row, column)) is not None:
+        text += f" [{format_value(interval[0])}, {format_value(interval[1])}]"
+    if (cases := row.get(f"{column}_cases")) is not None:
+        text += f" n={cases}"
+    return escape(text)
+
+
+def case_type_section(report: ReportInput) -> str:
+    """The headline scores per case type (the evolution of generated eval cases), one line per (cell,
+    case type); absent when the eval set has fewer than two case types."""
+    if not report.case_type_rows:
+        return ""
+    metrics = [
+        m for m in report.headline if any(numeric(r.get(m.column)) is not None for r in report.case_type_rows)
+    ]
+    header = ["<th>Configuration</th>", "<th>Case type</th>"]
+    for metric in metrics:
+        arrow = "\u2191" if metric.higher_is_better else "\u2193"
+        header.append(f'<th title="{direction_text(metric)}">{escape(metric.label)} {arrow}</th>')
+    body = []
+    for row in report.case_type_rows:
+        cells = [f"<td>{escape(row_label(row))}</td>", f"<td>{escape(str(row.get('case_type')))}</td>"]
+        cells += [f'<td class="number">{case_type_cell(row, m.column)}</td>' for m in metrics]
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    table = f"<table><thead><tr>{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    note = (
+        "Each headline score averaged over the cases of one type (the evolution that generated the case), "
+        f"with its {report.confidence:.0%} bootstrap interval and n, the number of cases behind it: a type "
+        "with few cases says little on its own. Click a column header to sort."
+    )
+    return (
+        f'<h2 id="case-types">Scores by case type</h2><p class="note">{escape(note)}</p>'
+        f'<div class="scroll sortable">{table}</div>'
+    )
+
+
+def judge_section(report: ReportInput) -> str:
+    """How far to trust the judge: keyword tests, a second judge, human labels."""
+    reliability = report.judge_reliability
+    if reliability is None:
+        return ""
+    parts = ['<h2 id="judge">How far to trust the judge</h2>']
+    parts += [f"<p>{escape(line)}</p>" for line in reliability.lines()]
+    keyword = reliability.keyword
+    if keyword is not None and keyword.contradictions:
+        parts.append(
+            '<p class="note">Contradictions: the judge gave 5 although a keyword test failed, or 1 although '
+            "every keyword test passed. Either the judge or the keywords are wrong here: read the answer.</p>"
+        )
+        parts.append(rows_to_html_table([c.model_dump() for c in keyword.contradictions]))
+    for human in reliability.human:
+        rows = [
+            {"human": score} | {f"judge {j}": count for j, count in zip(SCALE, counts, strict=True)}
+            for score, counts in zip(SCALE, human.confusion, strict=True)
+        ]
+        parts.append(f"<h3>{escape(human.judge)} against human labels</h3>{rows_to_html_table(rows)}")
+    if len(parts) == 1:
+        parts.append('<p class="note">No score to check the judge against (no rubric with checks_judge).</p>')
+    return "".join(parts)
+
+
+def significance_section(report: ReportInput) -> str:
+    """Per headline score, the best cell tested against every other cell on the same cases."""
+    title = '<h2 id="significance">Is the best really better?</h2>'
+    if not report.verdicts:
+        return f'{title}<p class="note">Fewer than two cells have a headline score: nothing to compare.</p>'
+    parts = [
+        f'<p class="note">Each cell answers the same cases, so the best cell on each score is compared with '
+        f"every other cell case by case (paired), and the p-values are Holm-corrected for the number of "
+        f"comparisons. <b>tied</b>: the data cannot tell the two apart at this number of cases. "
+        f"Difference = other cell minus best, with its {report.confidence:.0%} interval.</p>"
+    ]
+    for verdict in report.verdicts:
+        rows = [
+            {
+                "cell": verdict.name(c.candidate),
+                "difference": round(c.difference, 4),
+                "interval": f"[{format_value(round(c.low, 4))}, {format_value(round(c.high, 4))}]",
+                "cases": c.n,
+                "test": TEST_NAMES[c.test],
+                "p (Holm)": round(c.p_holm, 4),
+                "verdict": c.verdict,
+            }
+            for c in verdict.comparisons
+        ]
+        tied = ", ".join(verdict.name(cell) for cell in verdict.tied)
+        parts.append(
+            f"<h3>{escape(verdict.label)}</h3><p><b>{escape(verdict.sentence())}</b><br>"
+            f"Tied with the best: {escape(tied)}</p>"
+            f'<div class="scroll">{rows_to_html_table(rows)}</div>'
+        )
+    return title + "".join(parts)

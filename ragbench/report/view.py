@@ -1,0 +1,52 @@
+"""What a run's report shows: the table's rows and headline metrics, the verdicts, the judge's reliability
+and every case's answers side by side (the input of ragbench.report.page.render_report)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ragbench.analysis.judge_reliability import JudgeReliability
+from ragbench.analysis.uncertainty import MetricVerdict
+from ragbench.scoring.metrics import MetricInfo
+from ragbench.scoring.pairwise import PairwiseResult
+
+
+class CasePassage(BaseModel):
+    source: str
+    text: str
+    retrieval_rank: int | None = None
+
+
+class CaseView(BaseModel):
+    """One answer of one cell to one eval case, for the side-by-side view."""
+
+    cell: str
+    case_id: str
+    question: str
+    answer: str | None
+    error: str | None = None
+    passages: list[CasePassage] = []
+    keyword_failures: list[str] = []
+    scores: dict[str, str] = {}  # criterion -> the judge's verdict as read (``4 / 5``, ``pass``)
+    judge_reasoning: str | None = None
+
+
+class ReportInput(BaseModel):
+    title: str
+    notes: list[str] = []
+    warnings: list[str] = []
+    axes: list[str]
+    varying_axes: list[str]
+    rows: list[dict]
+    headline: list[MetricInfo]
+    latency_column: str | None = None
+    cost_column: str | None = None
+    cases: list[CaseView] = []
+    keyword_failures: list[dict] = []
+    weak_answers: list[dict] = []
+    verdicts: list[MetricVerdict] = []
+    confidence: float = 0.95
+    judge_reliability: JudgeReliability | None = None
+    # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
+    case_type_rows: list[dict] = []
+    pairwise: list[PairwiseResult] = []

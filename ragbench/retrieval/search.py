@@ -1,0 +1,317 @@
+"""First-stage retrieval (dense, BM25 or their fusion), once per retrieve key, and its metrics against
+expected sources (computed with ir-measures / trec_eval)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from statistics import fmean
+
+import numpy as np
+from pydantic import BaseModel
+
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.retrieval.ann import recall_vs_exact
+from ragbench.retrieval.index import Embedder, IndexManifest, VectorIndex, load_embedder
+from ragbench.retrieval.lexical import LexicalIndex, LexicalIndexManifest, reciprocal_rank_fusion
+
+
+class RetrievedChunk(BaseModel):
+    """One passage as retrieved: `position` is its row in the index, `score` the score it was ranked by
+    (-1 and 0 for a passage an external system returned: its index is not ours).
+
+    `retrieval_rank` is its 1-based rank in the first-stage list, so a reranked context shows where the
+    reranker found it; after reranking, `score` is the reranker's and `retrieval_score` keeps the
+    first-stage similarity.
+    """
+
+    position: int
+    source: str
+    score: float
+    text: str
+    retrieval_rank: int | None = None
+    retrieval_score: float | None = None
+
+
+class CaseRetrieval(BaseModel):
+    """Per-case trace, so every aggregate can be followed back to the questions behind it."""
+
+    case_id: str
+    expected_sources: list[str]
+    retrieved_sources: list[str]  # distinct sources in rank order, up to top_k chunks deep
+    first_relevant_rank: int | None  # 1-based rank among distinct sources; None = not retrieved
+    # This case's value of each metric (hit, recall, reciprocal rank, nDCG@10): the table's numbers are
+    # their means, and intervals and paired tests are computed from them.
+    hit: float = 0.0
+    recall: float = 0.0
+    reciprocal_rank: float = 0.0
+    ndcg_at_10: float = 0.0
+
+
+class RetrievalMetrics(BaseModel):
+    cases_used: int
+    metrics_k: int
+    top_k: int
+    failure_rate: float  # share of cases whose expected source is NOT in the top metrics_k sources
+    hit_rate: float  # Success@k
+    recall: float  # R@k
+    mrr: float  # reciprocal rank of the first expected source, within top_k chunks
+    ndcg_at_10: float
+
+
+class RetrievalReport(BaseModel):
+    metrics: RetrievalMetrics
+    cases: list[CaseRetrieval]
+
+
+def ranked_chunks(
+    chunks: ChunkSet, positions: Sequence[int], scores: Sequence[float]
+) -> list[RetrievedChunk]:
+    """One question's ranking as chunks, best first; -1 (no hit) is skipped."""
+    return [
+        RetrievedChunk(
+            position=int(position),
+            source=(chunk := chunks.chunks[int(position)]).source,
+            score=float(score),
+            text=chunk.text,
+            retrieval_rank=rank,
+        )
+        for rank, (position, score) in enumerate(
+            ((p, s) for p, s in zip(positions, scores, strict=True) if p >= 0), start=1
+        )
+    ]
+
+
+def retrieve(
+    index: VectorIndex, chunks: ChunkSet, embedder: Embedder, questions: list[str], top_k: int
+) -> list[list[RetrievedChunk]]:
+    """Top-k chunks per question from a dense index, best first; one batched encode for all questions."""
+    if embedder.name != index.manifest.embedding_model:
+        raise ValueError(f"index was built with {index.manifest.embedding_model}, not {embedder.name}")
+    index.check_matches(chunks)
+    scores, positions = index.search(embedder.encode_queries(questions), top_k)
+    return [ranked_chunks(chunks, row, row_scores) for row, row_scores in zip(positions, scores, strict=True)]
+
+
+class SearchStats(BaseModel):
+    """What a retriever's speed costs in quality: search time per query (query encoding excluded) and, for
+    an approximate index, the share of the exact search's top_k it finds on the same queries."""
+
+    queries: int
+    ms_per_query: float
+    exact_ms_per_query: float | None = None  # flat search of the same vectors (approximate indexes only)
+    recall_vs_exact: float | None = None  # mean over queries of |approximate top_k ∩ exact top_k| / top_k
+
+
+class RetrievedCandidates(BaseModel):
+    """Every eval case's first-stage ranking for one retrieve key, computed once and read by every answer
+    key after it (each reranker, reader, prompt): case id -> chunks, best first."""
+
+    spec: CellSpec
+    chunk_set_fingerprint: str  # positions are rows of this chunk set
+    by_case: dict[str, list[RetrievedChunk]]
+
+    def for_cases(self, cases: Sequence[EvalCase]) -> list[list[RetrievedChunk]]:
+        return [self.by_case[case.id] for case in cases]
+
+
+def _timed(search: Callable[[], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, float]:
+    started = time.perf_counter()
+    scores, positions = search()
+    return scores, positions, time.perf_counter() - started
+
+
+def retrieve_candidates(
+    spec: CellSpec,
+    chunks: ChunkSet,
+    cases: Sequence[EvalCase],
+    *,
+    dense: VectorIndex | None = None,
+    exact: VectorIndex | None = None,
+    lexical: LexicalIndex | None = None,
+    rrf_k: int | None = 60,
+    device: str = "auto",
+) -> tuple[RetrievedCandidates, SearchStats]:
+    """Rank `spec.top_k` chunks per case with the cell's retriever: the dense index, BM25, or their
+    reciprocal-rank fusion (each ranking top_k deep). `exact`: the flat index of the same vectors when
+    `dense` is approximate, searched with the same query vectors for `recall_vs_exact`. `rrf_k`: the
+    fusion's constant, which only a hybrid cell uses (None for the others); `device`: where the questions
+    are encoded (`embedding.device`, as for the chunks)."""
+    if spec.retriever == "hybrid" and rrf_k is None:
+        raise ValueError(f"cell {spec.id} fuses two rankings and needs rrf_k")
+    fusion_k = rrf_k or 0  # read only by a hybrid cell, which has it
+    questions = [case.question for case in cases]
+    top_k = spec.top_k or 0
+    seconds, stats = 0.0, {}
+    rankings: list[list[tuple[list[int], list[float]]]] = [[] for _ in cases]
+    if spec.retriever != "bm25":
+        if dense is None:
+            raise ValueError(f"cell {spec.id} retrieves from a dense index, and none was given")
+        dense.check_matches(chunks)
+        query_vectors = load_embedder(dense.manifest.embedding_model, device).encode_queries(questions)
+        scores, positions, elapsed = _timed(lambda: dense.search(query_vectors, top_k))
+        seconds += elapsed
+        if exact is not None:
+            exact.check_matches(chunks)
+            _, exact_positions, exact_seconds = _timed(lambda: exact.search(query_vectors, top_k))
+            stats["exact_ms_per_query"] = round(1000 * exact_seconds / max(len(cases), 1), 4)
+            stats["recall_vs_exact"] = round(recall_vs_exact(positions, exact_positions), 4)
+        for ranking, row, row_scores in zip(rankings, positions, scores, strict=True):
+            ranking.append((row.tolist(), row_scores.tolist()))
+    if spec.retriever is not None:
+        if lexical is None:
+            raise ValueError(f"cell {spec.id} retrieves with bm25, and no BM25 index was given")
+        lexical.check_matches(chunks)
+        scores, positions, elapsed = _timed(lambda: lexical.search(questions, top_k))
+        seconds += elapsed
+        for ranking, row, row_scores in zip(rankings, positions, scores, strict=True):
+            ranking.append((row.tolist(), row_scores.tolist()))
+    by_case = {}
+    for case, ranking in zip(cases, rankings, strict=True):
+        if len(ranking) == 1:
+            positions_row, scores_row = ranking[0]
+        else:  # hybrid: fused by rank, so bm25's and cosine's different scales do not matter
+            fused = reciprocal_rank_fusion([row for row, _ in ranking], k=fusion_k)[:top_k]
+            positions_row, scores_row = [p for p, _ in fused], [s for _, s in fused]
+        by_case[case.id] = ranked_chunks(chunks, positions_row, scores_row)
+    search = SearchStats(
+        queries=len(cases), ms_per_query=round(1000 * seconds / max(len(cases), 1), 4), **stats
+    )
+    return RetrievedCandidates(spec=spec, chunk_set_fingerprint=chunks.fingerprint, by_case=by_case), search
+
+
+def distinct_sources(chunks: list[RetrievedChunk]) -> list[str]:
+    """Document ranking from a chunk ranking: each source at the rank of its best chunk."""
+    return list(dict.fromkeys(chunk.source for chunk in chunks))
+
+
+def retrieval_metrics(
+    cases: list[EvalCase], retrieved: list[list[RetrievedChunk]], metrics_k: int, top_k: int
+) -> RetrievalReport:
+    """Source-level IR metrics over the cases that name expected sources."""
+    import ir_measures
+    from ir_measures import RR, R, Success, nDCG
+
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    traces = []
+    for case, chunks in zip(cases, retrieved, strict=True):
+        if not case.expected_sources:
+            continue
+        sources = distinct_sources(chunks)
+        expected = set(case.expected_sources)
+        qrels[case.id] = dict.fromkeys(case.expected_sources, 1)
+        # Strictly decreasing scores: trec_eval breaks score ties by document id, not by our rank.
+        run[case.id] = {source: float(len(sources) - rank) for rank, source in enumerate(sources)}
+        first = next((rank for rank, source in enumerate(sources, start=1) if source in expected), None)
+        traces.append(
+            CaseRetrieval(
+                case_id=case.id,
+                expected_sources=case.expected_sources,
+                retrieved_sources=sources,
+                first_relevant_rank=first,
+            )
+        )
+    if not traces:
+        raise ValueError("no eval case names expected_sources: retrieval metrics need them")
+    hit, recall, ndcg = Success @ metrics_k, R @ metrics_k, nDCG @ 10
+    # trec_eval skips queries with an empty run; add a placeholder so they count as misses.
+    for case_id in qrels:
+        run[case_id] = run[case_id] or {"<nothing retrieved>": 0.0}
+    fields = {hit: "hit", recall: "recall", RR: "reciprocal_rank", ndcg: "ndcg_at_10"}
+    by_case = {trace.case_id: trace for trace in traces}
+    for value in ir_measures.iter_calc(list(fields), qrels, run):
+        setattr(by_case[value.query_id], fields[value.measure], float(value.value))
+
+    def mean(field: str) -> float:
+        return round(fmean(getattr(trace, field) for trace in traces), 4)
+
+    metrics = RetrievalMetrics(
+        cases_used=len(traces),
+        metrics_k=metrics_k,
+        top_k=top_k,
+        failure_rate=round(1.0 - mean("hit"), 4),
+        hit_rate=mean("hit"),
+        recall=mean("recall"),
+        mrr=mean("reciprocal_rank"),
+        ndcg_at_10=mean("ndcg_at_10"),
+    )
+    return RetrievalReport(metrics=metrics, cases=traces)
+
+
+class RetrievalResult(BaseModel):
+    """Retrieval metrics of one retrieve key (chunking, retriever, embedding, index, top_k) over every case
+    with expected sources, with what its indexes cost."""
+
+    spec: CellSpec
+    chunk_count: int
+    index: IndexManifest | None  # the dense index searched (None for bm25)
+    lexical: LexicalIndexManifest | None  # the BM25 index (bm25 and hybrid)
+    search: SearchStats
+    retrieval: RetrievalReport
+
+    def case_values(self) -> dict[str, dict[str, float]]:
+        """Each retrieval column's value per case (column -> case id -> value)."""
+        k = self.retrieval.metrics.metrics_k
+        cases = self.retrieval.cases
+        return {
+            f"failure_rate@{k}": {c.case_id: 1.0 - c.hit for c in cases},
+            f"hit_rate@{k}": {c.case_id: c.hit for c in cases},
+            f"recall@{k}": {c.case_id: c.recall for c in cases},
+            "mrr": {c.case_id: c.reciprocal_rank for c in cases},
+            "ndcg@10": {c.case_id: c.ndcg_at_10 for c in cases},
+        }
+
+    def columns(self) -> dict:
+        """Quality first, then cost: an approximate index's recall_vs_exact, build time, size and search
+        time sit beside the flat cell's, so what speed costs in quality is one row apart."""
+        metrics = self.retrieval.metrics
+        k = metrics.metrics_k
+        quality = {
+            "retrieval_cases": metrics.cases_used,
+            f"failure_rate@{k}": metrics.failure_rate,
+            f"hit_rate@{k}": metrics.hit_rate,
+            f"recall@{k}": metrics.recall,
+            "mrr": metrics.mrr,
+            "ndcg@10": metrics.ndcg_at_10,
+        }
+        if self.spec.external is not None:  # its index and search are the system's own, out of sight
+            return quality
+        dense, lexical = self.index, self.lexical
+        build = (dense.build_seconds + dense.index_build_seconds if dense else 0.0) + (
+            lexical.build_seconds if lexical else 0.0
+        )
+        return {
+            "chunks": self.chunk_count,
+            "chunks_truncated": dense.chunks_over_max_length if dense else 0,
+            **quality,
+            "recall_vs_exact": self.search.recall_vs_exact,  # at the cell's top_k
+            "search_ms_per_query": self.search.ms_per_query,
+            "exact_search_ms_per_query": self.search.exact_ms_per_query,
+            "index_build_s": round(build, 3),
+            "index_mb": round(
+                ((dense.index_bytes if dense else 0) + (lexical.index_bytes if lexical else 0)) / 2**20, 3
+            ),
+            "chunks_per_s": dense.chunks_per_second if dense else None,
+        }
+
+
+def evaluate_retrieval(
+    candidates: RetrievedCandidates,
+    search: SearchStats,
+    cases: Sequence[EvalCase],
+    metrics_k: int,
+    *,
+    chunk_count: int,
+    index: IndexManifest | None,
+    lexical: LexicalIndexManifest | None,
+) -> RetrievalResult:
+    """Metrics over the cases with expected sources, from the candidates the answer keys read too."""
+    with_sources = [case for case in cases if case.expected_sources]
+    spec = candidates.spec
+    report = retrieval_metrics(with_sources, candidates.for_cases(with_sources), metrics_k, spec.top_k)
+    return RetrievalResult(
+        spec=spec, chunk_count=chunk_count, index=index, lexical=lexical, search=search, retrieval=report
+    )

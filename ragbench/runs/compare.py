@@ -1,0 +1,268 @@
+"""Runs over time: line up the same cell across two runs and flag the metrics that moved the wrong way.
+
+A cell is the same cell when its id is (the id hashes the settings that can change its results), and
+the comparison is only meaningful on the same eval set (the eval fingerprint); both runs' numbers come
+from their run-level metadata (`<metric>__<cell id>`, see `ragbench.runs.record`). It fails closed: a number
+the baseline has and the current run could not produce is a regression (`missing`); every metric the current
+config asks for is walked, and one the baseline has no value for is listed as not comparable.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+from pydantic import BaseModel
+
+from ragbench.analysis.stats import StatisticsConfig, paired_difference_test, smallest_attainable_p
+from ragbench.analysis.uncertainty import TEST_NAMES
+from ragbench.report.pages import format_value
+from ragbench.runs.record import RunRecord
+
+WORSE, MISSING = "worse", "missing"  # the two kinds of regression
+NOT_COMPARABLE = "not comparable"  # a value the current run has and the baseline lacks: listed, never a pass
+
+
+def config_tag(config_name: str) -> str:
+    """The tag every run of a config carries; config names are validated
+    (`ragbench.config.model.CONFIG_NAME`),
+    so two names never share one tag and none holds the ':' that ZenML's tag filter splits on."""
+    return "config-" + config_name
+
+
+def champion_tag(config_name: str) -> str:
+    """The champion marker of one config: exclusive per tag, so every config keeps its own champion."""
+    return "champion-" + config_name
+
+
+class Comparison(BaseModel):
+    current: str
+    baseline: str
+    same_eval_set: bool
+    rows: list[dict]  # cell, metric, regression, kind, baseline, current, change, worse_by, threshold, rule
+    added_cells: list[str]
+    removed_cells: list[str]
+    dropped_metrics: list[str] = []  # the baseline's metrics the current config no longer asks for
+
+    @property
+    def regressions(self) -> list[dict]:
+        """Worse beyond threshold and noise, or missing: every row that fails the gate."""
+        return [row for row in self.rows if row["regression"]]
+
+    @property
+    def missing(self) -> list[dict]:
+        return [row for row in self.rows if row["kind"] == MISSING]
+
+    @property
+    def not_comparable(self) -> list[dict]:
+        return [row for row in self.rows if row["kind"] == NOT_COMPARABLE]
+
+    @property
+    def compared(self) -> list[dict]:
+        """The rows where both runs have a value (or the current one lost it): what the verdict rests on."""
+        return [row for row in self.rows if row["kind"] != NOT_COMPARABLE]
+
+    def csv(self) -> str:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(self.rows[0]) if self.rows else ["cell"])
+        writer.writeheader()
+        writer.writerows(self.rows)
+        return buffer.getvalue()
+
+    def json(self) -> str:
+        return json.dumps(self.model_dump() | {"regressions": self.regressions}, indent=2)
+
+
+def compare_runs(
+    current: RunRecord,
+    baseline: RunRecord,
+    thresholds: dict[str, float],
+    default_threshold: float,
+    statistics: StatisticsConfig | None = None,
+) -> Comparison:
+    """A metric regresses when it moved in its bad direction by more than its threshold AND by more
+    than the noise (`rule` says what decided the noise, see `_beyond_noise`), or when the baseline has a
+    value that the current run, whose grid still holds the cell, could not produce (`missing`)."""
+    statistics = statistics or StatisticsConfig()
+    same_eval_set = current.eval_fingerprint == baseline.eval_fingerprint
+    rows = []
+    dropped = sorted(
+        m for m in baseline.values if current.configured is not None and m not in current.configured
+    )
+    metrics = (set(baseline.values) - set(dropped)) | set(current.values)
+    directions = baseline.directions | current.directions
+    for metric in sorted(metrics):
+        higher_is_better = directions.get(metric, "higher") == "higher"
+        threshold = thresholds.get(metric, default_threshold)
+        before_by_cell, now_by_cell = baseline.values.get(metric, {}), current.values.get(metric, {})
+        for cell in sorted(set(before_by_cell) | set(now_by_cell)):
+            before, now = before_by_cell.get(cell), now_by_cell.get(cell)
+            if before is None:
+                if now is not None and cell in baseline.cells:  # a new cell is listed as added instead
+                    rows.append(_not_comparable_row(cell, metric, now, threshold))
+                continue
+            if now is None:
+                if cell in current.cells:
+                    rows.append(_missing_row(cell, metric, before, threshold, current.incomplete.get(cell)))
+                continue  # a cell taken out of the grid: listed as removed
+            worse_by = (before - now) if higher_is_better else (now - before)
+            past_threshold = worse_by > threshold
+            beyond, rule, p_value = _beyond_noise(
+                current, baseline, metric, cell, same_eval_set, higher_is_better, statistics
+            )
+            rows.append(
+                {
+                    "cell": cell,
+                    "metric": metric,
+                    "regression": past_threshold and beyond,
+                    "kind": WORSE if past_threshold and beyond else "",
+                    "baseline": before,
+                    "current": now,
+                    "baseline_interval": _span(baseline, metric, cell),
+                    "current_interval": _span(current, metric, cell),
+                    "change": round(now - before, 6),
+                    "worse_by": round(worse_by, 6),
+                    "threshold": threshold,
+                    "rule": rule,
+                    "p_value": p_value,
+                }
+            )
+    return Comparison(
+        current=current.name,
+        baseline=baseline.name,
+        same_eval_set=same_eval_set,
+        rows=rows,
+        added_cells=sorted(current.cells - baseline.cells),
+        removed_cells=sorted(baseline.cells - current.cells),
+        dropped_metrics=dropped,
+    )
+
+
+def _missing_row(cell: str, metric: str, before: float, threshold: float, why: str | None) -> dict:
+    return {
+        "cell": cell,
+        "metric": metric,
+        "regression": True,
+        "kind": MISSING,
+        "baseline": before,
+        "current": None,
+        "baseline_interval": "",
+        "current_interval": "",
+        "change": None,
+        "worse_by": None,
+        "threshold": threshold,
+        "rule": f"missing: the current run has no value ({why or 'every call failed, or nothing to score'})",
+        "p_value": None,
+    }
+
+
+def _not_comparable_row(cell: str, metric: str, now: float, threshold: float) -> dict:
+    return {
+        "cell": cell,
+        "metric": metric,
+        "regression": False,
+        "kind": NOT_COMPARABLE,
+        "baseline": None,
+        "current": now,
+        "baseline_interval": "",
+        "current_interval": "",
+        "change": None,
+        "worse_by": None,
+        "threshold": threshold,
+        "rule": "not comparable: the baseline has no value (a metric added since, or not scored then)",
+        "p_value": None,
+    }
+
+
+def _span(record: RunRecord, metric: str, cell: str) -> str:
+    bounds = record.intervals.get(metric, {}).get(cell)
+    return "" if bounds is None else f"[{format_value(bounds[0])}, {format_value(bounds[1])}]"
+
+
+def _beyond_noise(
+    current: RunRecord,
+    baseline: RunRecord,
+    metric: str,
+    cell: str,
+    same_eval_set: bool,
+    higher_is_better: bool,
+    statistics: StatisticsConfig,
+) -> tuple[bool, str, float | None]:
+    """Is the change larger than the noise? (beyond, rule, p-value)
+
+    Same eval set and per-case values in both runs: a paired test on the cases both scored (the same
+    test the run uses between cells), at `alpha`, uncorrected: each (cell, metric) is its own alarm.
+    A test that cannot reach alpha at that number of cases (5 or fewer at 0.05) is no evidence of
+    noise, so there the threshold decides and the rule says so. Otherwise, the two runs' intervals
+    must not overlap. Runs from before per-case values existed have neither: the threshold decides."""
+    now_cases = current.case_values.get(metric, {}).get(cell)
+    before_cases = baseline.case_values.get(metric, {}).get(cell)
+    if same_eval_set and now_cases and before_cases:
+        shared = [
+            case
+            for case in sorted(set(now_cases) & set(before_cases))
+            if not (math.isnan(now_cases[case]) or math.isnan(before_cases[case]))
+        ]
+        test = current.tests.get(metric, "paired_permutation")
+        _, _, _, p_value = paired_difference_test(
+            [before_cases[c] for c in shared],
+            [now_cases[c] for c in shared],
+            test=test,
+            seed=statistics.seed,
+            resamples=statistics.resamples,
+        )
+        rule = f"{TEST_NAMES[test]} on {len(shared)} cases"
+        if (floor := smallest_attainable_p(len(shared))) > statistics.alpha:
+            return (
+                True,
+                f"{rule} cannot decide at n = {len(shared)} (p >= {floor:.3g}): threshold rule",
+                p_value,
+            )
+        return p_value < statistics.alpha, rule, p_value
+    now_span = current.intervals.get(metric, {}).get(cell)
+    before_span = baseline.intervals.get(metric, {}).get(cell)
+    if now_span and before_span:
+        apart = now_span[1] < before_span[0] if higher_is_better else now_span[0] > before_span[1]
+        return apart, "intervals do not overlap" if apart else "intervals overlap", None
+    return True, "threshold only (no per-case values or intervals)", None
+
+
+def comparison_text(comparison: Comparison) -> str:
+    """The terminal's view: the regressions and missing values (or none), then added and removed cells."""
+    lines = [f"{comparison.current} against {comparison.baseline}:"]
+    if not comparison.same_eval_set:
+        lines.append("the two runs used different eval sets (see the gate's verdict)")
+    for row in comparison.regressions:
+        if row["kind"] == MISSING:
+            before = format_value(row["baseline"])
+            lines.append(f"MISSING {row['metric']} in {row['cell']}: {before} -> none ({row['rule']})")
+            continue
+        lines.append(
+            f"REGRESSION {row['metric']} in {row['cell']}: {format_value(row['baseline'])} -> "
+            f"{format_value(row['current'])} (worse by {format_value(row['worse_by'])}, "
+            f"threshold {row['threshold']}; {row['rule']}"
+            + (f", p={row['p_value']:.3g})" if row["p_value"] is not None else ")")
+        )
+    lines += [
+        f"NOT COMPARABLE {row['metric']} in {row['cell']}: the baseline has no value (now "
+        f"{format_value(row['current'])})"
+        for row in comparison.not_comparable
+    ]
+    within = [
+        r
+        for r in comparison.compared
+        if r["kind"] != MISSING and r["worse_by"] > r["threshold"] and not r["regression"]
+    ]
+    if within:
+        lines.append(
+            f"{len(within)} cell metric(s) moved past their threshold but within the noise "
+            "(not regressions): " + ", ".join(f"{r['metric']} in {r['cell']} ({r['rule']})" for r in within)
+        )
+    if not comparison.regressions:
+        lines.append(f"no regression over {len(comparison.compared)} compared cell metrics")
+    lines += [f"added cell: {cell}" for cell in comparison.added_cells]
+    lines += [f"removed cell: {cell}" for cell in comparison.removed_cells]
+    lines += [f"metric no longer configured: {metric}" for metric in comparison.dropped_metrics]
+    return "\n".join(lines)

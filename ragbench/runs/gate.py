@@ -1,0 +1,193 @@
+"""The regression gate's verdict on one run: the same code for the pipeline's last step and for
+`run.py compare`, so a ZenML schedule on any orchestrator is gated exactly as a run by hand.
+
+It fails closed: a failed or incomplete run (a configured metric without a value in some cell), a number
+the baseline has and the run could not produce, a comparison that lined up nothing, and (unless accepted by
+`regression.on_eval_change: warn`) a changed eval set are all failures, never a silent pass.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from ragbench.analysis.stats import StatisticsConfig
+from ragbench.report.pages import document, page_header, rows_to_html_table
+from ragbench.runs.compare import Comparison, compare_runs, comparison_text
+from ragbench.runs.record import GATE_STATUS, RunRecord
+from ragbench.section import Section
+
+GateStatus = Literal["passed", "regressed", "incomplete", "failed"]
+
+
+class GateResult(BaseModel):
+    """passed; regressed (worse beyond threshold and noise, or missing, or nothing in common with the
+    baseline); incomplete (the run could not score a whole cell); failed (the run itself failed)."""
+
+    config: str
+    run: str
+    baseline_mode: str
+    baseline_run: str | None
+    status: GateStatus
+    reasons: list[str]
+    comparison: Comparison | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def metadata(self) -> dict[str, str | int | bool | list[str] | None]:
+        """Flat run metadata, so runs can be filtered by their gate in the dashboard and `Client()`."""
+        comparison = self.comparison
+        return {
+            GATE_STATUS: self.status,
+            "gate_passed": self.passed,
+            "gate_reasons": self.reasons,
+            "baseline_run": self.baseline_run or "",
+            "regressions": len(comparison.regressions) if comparison else 0,
+            "missing_metrics": len(comparison.missing) if comparison else 0,
+            "compared_metrics": len(comparison.compared) if comparison else 0,
+            "not_comparable_metrics": len(comparison.not_comparable) if comparison else 0,
+        }
+
+    def text(self) -> str:
+        lines = [f"Gate ({self.baseline_mode} baseline) for {self.run}: {self.status.upper()}"]
+        lines += [f"  {reason}" for reason in self.reasons]
+        if self.comparison is not None:
+            lines.append(comparison_text(self.comparison))
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        title = f"Regression gate: {self.status}"
+        notes = [
+            f"Run {self.run} of config {self.config} against its {self.baseline_mode} baseline "
+            f"({self.baseline_run or 'none'})."
+        ]
+        warnings = [] if self.passed else self.reasons
+        body = page_header(title, notes, warnings)
+        if self.passed and self.reasons:
+            body += "".join(f"<p class='note'>{escape(reason)}</p>" for reason in self.reasons)
+        if self.comparison is not None:
+            body += "<h2>Failing rows (regressions and missing values)</h2>"
+            body += rows_to_html_table(self.comparison.regressions)
+            body += "<h2>Every compared metric</h2>" + rows_to_html_table(self.comparison.rows)
+            body += "<h2>Cells</h2>" + rows_to_html_table(
+                [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
+                + [{"cell": cell, "change": "removed"} for cell in self.comparison.removed_cells]
+            )
+            body += "<h2>Not comparable (the baseline has no value; not gated)</h2>" + rows_to_html_table(
+                self.comparison.not_comparable
+            )
+            body += "<h2>Metrics no longer configured</h2>" + rows_to_html_table(
+                [{"metric": metric} for metric in self.comparison.dropped_metrics]
+            )
+        return document(title, body)
+
+
+def judge_run(
+    current: RunRecord,
+    baseline: RunRecord | None,
+    *,
+    config: str,
+    baseline_mode: str,
+    regression: RegressionConfig,
+    statistics: StatisticsConfig,
+    failure: str | None = None,
+) -> GateResult:
+    """The verdict on `current` (`failure`: why the run itself failed, if it did). With no baseline
+    only the run's own completeness is judged; the reason says there was nothing to compare with."""
+    verdict = {
+        "config": config,
+        "run": current.name,
+        "baseline_mode": baseline_mode,
+        "baseline_run": baseline.name if baseline else None,
+    }
+    if failure is not None:
+        return GateResult(
+            **verdict, status="failed", reasons=[f"run {current.name} did not finish: {failure}"]
+        )
+    comparison = (
+        compare_runs(current, baseline, regression.thresholds, regression.default_threshold, statistics)
+        if baseline is not None
+        else None
+    )
+    reasons = list(current.incomplete.values())
+    status: GateStatus = "incomplete" if reasons else "passed"
+    if comparison is not None and baseline is not None:
+        if comparison.regressions:
+            status = "incomplete" if reasons else "regressed"
+            reasons.append(
+                f"{len(comparison.regressions) - len(comparison.missing)} regression(s) and "
+                f"{len(comparison.missing)} missing value(s) against {comparison.baseline}"
+            )
+        elif not comparison.compared:
+            status = "incomplete" if reasons else "regressed"
+            reasons.append(
+                f"no (cell, metric) in common with {comparison.baseline}: nothing was compared, which is "
+                "never a pass (a changed grid: promote a run of it as champion, or compare --against RUN)"
+            )
+        if comparison.not_comparable:
+            reasons.append(
+                f"{len(comparison.not_comparable)} (cell, metric) value(s) not comparable: "
+                f"{comparison.baseline} has no value for them (listed below; they were not gated)"
+            )
+        if not comparison.same_eval_set:
+            change = (
+                f"the eval set changed since {baseline.name} (fingerprint "
+                f"{baseline.eval_fingerprint or 'none'} -> {current.eval_fingerprint or 'none'})"
+            )
+            if regression.on_eval_change == "fail":
+                status = "incomplete" if status == "incomplete" else "regressed"
+                reasons.append(
+                    f"{change}: scores on other cases are not a like-for-like comparison, so the gate fails "
+                    "(regression.on_eval_change: fail). Accept the new eval set with "
+                    "--set regression.on_eval_change=warn on one run; once it passes it is the baseline."
+                )
+            else:
+                reasons.append(f"{change}; accepted by regression.on_eval_change: warn")
+    elif baseline_mode != "none":
+        reasons.append(f"no {baseline_mode} baseline for config {config}: only the run's completeness judged")
+    return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison)
+
+
+# Gate thresholds every config has unless it names the metric itself: latency has no per-case values, so
+# its threshold alone decides whether a slower p95 is a regression.
+DEFAULT_THRESHOLDS = {"latency_p95_s": 1.0}
+
+
+class RegressionConfig(Section):
+    """The regression gate (the pipeline's last step, and `run.py compare`): which run is the baseline,
+    and how far a tracked metric may move in its bad direction before it is a regression."""
+
+    baseline: Literal["previous", "champion", "none"] = Field(
+        default="previous",
+        description="previous: the newest earlier run of this config that passed its gate or was promoted "
+        "(never a regressed, incomplete or failed one); champion: the run promoted for this config "
+        "(`run.py promote RUN`); none: only check the run is complete",
+    )
+    on_eval_change: Literal["fail", "warn"] = Field(
+        default="fail",
+        description="when the eval cases differ from the baseline's: fail the gate (default), or warn and "
+        "compare anyway (accept the new eval set once with --set regression.on_eval_change=warn)",
+    )
+    default_threshold: float = Field(default=0.0, ge=0.0, description="for metrics not named below")
+    thresholds: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_THRESHOLDS),
+        description="metric key (as in run metadata, e.g. hit_rate_at_5) -> allowed change; merged over the "
+        "defaults (latency_p95_s: 1.0 s), so naming one metric keeps the others",
+    )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _merge_over_defaults(cls, thresholds: dict[str, float]) -> dict[str, float]:
+        """A map that names one metric must not drop the latency default: latency has no per-case values,
+        so its threshold alone decides, and 0.0 would fail every night whose p95 rose at all."""
+        if negative := sorted(key for key, value in thresholds.items() if value < 0):
+            raise ValueError(f"{', '.join(negative)}: a threshold is an allowed change, 0 or more")
+        return {**DEFAULT_THRESHOLDS, **thresholds}

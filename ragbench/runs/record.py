@@ -1,0 +1,152 @@
+"""The gate's contract with the store: what a benchmark run writes as run-level metadata, how a run is
+read back for comparison (`RunRecord`), and which runs may serve as the next run's baseline.
+
+One module, so the writer (the results and gate steps) and the readers (`compare`, the gate, `run.py
+compare`) cannot drift apart. Keys are flat and ':'-free (ZenML's metadata filters split on ':'); per-cell
+numbers are `<metric>__<cell id>`, their interval bounds `<metric>_low__<cell id>` / `_high__`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from ragbench.analysis.stats import Test
+from ragbench.scoring.metrics import LATENCY, metric_key
+
+if TYPE_CHECKING:
+    from ragbench.analysis.results import ResultsTable
+
+CELL_SEPARATOR = "__"
+# Written by the gate step (and the failure hook): a run is a baseline only once its gate said "passed".
+GATE_STATUS = "gate_status"
+PASSED = "passed"
+
+# What run metadata keeps of each pairwise comparison (the cases stay in the results artifact).
+PAIRWISE_METADATA = {
+    "candidate",
+    "baseline",
+    "judge",
+    "wins",
+    "ties",
+    "losses",
+    "failures",
+    "win_rate",
+    "win_rate_low",
+    "win_rate_high",
+    "sign_test_p",
+    "flip_share",
+}
+
+
+def run_metadata(table: ResultsTable) -> dict[str, Any]:
+    """Flat run-level metadata for ZenML's filters and for the gate: `<metric>__<cell id>` and
+    `best_<metric>`, numbers as numbers; `metric_directions` tells `compare` which way each tracked metric
+    gets worse, `configured_metrics` which metrics the config asked for (scored or not), `incomplete_cells`
+    which cells could not score one of them, and the eval and knowledge-base fingerprints what it was
+    measured on."""
+    flat: dict[str, Any] = {}
+    tracked = [*table.headline, *([LATENCY] if any(row.get(LATENCY.column) for row in table.rows) else [])]
+    flat["metric_directions"] = {
+        metric_key(m.column): "higher" if m.higher_is_better else "lower" for m in tracked
+    }
+    flat["metric_tests"] = {metric_key(m.column): m.paired_test for m in tracked}
+    flat["cell_ids"] = [row["cell"] for row in table.rows]
+    flat["cells"] = len(table.rows)
+    flat["incomplete_cells"] = table.incomplete
+    flat["configured_metrics"] = table.configured_metrics
+    flat["eval_fingerprint"] = table.eval_fingerprint
+    flat["eval_set"] = table.eval_set
+    flat["knowledge_base_fingerprint"] = table.knowledge_base_fingerprint
+    flat["warnings"] = table.warnings
+    flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
+    for metric in tracked:
+        key = metric_key(metric.column)
+        scored = [
+            (row[metric.column], row["cell"]) for row in table.rows if row.get(metric.column) is not None
+        ]
+        for value, cell in scored:
+            flat[f"{key}{CELL_SEPARATOR}{cell}"] = value
+        for row in table.rows:  # the interval beside each value, so compare can judge the noise
+            for bound in ("low", "high"):
+                if (limit := row.get(f"{metric.column}_{bound}")) is not None:
+                    flat[f"{key}_{bound}{CELL_SEPARATOR}{row['cell']}"] = limit
+        if scored:
+            best = (max if metric.higher_is_better else min)(scored)
+            flat[f"best_{key}"], flat[f"best_{key}_cell"] = best
+    return flat
+
+
+def is_baseline(status: str, metadata: Mapping[str, Any], champion: bool) -> bool:
+    """A run the next run may be compared with: one that completed and passed its gate, or the run a
+    person promoted (how a deliberate change is accepted). A regressed, incomplete or failed run never is:
+    a night whose judge was down would otherwise hand the next night a yardstick without its scores."""
+    if status != "completed":
+        return False
+    return champion or metadata.get(GATE_STATUS) == PASSED
+
+
+class RunRecord(BaseModel):
+    """What compare needs of one run."""
+
+    name: str
+    created: str
+    eval_fingerprint: str | None
+    directions: dict[str, str]  # metric key -> "higher" or "lower" (which way is better)
+    tests: dict[str, Test] = {}  # metric key -> the paired test that suits it
+    values: dict[str, dict[str, float]]  # metric key -> cell id -> value
+    intervals: dict[str, dict[str, tuple[float, float]]] = {}  # metric key -> cell id -> (low, high)
+    case_values: dict[str, dict[str, dict[str, float]]] = {}  # metric key -> cell id -> case id -> value
+    grid_cells: list[str] = []  # every cell of the run's grid, scored or not (empty for older runs)
+    incomplete: dict[str, str] = {}  # cell id -> why the run could not score it
+    # the metric keys the run's config asked for, computed or not (None for older runs): a metric the
+    # baseline has and the config no longer asks for is dropped from the comparison, not missing
+    configured: list[str] | None = None
+
+    @classmethod
+    def from_metadata(
+        cls,
+        name: str,
+        created: str,
+        metadata: Mapping[str, Any],
+        case_values: dict[str, dict[str, dict[str, float]]],
+    ) -> RunRecord:
+        """`case_values` as the run's results table holds them (cell id -> column -> case id -> value)."""
+        directions = metadata.get("metric_directions") or {}
+        values: dict[str, dict[str, float]] = {}
+        bounds: dict[str, dict[str, dict[str, float]]] = {}
+        for key, value in metadata.items():
+            metric, separator, cell = key.partition(CELL_SEPARATOR)
+            if not separator or not isinstance(value, int | float):
+                continue
+            if metric in directions:
+                values.setdefault(metric, {})[cell] = float(value)
+            elif (bound := metric.rpartition("_"))[0] in directions and bound[2] in ("low", "high"):
+                bounds.setdefault(bound[0], {}).setdefault(cell, {})[bound[2]] = float(value)
+        per_case: dict[str, dict[str, dict[str, float]]] = {}
+        for cell, columns in case_values.items():
+            for column, by_case in columns.items():
+                if (metric := metric_key(column)) in directions:
+                    per_case.setdefault(metric, {})[cell] = by_case
+        return cls(
+            name=name,
+            created=created,
+            eval_fingerprint=metadata.get("eval_fingerprint") or None,
+            directions=directions,
+            tests=metadata.get("metric_tests") or {},
+            values=values,
+            intervals={
+                metric: {cell: (b["low"], b["high"]) for cell, b in by_cell.items() if len(b) == 2}
+                for metric, by_cell in bounds.items()
+            },
+            case_values=per_case,
+            grid_cells=metadata.get("cell_ids") or [],
+            incomplete=metadata.get("incomplete_cells") or {},
+            configured=metadata.get("configured_metrics"),
+        )
+
+    @property
+    def cells(self) -> set[str]:
+        return set(self.grid_cells) | {cell for by_cell in self.values.values() for cell in by_cell}

@@ -1,0 +1,155 @@
+"""A cell's answers scored: the judge's verdicts on one answer set, the pairwise judge on two, the keyword
+suites on every answer, and the judge's verdicts on a person's labelled answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel
+
+from ragbench.generation.answers import AnswerSet
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.client import LLMClient
+from ragbench.scoring.judge import (
+    Judgement,
+    JudgeSummary,
+    judge_answers,
+    judge_case_values,
+    summarise_judgements,
+)
+from ragbench.scoring.keyword_tests import KeywordReport, Suite, run_keyword_tests
+from ragbench.scoring.pairwise import PairwiseInput, PairwiseResult, judge_pairs
+from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_criterion
+
+
+class JudgeResult(BaseModel):
+    """One judge's verdicts on one answer set with the rubrics it graded by; failed verdicts are kept with
+    their error, never scored."""
+
+    spec: CellSpec
+    rubrics: list[Rubric]
+    judgements: list[Judgement]
+    # The judge's correctness verdicts on the human-labelled answers of the eval cases (`human_answer`).
+    calibration: list[Judgement] = []
+
+    @property
+    def summary(self) -> JudgeSummary:
+        return summarise_judgements(self.judgements, self.rubrics)
+
+    def case_values(self) -> dict[str, dict[str, float]]:
+        return judge_case_values(self.judgements, self.rubrics)
+
+    @property
+    def failures(self) -> int:
+        """Verdicts the judge could not give (call failed or reply never valid), first samples, repeats
+        and calibration alike: counted, never scored, and the step is not reused from the cache."""
+        return sum(len(j.errors) + j.resample_failures for j in [*self.judgements, *self.calibration])
+
+
+def judge_cell(
+    spec: CellSpec,
+    answer_set: AnswerSet,
+    cases: Sequence[EvalCase],
+    *,
+    rubrics: Sequence[Rubric],
+    llm_cache: str | None = None,
+    samples: int = 1,
+) -> JudgeResult:
+    """Judge the answers that exist; failed reader calls are counted by the table, not judged."""
+    if spec.judge is None:
+        raise ValueError(f"cell {spec.id} has no judge")
+    if answer_set.external is not None and not answer_set.external.returned_contexts:
+        rubrics = [rubric for rubric in rubrics if "passages" not in rubric.inputs]  # answer-only
+    by_id = {case.id: case for case in cases}
+    inputs = [
+        JudgeInput(
+            case_id=answer.case_id,
+            question=answer.question,
+            answer=answer.answer,
+            reference_answer=by_id[answer.case_id].reference_answer,
+            contexts=[chunk.text for chunk in answer.contexts],
+            tags=by_id[answer.case_id].tags,
+        )
+        for answer in answer_set.answers
+        if answer.answer is not None
+    ]
+    # a person's labels (`human_correctness`) grade the criterion the judge is checked on
+    checked = [rubric for rubric in rubrics if checked_criterion([rubric]) is not None]
+    labelled = calibration_inputs(cases) if checked else []
+    judgements: list[Judgement] = []
+    calibration: list[Judgement] = []
+    if inputs or labelled:
+        with LLMClient(spec.judge, cache_location=llm_cache) as client:
+            if inputs:
+                judgements = judge_answers(
+                    client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
+                )
+            if labelled:
+                calibration = judge_answers(client, labelled, rubrics=checked[:1], desc="judge labelled")
+    return JudgeResult(spec=spec, rubrics=list(rubrics), judgements=judgements, calibration=calibration)
+
+
+def pairwise_cell(
+    judge_key: CellSpec,
+    candidate: AnswerSet,
+    baseline: AnswerSet,
+    cases: Sequence[EvalCase],
+    *,
+    labels: tuple[str, str],
+    criterion: str,
+    seed: int,
+    confidence: float,
+    llm_cache: str | None = None,
+) -> PairwiseResult:
+    """`judge_key`'s judge compares two answer sets of the same cases, both orders of each pair."""
+    if judge_key.judge is None:
+        raise ValueError(f"cell {judge_key.id} has no judge")
+    baseline_answers = {answer.case_id: answer.answer for answer in baseline.answers}
+    by_id = {case.id: case for case in cases}
+    inputs = [
+        PairwiseInput(
+            case_id=answer.case_id,
+            question=answer.question,
+            candidate_answer=answer.answer,
+            baseline_answer=baseline_answers.get(answer.case_id),
+            reference_answer=by_id[answer.case_id].reference_answer,
+        )
+        for answer in candidate.answers
+    ]
+    with LLMClient(judge_key.judge, cache_location=llm_cache) as client:
+        return judge_pairs(
+            client,
+            inputs,
+            candidate=labels[0],
+            baseline=labels[1],
+            judge=judge_key.judge.model,
+            criterion=criterion,
+            seed=seed,
+            confidence=confidence,
+            desc=f"pairwise {judge_key.id}",
+        )
+
+
+def calibration_inputs(cases: Sequence[EvalCase]) -> list[JudgeInput]:
+    """The answers a person scored (`human_answer`), for the judge to grade as well."""
+    return [
+        JudgeInput(
+            case_id=case.id,
+            question=case.question,
+            answer=case.human_answer,
+            reference_answer=case.reference_answer,
+            contexts=[],
+            tags=case.tags,
+        )
+        for case in cases
+        if case.human_answer is not None
+    ]
+
+
+def keyword_report(
+    answer_set: AnswerSet, cases: Sequence[EvalCase], suites: Sequence[Suite]
+) -> KeywordReport:
+    """The suites run on the answers that exist (once per answer set, however many judges grade it)."""
+    answered = {answer.case_id: answer.answer for answer in answer_set.answers if answer.answer is not None}
+    return run_keyword_tests(cases, answered, suites)

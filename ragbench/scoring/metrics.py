@@ -1,0 +1,45 @@
+"""What a metric is to everything that reads one (table, intervals, paired tests, compare, gate, report),
+and the metrics that are not the judge's or a suite's: retrieval and latency.
+
+Light on purpose (pydantic and the stats types only): rubrics and suites declare their metrics with it,
+and `ragbench.scoring.registry` gathers them into the run's registry.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from ragbench.analysis.stats import Test
+
+
+class MetricInfo(BaseModel):
+    """A metric a configuration is chosen by: its column, its name, which way is better, and how two
+    cells are compared on it, case by case: a permutation test of the mean difference, or Wilcoxon's
+    signed-rank test for ordinal 1-5 judge scores (a mean difference would treat them as evenly spaced)."""
+
+    column: str
+    label: str
+    higher_is_better: bool
+    paired_test: Test = "paired_permutation"
+
+
+# Tracked across runs beside the headline scores (the gate reads it).
+LATENCY = MetricInfo(column="latency_p95_s", label="p95 latency (s)", higher_is_better=False)
+
+
+def retrieval_metrics(metrics_k: int) -> list[MetricInfo]:
+    """The retrieval scores a run is chosen by (every retrieval cell computes them over all cases)."""
+    return [
+        MetricInfo(column="mrr", label="MRR", higher_is_better=True),
+        MetricInfo(column=f"hit_rate@{metrics_k}", label=f"hit rate@{metrics_k}", higher_is_better=True),
+    ]
+
+
+# Every retrieval column of a results row, by prefix (`@k` follows): their cases are the cell's
+# `retrieval_cases`.
+RETRIEVAL_COLUMN_PREFIXES = ("mrr", "hit_rate@", "recall@", "ndcg@", "failure_rate@")
+
+
+def metric_key(column: str) -> str:
+    """A results-table column as a run-metadata key (ZenML's filter syntax splits on ':')."""
+    return column.replace("@", "_at_").replace(":", "_")

@@ -22,7 +22,7 @@ from ragbench.testset.critique import (
 )
 from ragbench.testset.generate import CandidateSet, generate_candidates
 from ragbench.testset.labels import CandidateLabel
-from ragbench.testset.plan import plan_seeds
+from ragbench.testset.plan import plan_for
 from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
 from ragbench.testset.settings import TestsetConfig
@@ -45,16 +45,7 @@ def generate_eval_candidates(
     settings = TestsetConfig.model_validate(testset)
     ops = Operations.model_validate(operations)
     index.check_matches(chunks)
-    seeds = plan_seeds(
-        chunks.chunks,
-        index.vectors(),
-        count=settings.chunks,
-        sampling=settings.sampling,
-        seed=settings.seed,
-        min_chars=settings.min_chunk_chars,
-        evolutions=settings.evolutions,
-        unanswerable_share=settings.unanswerable_share,
-    )
+    seeds = plan_for(settings, chunks.chunks, index.vectors())
     with LLMClient(_operated(settings.generator_settings(), ops), cache_location=ops.llm_cache) as client:
         candidates = generate_candidates(
             client, seeds, audience=settings.audience, questions=settings.questions_per_chunk

@@ -20,7 +20,7 @@ from ragbench.inputs.chunking import Chunk
 from ragbench.llm.client import LLMClient
 from ragbench.testset.critique import critique_candidates
 from ragbench.testset.generate import generate_candidates
-from ragbench.testset.plan import plan_seeds, source_chunk
+from ragbench.testset.plan import plan_for, source_chunk
 from ragbench.testset.roundtrip import EQUIVALENCE_SYSTEM, roundtrip_filter
 from tests.fake_openai_server import FakeOpenAIServer
 
@@ -102,16 +102,7 @@ def real_calls(config: BenchmarkConfig, chunks: list[Chunk], server: FakeOpenAIS
     settings = config.testset
     vectors = np.random.default_rng(0).normal(size=(len(chunks), 8))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    seeds = plan_seeds(
-        chunks,
-        vectors,
-        count=settings.chunks,
-        sampling=settings.sampling,
-        seed=settings.seed,
-        min_chars=settings.min_chunk_chars,
-        evolutions=settings.evolutions,
-        unanswerable_share=settings.unanswerable_share,
-    )
+    seeds = plan_for(settings, chunks, vectors)
     with LLMClient(settings.generator_settings(), cache_location=config.llm_cache, progress=False) as client:
         candidates = generate_candidates(
             client, seeds, audience=settings.audience, questions=settings.questions_per_chunk

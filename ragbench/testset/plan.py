@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ragbench.inputs.chunking import Chunk
 from ragbench.inputs.eval_cases import SourceChunk
 from ragbench.testset.rubrics import EVOLUTIONS, SIMPLE, UNANSWERABLE
+from ragbench.testset.settings import TestsetConfig
 
 # A second passage this similar to the first is the same text (overlap, a repeated section), not a
 # related one: a multi-context question over it would need one passage only.
@@ -147,3 +148,17 @@ def plan_seeds(
         passages = [source_chunk(chunks[p]) for p in chosen]
         seeds.append(Seed(id=seed_id(passages, kind), evolution=kind, chunks=passages))
     return seeds
+
+
+def plan_for(settings: TestsetConfig, chunks: Sequence[Chunk], vectors: np.ndarray) -> list[Seed]:
+    """The seeds the `testset` section asks for (what the generate step and the dry run's check plan)."""
+    return plan_seeds(
+        chunks,
+        vectors,
+        count=settings.chunks,
+        sampling=settings.sampling,
+        seed=settings.seed,
+        min_chars=settings.min_chunk_chars,
+        evolutions=settings.evolutions,
+        unanswerable_share=settings.unanswerable_share,
+    )

@@ -255,7 +255,7 @@ def test_unreadable_files_are_refused(tmp_path):
         load_labels(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(ENTRIES[0]) + "\n{not json\n", encoding="utf-8")
-    with pytest.raises(LabelError, match="line 2: invalid JSON"):
+    with pytest.raises(LabelError, match=r"broken.jsonl:2: invalid JSON"):
         load_labels(broken)
     mapping = tmp_path / "mapping.yaml"
     mapping.write_text("id: c1\n", encoding="utf-8")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,7 +231,11 @@ def print_plan(config: BenchmarkConfig) -> int:
 
 
 def launch(
-    pipeline_name: str, config: BenchmarkConfig, use_cache: bool, preflight: Any, tags: list[str]
+    pipeline_name: str,
+    config: BenchmarkConfig,
+    use_cache: bool,
+    preflight: Callable[..., object],
+    tags: list[str],
 ) -> Any:
     """One way to start either pipeline: every check before the run (`preflight` with the environment the
     steps will see, the output folder), a run name known in advance, and the finished run; a run that

@@ -18,7 +18,7 @@ from ragbench.retrieval.search import RetrievedChunk
 from ragbench.scoring.cells import calibration_inputs
 from ragbench.scoring.judge import build_judge_calls
 from ragbench.scoring.pairwise import PairwiseInput, build_pairwise_calls
-from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_criterion
+from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_rubric
 from ragbench.testset.critique import critic_request
 from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
 from ragbench.testset.plan import Seed, assign_kinds
@@ -77,8 +77,8 @@ def _usage(
         ]
         return estimate_cost(cell.judge, [call.request for call in build_pairwise_calls(pairs)])
     calls = build_judge_calls(inputs, rubrics, samples=samples)
-    if checked := [rubric for rubric in rubrics if checked_criterion([rubric]) is not None]:
-        calls += build_judge_calls(calibration_inputs(cases), checked[:1])
+    if (checked := checked_rubric(rubrics)) is not None:
+        calls += build_judge_calls(calibration_inputs(cases), [checked])
     return estimate_cost(cell.judge, [call.request for call in calls])
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -240,9 +241,7 @@ def cell_labels(
     labels = {
         cell.id: cell_label(columns.get(cell.id) or cell.axis_columns(names), varying) for cell in cells
     }
-    counts: dict[str, int] = {}
-    for label in labels.values():
-        counts[label] = counts.get(label, 0) + 1
+    counts = Counter(labels.values())
     return {
         cell.id: labels[cell.id] if counts[labels[cell.id]] == 1 else f"{labels[cell.id]} · #{cell.digest}"
         for cell in cells

@@ -27,12 +27,12 @@ _CREDENTIAL_KEY = re.compile(
 )
 
 
-# Query parameters that carry a credential in the URLs of common services, beside the names above: Google's
-# `key`, Azure Functions' `code`, Azure SAS `sig`, AWS and GCS signed URLs, and plain token/password names.
+# Query parameters that carry a credential in the URLs of common services, beyond what `is_credential_key`
+# finds (api keys, secrets, passwords, *_token): Google's `key`, Azure Functions' `code`, Azure SAS `sig`,
+# AWS and GCS signed URLs, and short names such as `pwd` and `auth`.
 _CREDENTIAL_QUERY = re.compile(
-    r"(?i)^(key|code|sig|signature|token|pass|pwd|passwd|password|secret|apikey|api[-_]?key|"
-    r"access[-_]?token|refresh[-_]?token|id[-_]?token|auth|client[-_]?secret|private[-_]?key|"
-    r"x-amz-(signature|credential|security-token)|x-goog-(signature|credential)|se?cret[-_]?key)$"
+    r"(?i)^(key|code|sig|signature|pass|pwd|auth|private[-_]?key"
+    r"|x-amz-(signature|credential|security-token)|x-goog-(signature|credential))$"
 )
 
 

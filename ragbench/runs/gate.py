@@ -112,22 +112,20 @@ def judge_run(
         return GateResult(
             **verdict, status="failed", reasons=[f"run {current.name} did not finish: {failure}"]
         )
-    comparison = (
-        compare_runs(current, baseline, regression.thresholds, regression.default_threshold, statistics)
-        if baseline is not None
-        else None
-    )
     reasons = list(current.incomplete.values())
-    status: GateStatus = "incomplete" if reasons else "passed"
-    if comparison is not None and baseline is not None:
+    comparison, fails = None, False  # fails: the comparison itself fails the gate
+    if baseline is not None:
+        comparison = compare_runs(
+            current, baseline, regression.thresholds, regression.default_threshold, statistics
+        )
         if comparison.regressions:
-            status = "incomplete" if reasons else "regressed"
+            fails = True
             reasons.append(
                 f"{len(comparison.regressions) - len(comparison.missing)} regression(s) and "
                 f"{len(comparison.missing)} missing value(s) against {comparison.baseline}"
             )
         elif not comparison.compared:
-            status = "incomplete" if reasons else "regressed"
+            fails = True
             reasons.append(
                 f"no (cell, metric) in common with {comparison.baseline}: nothing was compared, which is "
                 "never a pass (a changed grid: promote a run of it as champion, or compare --against RUN)"
@@ -143,7 +141,7 @@ def judge_run(
                 f"{baseline.eval_fingerprint or 'none'} -> {current.eval_fingerprint or 'none'})"
             )
             if regression.on_eval_change == "fail":
-                status = "incomplete" if status == "incomplete" else "regressed"
+                fails = True
                 reasons.append(
                     f"{change}: scores on other cases are not a like-for-like comparison, so the gate fails "
                     "(regression.on_eval_change: fail). Accept the new eval set with "
@@ -153,6 +151,8 @@ def judge_run(
                 reasons.append(f"{change}; accepted by regression.on_eval_change: warn")
     elif baseline_mode != "none":
         reasons.append(f"no {baseline_mode} baseline for config {config}: only the run's completeness judged")
+    # an incomplete run is that first of all (exit 2), whatever its comparison says
+    status: GateStatus = "incomplete" if current.incomplete else "regressed" if fails else "passed"
     return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison)
 
 

@@ -20,7 +20,7 @@ from ragbench.scoring.judge import (
 )
 from ragbench.scoring.keyword_tests import KeywordReport, Suite, run_keyword_tests
 from ragbench.scoring.pairwise import PairwiseInput, PairwiseResult, judge_pairs
-from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_criterion
+from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_rubric
 
 
 class JudgeResult(BaseModel):
@@ -75,8 +75,8 @@ def judge_cell(
         if answer.answer is not None
     ]
     # a person's labels (`human_correctness`) grade the criterion the judge is checked on
-    checked = [rubric for rubric in rubrics if checked_criterion([rubric]) is not None]
-    labelled = calibration_inputs(cases) if checked else []
+    checked = checked_rubric(rubrics)
+    labelled = calibration_inputs(cases) if checked is not None else []
     judgements: list[Judgement] = []
     calibration: list[Judgement] = []
     if inputs or labelled:
@@ -86,7 +86,7 @@ def judge_cell(
                     client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
                 )
             if labelled:
-                calibration = judge_answers(client, labelled, rubrics=checked[:1], desc="judge labelled")
+                calibration = judge_answers(client, labelled, rubrics=[checked], desc="judge labelled")
     return JudgeResult(spec=spec, rubrics=list(rubrics), judgements=judgements, calibration=calibration)
 
 

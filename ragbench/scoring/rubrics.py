@@ -250,9 +250,16 @@ def score_text(criterion: Criterion, score: int) -> str:
     return f"{score} / 5"
 
 
+def checked_rubric(rubrics: Iterable[Rubric]) -> Rubric | None:
+    """The rubric whose criterion the judge is checked on (`Criterion.checks_judge`): the one a person's
+    `human_correctness` labels are graded with, if the run has it."""
+    return next((r for r in rubrics if any(c.checks_judge for c in r.criteria)), None)
+
+
 def checked_criterion(rubrics: Iterable[Rubric]) -> Criterion | None:
     """The criterion the judge is checked on (`Criterion.checks_judge`), if a rubric of the run has one."""
-    return next((c for r in rubrics for c in r.criteria if c.checks_judge), None)
+    rubric = checked_rubric(rubrics)
+    return None if rubric is None else next(c for c in rubric.criteria if c.checks_judge)
 
 
 # --------------------------------------------------------------------------------------------------

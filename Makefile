@@ -9,9 +9,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test lint browser postgres bench clean test-docker docs
+.PHONY: setup run test lint browser postgres bench clean test-docker docs ragas-venv
 
-setup: $(READY)
+setup: $(READY) ragas-venv
 
 $(READY): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,17 @@ $(READY): requirements.txt requirements-dev.txt
 	# with colbert-ai's own loader, so the first benchmark run does not pay for it.
 	$(BIN)/python -c "from colbert.modeling.colbert import ColBERT; ColBERT.try_load_torch_extensions(use_gpu=False)"
 	touch $@
+
+# ragas 0.4.3 in an environment of its own (its langchain is not ours), every package pinned: the conformance
+# test (tests/test_ragas_conformance.py) scores the same scripted cases with it and with ragbench's scorers.
+RAGAS_VENV := .venv-ragas
+$(RAGAS_VENV)/.ready: tests/conformance/requirements-ragas.txt
+	$(PYTHON) -m venv $(RAGAS_VENV)
+	$(RAGAS_VENV)/bin/pip install --quiet -r tests/conformance/requirements-ragas.txt
+	$(RAGAS_VENV)/bin/pip check
+	touch $@
+
+ragas-venv: $(RAGAS_VENV)/.ready
 
 run: $(READY)
 	$(BIN)/python run.py $(ARGS)
@@ -49,7 +60,7 @@ postgres:
 	      || echo "could not install postgresql: the shared LLM cache tests will be skipped"; \
 	  else echo "no postgresql and no root apt-get: the shared LLM cache tests will be skipped"; fi; }
 
-test: lint browser postgres
+test: lint browser postgres ragas-venv
 	$(BIN)/python -m pytest -v --durations=15
 
 # The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only. Its reference

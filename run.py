@@ -23,6 +23,8 @@ os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from ragbench.analysis.judge_card import card_lines
+
 from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
 from ragbench.config.preflight import PreflightError, run_preflight, run_testset_preflight
 from ragbench.inputs.eval_cases import EvalCaseError
@@ -198,7 +200,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence."""
     from pipelines.options import run_options, step_environment
-    from ragbench.config.dry_run import plan_rows
+    from ragbench.config.dry_run import judge_card_calls, plan_rows
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
 
@@ -227,6 +229,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         f"and eval cases (unless code changed since). New LLM calls: {total_calls}, cost {cost}; "
         "completion tokens assume every answer uses max_tokens."
     )
+    if (card_calls := judge_card_calls(config, preflight.eval_suite.cases)) is not None:
+        print(card_calls)
     return 0
 
 
@@ -299,6 +303,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     if table.judge_reliability is not None:
         for line in table.judge_reliability.lines():
             print(line)
+    for card in table.judge_cards:
+        print("\n" + "\n".join(card_lines(card)))
     for comparison in table.pairwise:
         print(comparison.text())
     for note in table.notes:

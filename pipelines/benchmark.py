@@ -14,6 +14,7 @@ from zenml import pipeline
 
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
+from ragbench.analysis.judge_check import card_rubric
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import (
@@ -21,6 +22,7 @@ from ragbench.grid.cell import (
     cell_labels,
     distinct_at,
     lexical_keys,
+    llm_names,
     llm_operations,
     pairwise_pairs,
     varying_axes,
@@ -33,6 +35,7 @@ from steps import (
     build_bm25_index,
     build_results_table,
     build_vector_index,
+    check_judge_on_planted_errors,
     choose_reranker,
     chunk_knowledge_base,
     encode_chunks_for_reranking,
@@ -165,7 +168,9 @@ def rag_benchmark(config: dict):
             seed=settings.generation.seed,
             id=key.step_id("answer"),
         )
-    rubrics = [rubric.model_dump(mode="json") for rubric in settings.scoring().rubrics]
+    scoring = settings.scoring()
+    rubrics = [rubric.model_dump(mode="json") for rubric in scoring.rubrics]
+    scorers = [scorer.identity() for scorer in scoring.scorers]
     judged = [
         judge_answers_cell(
             outputs[key.step_id("answer")],
@@ -173,11 +178,33 @@ def rag_benchmark(config: dict):
             operations,
             spec=key.identity(),
             rubrics=rubrics,
+            scorers=scorers,
+            embedding_model=settings.scoring_embedding_model,
             samples=settings.evaluation.judge_samples,
             id=key.step_id("judge"),
         )
         for key in distinct_at(cells, "judge")
     ]
+    judge_cards = []
+    if (check := settings.evaluation.judge_check) is not None:
+        names = llm_names(cells)
+        judges = {key.judge.result_key: key for key in distinct_at(cells, "judge") if key.judge is not None}
+        rubric = card_rubric(scoring.rubrics).model_dump(mode="json")
+        for number, key in enumerate(judges.values()):
+            assert key.judge is not None
+            judge_cards.append(
+                check_judge_on_planted_errors(
+                    corpus,
+                    suite,
+                    operations,
+                    judge=key.judge.result_fields(),
+                    judge_name=key.axis_columns(names)["judge"],
+                    rubric=rubric,
+                    check=check.model_dump(mode="json"),
+                    confidence=settings.statistics.confidence,
+                    id=f"judge_card_{number}",
+                )
+            )
     pairwise = []
     if (comparing := settings.evaluation.pairwise) is not None:
         judges = distinct_at(cells, "judge")
@@ -203,6 +230,7 @@ def rag_benchmark(config: dict):
         answer_sets=[outputs[key.step_id("answer")] for key in distinct_at(cells, "answer")],
         judged=judged,
         pairwise=pairwise,
+        judge_cards=judge_cards,
         title=f"RAG benchmark: {settings.name}",
         config_name=settings.name,
         metrics_k=settings.retrieval.metrics_k,

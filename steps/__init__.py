@@ -7,7 +7,7 @@ from steps.gate import regression_gate
 from steps.generate import answer_external_system, answer_questions_cell, pass_llm_operations
 from steps.index import build_approximate_vector_index, build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
-from steps.judge import judge_answers_cell, judge_pairwise_cell
+from steps.judge import check_judge_on_planted_errors, judge_answers_cell, judge_pairwise_cell
 from steps.lexical import build_bm25_index
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
@@ -26,6 +26,7 @@ __all__ = [
     "build_bm25_index",
     "build_results_table",
     "build_vector_index",
+    "check_judge_on_planted_errors",
     "choose_reranker",
     "chunk_knowledge_base",
     "critique_eval_candidates",

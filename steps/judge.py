@@ -2,13 +2,19 @@
 
 from typing import Annotated
 
+from ragbench.analysis.judge_card import JudgeCard
 from zenml import log_metadata, step
 
+from ragbench.analysis.judge_check import check_judge
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.inputs.knowledge_base import Corpus
+from ragbench.llm.types import LLMSettings
+from ragbench.retrieval.index import load_embedder
 from ragbench.scoring.cells import JudgeResult, judge_cell, pairwise_cell
 from ragbench.scoring.pairwise import PairwiseResult
+from ragbench.scoring.registry import JudgeCheckConfig, scorers_from_identities
 from ragbench.scoring.rubrics import Rubric
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
 
@@ -20,16 +26,28 @@ def judge_answers_cell(
     operations: dict,
     spec: dict,
     rubrics: list[dict],
+    scorers: list[dict] | None = None,
+    embedding_model: str | None = None,
     samples: int = 1,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers. The
-    rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key."""
+    rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key; the
+    scorers by their identity (name, version, source digest: `Scorer.identity`), so changing a scorer's
+    code or package version asks again. `embedding_model`: what scorers compare texts with."""
     settings = Operations.model_validate(operations)
+    chosen = scorers_from_identities(scorers or [])
+    embedder = None
+    if any(scorer.uses_embeddings for scorer in chosen):
+        if embedding_model is None:
+            raise ValueError("a scorer compares texts by embedding but the step got no embedding_model")
+        embedder = load_embedder(embedding_model, settings.device)
     judged = judge_cell(
         CellSpec.model_validate(spec).with_operations(settings.llm),
         answers,
         eval_suite.cases,
         rubrics=[Rubric.model_validate(rubric) for rubric in rubrics],
+        scorers=chosen,
+        embed=embedder.encode_queries if embedder is not None else None,
         llm_cache=settings.llm_cache,
         samples=samples,
     )
@@ -78,3 +96,35 @@ def judge_pairwise_cell(
     if result.failures:
         never_reuse_this_step_run()
     return result
+
+
+@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+def check_judge_on_planted_errors(
+    corpus: Corpus,
+    eval_suite: EvalSuite,
+    operations: dict,
+    judge: dict,
+    judge_name: str,
+    rubric: dict,
+    check: dict,
+    confidence: float,
+) -> Annotated[JudgeCard, "judge_card"]:
+    """One judge's card, once per judge however many cells it grades: its verdicts on planted errors
+    made from the eval cases' references and the knowledge base's vocabulary (`judge`: the LLM's
+    result fields; its operations come from `operations`)."""
+    settings = Operations.model_validate(operations)
+    llm = LLMSettings.model_validate(judge)
+    card = check_judge(
+        llm.model_copy(update=settings.llm.get(llm.result_key, {})),
+        judge_name,
+        eval_suite.cases,
+        [document.text for document in corpus.documents],
+        Rubric.model_validate(rubric),
+        JudgeCheckConfig.model_validate(check),
+        confidence=confidence,
+        llm_cache=settings.llm_cache,
+    )
+    log_metadata({"judge_card": card.model_dump(mode="json", exclude={"verdicts"})})
+    if card.parse_failures:
+        never_reuse_this_step_run()
+    return card

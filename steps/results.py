@@ -1,5 +1,6 @@
 from typing import Annotated
 
+from ragbench.analysis.judge_card import JudgeCard
 from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
 
@@ -36,6 +37,7 @@ def build_results_table(
     answer_sets: list[AnswerSet],
     judged: list[JudgeResult],
     pairwise: list[PairwiseResult],
+    judge_cards: list[JudgeCard],
     title: str,
     config_name: str,
     metrics_k: int,
@@ -59,6 +61,7 @@ def build_results_table(
         eval_suite=eval_suite,
         knowledge_base_fingerprint=corpus.fingerprint,
         pairwise=pairwise,
+        judge_cards=judge_cards,
     )
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id

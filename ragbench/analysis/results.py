@@ -13,6 +13,7 @@ from functools import cached_property
 from pydantic import BaseModel
 
 from ragbench.analysis.columns import generation_case_values, generation_columns
+from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
 from ragbench.analysis.stats import StatisticsConfig, mean_interval
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
@@ -256,12 +257,18 @@ class CellResults(BaseModel):
             judged = self.judged_of(cell)
             if judged is None:
                 continue
-            for rubric in judged.rubrics:
-                failed = [j.errors[rubric.name] for j in judged.judgements if rubric.name in j.errors]
-                scored = any(c.name in j.scores for j in judged.judgements for c in rubric.criteria)
+            scored_by = {
+                rubric.name: any(c.name in j.scores for j in judged.judgements for c in rubric.criteria)
+                for rubric in judged.rubrics
+            } | {
+                name: any(column in j.values for j in judged.judgements for column in columns)
+                for name, columns in judged.scorers.items()
+            }
+            for name, scored in scored_by.items():
+                failed = [j.errors[name] for j in judged.judgements if name in j.errors]
                 if failed and not scored:
                     why[cell.id] = (
-                        f"the judge could not score {rubric.name} on any of its {len(failed)} answer(s) in "
+                        f"the judge could not score {name} on any of its {len(failed)} answer(s) in "
                         f"cell {labels[cell.id]}; last error: {failed[-1]}"
                     )
                     break
@@ -351,6 +358,7 @@ class ResultsTable(BaseModel):
     incomplete: dict[str, str] = {}
     pairwise: list[PairwiseResult] = []  # evaluation.pairwise: each answer set against the baseline
     configured_metrics: list[str] = []  # the tracked metric keys the config asked for, computed or not
+    judge_cards: list[JudgeCard] = []  # each judge on planted errors (evaluation.judge_check)
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
@@ -387,7 +395,7 @@ class ResultsTable(BaseModel):
         """
         failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
         headline = [m.column for m in self.headline]
-        columns = [*headline, "latency_p95_s", "cost_usd", *failures]
+        columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check"]
         rows = []
         for row in self.rows:
             kept = {"cell": row["label"]}
@@ -415,6 +423,7 @@ def build_results(
     eval_suite: EvalSuite | None = None,
     knowledge_base_fingerprint: str = "",
     pairwise: Sequence[PairwiseResult] = (),
+    judge_cards: Sequence[JudgeCard] = (),
 ) -> tuple[ResultsTable, CaseRecords]:
     """The table and the per-case records of a run, from its stage results; the eval suite's cases give
     each case its type for the breakdown by case type. The report page is drawn from them by
@@ -425,6 +434,16 @@ def build_results(
     rows = [
         with_intervals(row, case_values[row["cell"]], statistics) | {"reused": row["cell"] in reused_cells}
         for row in results.rows(varying)
+    ]
+    unreliable = {card.judge: card for card in judge_cards if not card.reliable}
+    graded = {rubric.name for rubric in scoring.rubrics}
+    for row in rows:
+        if (card := unreliable.get(row.get("judge"))) is not None and card.rubric in graded:
+            row["judge_check"] = f"UNRELIABLE on {card.rubric}: {card.summary()}"
+    warnings = warnings + [
+        f"Judge {card.judge} is UNRELIABLE for {card.rubric}: {card.summary()}; read its {card.rubric} "
+        "scores as noise until a stronger judge or a person's labels say otherwise."
+        for card in unreliable.values()
     ]
     headline = present(scoring.headline(), rows)
     records = results.case_records()
@@ -454,5 +473,6 @@ def build_results(
         incomplete=results.incomplete(labels),
         pairwise=list(pairwise),
         configured_metrics=scoring.tracked_keys(),
+        judge_cards=list(judge_cards),
     )
     return table, records

@@ -9,7 +9,7 @@ from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
 from ragbench.generation.reader import build_reader_requests
-from ragbench.grid.cell import STAGES, CellSpec, cell_labels, llm_names, pairwise_pairs
+from ragbench.grid.cell import STAGES, CellSpec, cell_labels, distinct_at, llm_names, pairwise_pairs
 from ragbench.inputs.eval_cases import EvalCase, SourceChunk
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
@@ -18,7 +18,10 @@ from ragbench.retrieval.search import RetrievedChunk
 from ragbench.scoring.cells import calibration_inputs
 from ragbench.scoring.judge import build_judge_calls
 from ragbench.scoring.pairwise import PairwiseInput, build_pairwise_calls
-from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_rubric
+from ragbench.scoring.planted import PLANTED_KINDS
+from ragbench.scoring.registry import Scoring
+from ragbench.scoring.rubrics import JudgeInput, checked_rubric
+from ragbench.scoring.scorer import Scorer
 from ragbench.testset.critique import critic_request
 from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
 from ragbench.testset.plan import Seed, assign_kinds
@@ -37,8 +40,26 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
 EXTERNAL_PASSAGES, EXTERNAL_PASSAGE_TOKENS, EXTERNAL_ANSWER_WORDS = 5, 256, 128
 
 
+def _scorer_requests(inputs: list[JudgeInput], scorers: tuple[Scorer, ...]) -> list[LLMRequest]:
+    """The scorers' calls, each priced as one prompt holding the whole case: their later prompts depend on
+    earlier replies (statements, generated questions), so their number and size are estimates."""
+    return [
+        LLMRequest(
+            messages="\n".join([item.question, item.answer, item.reference_answer or "", *item.contexts])
+        )
+        for item in inputs
+        for scorer in scorers
+        if scorer.missing(item) is None
+        for _ in range(scorer.planned_calls(item))
+    ]
+
+
 def _usage(
-    role: str, cell: CellSpec, cases: list[EvalCase], rubrics: tuple[Rubric, ...], samples: int = 1
+    role: str,
+    cell: CellSpec,
+    cases: list[EvalCase],
+    scoring: Scoring,
+    samples: int = 1,
 ) -> dict:
     """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
     if cell.external is not None:
@@ -76,10 +97,11 @@ def _usage(
             for item in inputs
         ]
         return estimate_cost(cell.judge, [call.request for call in build_pairwise_calls(pairs)])
-    calls = build_judge_calls(inputs, rubrics, samples=samples)
-    if (checked := checked_rubric(rubrics)) is not None:
+    calls = build_judge_calls(inputs, scoring.rubrics, samples=samples)
+    if (checked := checked_rubric(scoring.rubrics)) is not None:
         calls += build_judge_calls(calibration_inputs(cases), [checked])
-    return estimate_cost(cell.judge, [call.request for call in calls])
+    requests = [call.request for call in calls] + _scorer_requests(inputs, scoring.scorers)
+    return estimate_cost(cell.judge, requests)
 
 
 def plan_rows(
@@ -103,7 +125,7 @@ def plan_rows(
     labels = cell_labels(cells, columns=columns)
     sampled = sample_cases(cases, config.generation.sample_size, config.generation.seed)
     priced: set[str] = set()
-    rubrics = config.scoring().rubrics
+    scoring = config.scoring()
     pairwise = config.evaluation.pairwise
     candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
     rows = []
@@ -128,7 +150,7 @@ def plan_rows(
                 row["external_calls"] = len(cases)  # every case, for the retrieval metrics; cached by version
                 continue
             priced.add(step_id)
-            usage = _usage(role, cell, sampled, rubrics, config.evaluation.judge_samples)
+            usage = _usage(role, cell, sampled, scoring, config.evaluation.judge_samples)
             calls += usage["calls"]
             prompt_tokens += usage["prompt_tokens"]
             completion_tokens += usage["completion_tokens"]
@@ -144,6 +166,21 @@ def plan_rows(
             }
         )
     return rows
+
+
+def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:
+    """The judge card's calls, at most (one per planted error type and the unchanged reference of each
+    sampled case), or None without a judge card."""
+    check = config.evaluation.judge_check
+    judges = {key.judge.result_key for key in distinct_at(expand_grid(config), "judge") if key.judge}
+    if check is None or not judges:
+        return None
+    sampled = min(check.cases, sum(case.reference_answer is not None for case in cases))
+    calls = sampled * (1 + len(PLANTED_KINDS))
+    return (
+        f"Judge card: at most {calls} calls for each of {len(judges)} judge(s), on {sampled} sampled cases "
+        "(cached: a later run on the same cases pays nothing)."
+    )
 
 
 def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[dict]:

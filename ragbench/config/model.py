@@ -396,6 +396,13 @@ class BenchmarkConfig(Section):
         return size, overlap_tokens(size, overlap)
 
     @property
+    def scoring_embedding_model(self) -> str | None:
+        """What scorers compare texts with; None when no configured scorer embeds anything."""
+        if not any(scorer.uses_embeddings for scorer in self.scoring().scorers):
+            return None
+        return self.evaluation.embedding_model or self.grid.embedding_model[0]
+
+    @property
     def testset_embedding_model(self) -> str:
         return self.testset.embedding_model or self.grid.embedding_model[0]
 

@@ -136,6 +136,8 @@ def run_preflight(
     )
     check_systems(config, step_environment, plan_only)
     grid_models = [config.chunking_tokenizer, *config.grid.embedding_model] if config.benchmark_grid else []
+    if config.benchmark_grid and config.scoring_embedding_model is not None:
+        grid_models.append(config.scoring_embedding_model)
     unchecked: list[str] = []
     for name in dict.fromkeys(grid_models):
         if plan_only and not resolvable_offline(name) and not hub_offline():

@@ -35,6 +35,14 @@
     const failures = entry.keyword_failures.length ? entry.keyword_failures.join("; ") : "none";
     box.append(element("p", "meta", "Keyword failures: " + failures));
     if (entry.judge_reasoning) box.append(element("p", "meta", "Reasoning: " + entry.judge_reasoning));
+    for (const [scorer, lines] of Object.entries(entry.scorer_details || {})) {
+      const details = element("details", "meta");
+      details.append(element("summary", null, scorer + ": what it judged"));
+      const items = element("ul");
+      for (const line of lines) items.append(element("li", null, line));
+      details.append(items);
+      box.append(details);
+    }
     if (entry.passages.length) {
       const passages = element("ol", "meta");
       for (const passage of entry.passages) {

@@ -40,6 +40,7 @@ def case_data(cases: list[CaseView]) -> list[dict]:
                 "scores": view.scores,
                 "keyword_failures": sorted(view.keyword_failures),
                 "judge_reasoning": view.judge_reasoning,
+                "scorer_details": view.scorer_details,
                 "passages": [
                     {"source": p.source, "text": p.text, "rank": p.retrieval_rank} for p in view.passages
                 ],

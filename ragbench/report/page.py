@@ -39,7 +39,7 @@ def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
         ("significance", "Really better?"),
-        *([("judge", "Judge")] if report.judge_reliability else []),
+        *([("judge", "Judge")] if report.judge_reliability or report.judge_cards else []),
         *([("pairwise", "Pairwise")] if report.pairwise else []),
         ("headline", "Headline table"),
         ("charts", "Charts"),

@@ -33,6 +33,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             verdicts=table.verdicts,
             confidence=table.confidence,
             judge_reliability=table.judge_reliability,
+            judge_cards=table.judge_cards,
             case_type_rows=table.case_type_rows,
             pairwise=table.pairwise,
         )
@@ -95,6 +96,10 @@ def case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
                     scores[criterion.name] = score_text(criterion, score)
             if text := judgement.reasoning.get(rubric.name) or judgement.errors.get(rubric.name):
                 reasoning.append(f"{rubric.name}: {text}")
+        scores |= {column: f"{value:.2f}" for column, value in judgement.values.items()}
+        judged = {rubric.name for rubric in rubrics}
+        reasoning += [f"{name}: {error}" for name, error in judgement.errors.items() if name not in judged]
+        reasoning += [f"{name}: skipped, {why}" for name, why in judgement.skipped.items()]
     return CaseView(
         cell=record.cell,
         case_id=record.case_id,
@@ -108,4 +113,20 @@ def case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
         keyword_failures=[f"{f.suite}: {f.word}" for f in record.keyword_failures],
         scores=scores,
         judge_reasoning="\n".join(reasoning) or None,
+        scorer_details={
+            name: scorer_detail_lines(details)
+            for name, details in (judgement.details if judgement else {}).items()
+        },
     )
+
+
+def scorer_detail_lines(details: dict) -> list[str]:
+    """A scorer's per-case details as lines people read, whatever the scorer (a list of records becomes one
+    line per record: its statement, verdict and reason)."""
+    lines = []
+    for key, value in details.items():
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            lines += [f"{key}: " + "; ".join(f"{k} {v}" for k, v in item.items()) for item in value]
+        else:
+            lines.append(f"{key}: {value}")
+    return lines

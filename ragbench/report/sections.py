@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 from ragbench.analysis.axes import case_count, numeric, row_interval
+from ragbench.analysis.judge_card import JudgeCard, card_lines
 from ragbench.analysis.judge_reliability import SCALE
 from ragbench.analysis.uncertainty import TEST_NAMES
 from ragbench.report import charts
@@ -270,12 +271,26 @@ def case_type_section(report: ReportInput) -> str:
     )
 
 
+def judge_card_html(card: JudgeCard) -> str:
+    """One judge's card: detection per planted error type and false alarms, each case's verdict folded."""
+    verdicts = rows_to_html_table([verdict.model_dump() for verdict in card.verdicts])
+    lines = "".join(f"<p>{escape(line)}</p>" for line in card_lines(card))
+    return (
+        f"<h3>Judge card: {escape(card.judge)} on {escape(card.rubric)}</h3>{lines}"
+        f"<details><summary>Every planted answer and the judge's verdict</summary>"
+        f'<div class="scroll">{verdicts}</div></details>'
+    )
+
+
 def judge_section(report: ReportInput) -> str:
-    """How far to trust the judge: keyword tests, a second judge, human labels."""
+    """How far to trust the judge: planted errors, keyword tests, a second judge, human labels."""
     reliability = report.judge_reliability
-    if reliability is None:
+    if reliability is None and not report.judge_cards:
         return ""
     parts = ['<h2 id="judge">How far to trust the judge</h2>']
+    parts += [judge_card_html(card) for card in report.judge_cards]
+    if reliability is None:
+        return "".join(parts)
     parts += [f"<p>{escape(line)}</p>" for line in reliability.lines()]
     keyword = reliability.keyword
     if keyword is not None and keyword.contradictions:
@@ -290,7 +305,7 @@ def judge_section(report: ReportInput) -> str:
             for score, counts in zip(SCALE, human.confusion, strict=True)
         ]
         parts.append(f"<h3>{escape(human.judge)} against human labels</h3>{rows_to_html_table(rows)}")
-    if len(parts) == 1:
+    if len(parts) == 1 + len(report.judge_cards):
         parts.append('<p class="note">No score to check the judge against (no rubric with checks_judge).</p>')
     return "".join(parts)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgeReliability
 from ragbench.analysis.uncertainty import MetricVerdict
 from ragbench.scoring.metrics import MetricInfo
@@ -29,6 +30,8 @@ class CaseView(BaseModel):
     keyword_failures: list[str] = []
     scores: dict[str, str] = {}  # criterion -> the judge's verdict as read (``4 / 5``, ``pass``)
     judge_reasoning: str | None = None
+    # scorer -> what it found, one line per statement, question or passage (`scorer_detail_lines`)
+    scorer_details: dict[str, list[str]] = {}
 
 
 class ReportInput(BaseModel):
@@ -47,6 +50,7 @@ class ReportInput(BaseModel):
     verdicts: list[MetricVerdict] = []
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
+    judge_cards: list[JudgeCard] = []
     # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
     case_type_rows: list[dict] = []
     pairwise: list[PairwiseResult] = []

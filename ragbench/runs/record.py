@@ -45,8 +45,8 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     """Flat run-level metadata for ZenML's filters and for the gate: `<metric>__<cell id>` and
     `best_<metric>`, numbers as numbers; `metric_directions` tells `compare` which way each tracked metric
     gets worse, `configured_metrics` which metrics the config asked for (scored or not), `incomplete_cells`
-    which cells could not score one of them, and the eval and knowledge-base fingerprints what it was
-    measured on."""
+    which cells could not score one of them, `judge_cards` each judge's detection of planted errors, and
+    the eval and knowledge-base fingerprints what it was measured on."""
     flat: dict[str, Any] = {}
     tracked = [*table.headline, *([LATENCY] if any(row.get(LATENCY.column) for row in table.rows) else [])]
     flat["metric_directions"] = {
@@ -62,6 +62,7 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     flat["knowledge_base_fingerprint"] = table.knowledge_base_fingerprint
     flat["warnings"] = table.warnings
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
+    flat["judge_cards"] = [card.model_dump(mode="json", exclude={"verdicts"}) for card in table.judge_cards]
     for metric in tracked:
         key = metric_key(metric.column)
         scored = [

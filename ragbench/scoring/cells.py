@@ -11,6 +11,7 @@ from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
+from ragbench.scoring.apply import Embed, apply_scorers
 from ragbench.scoring.judge import (
     Judgement,
     JudgeSummary,
@@ -21,6 +22,7 @@ from ragbench.scoring.judge import (
 from ragbench.scoring.keyword_tests import KeywordReport, Suite, run_keyword_tests
 from ragbench.scoring.pairwise import PairwiseInput, PairwiseResult, judge_pairs
 from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_rubric
+from ragbench.scoring.scorer import Scorer
 
 
 class JudgeResult(BaseModel):
@@ -30,15 +32,16 @@ class JudgeResult(BaseModel):
     spec: CellSpec
     rubrics: list[Rubric]
     judgements: list[Judgement]
+    scorers: dict[str, list[str]] = {}  # scorer name -> its metric columns
     # The judge's correctness verdicts on the human-labelled answers of the eval cases (`human_answer`).
     calibration: list[Judgement] = []
 
     @property
     def summary(self) -> JudgeSummary:
-        return summarise_judgements(self.judgements, self.rubrics)
+        return summarise_judgements(self.judgements, self.rubrics, self.scorers)
 
     def case_values(self) -> dict[str, dict[str, float]]:
-        return judge_case_values(self.judgements, self.rubrics)
+        return judge_case_values(self.judgements, self.rubrics, self.scorers)
 
     @property
     def failures(self) -> int:
@@ -53,14 +56,18 @@ def judge_cell(
     cases: Sequence[EvalCase],
     *,
     rubrics: Sequence[Rubric],
+    scorers: Sequence[Scorer] = (),
+    embed: Embed | None = None,
     llm_cache: str | None = None,
     samples: int = 1,
 ) -> JudgeResult:
-    """Judge the answers that exist; failed reader calls are counted by the table, not judged."""
+    """Judge the answers that exist; failed reader calls are counted by the table, not judged. `embed`:
+    the scoring embedding model, for scorers that compare texts."""
     if spec.judge is None:
         raise ValueError(f"cell {spec.id} has no judge")
     if answer_set.external is not None and not answer_set.external.returned_contexts:
         rubrics = [rubric for rubric in rubrics if "passages" not in rubric.inputs]  # answer-only
+        scorers = [scorer for scorer in scorers if "passages" not in scorer.needs]
     by_id = {case.id: case for case in cases}
     inputs = [
         JudgeInput(
@@ -85,9 +92,16 @@ def judge_cell(
                 judgements = judge_answers(
                     client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
                 )
+                apply_scorers(client, embed, inputs, scorers, judgements, desc=f"score {spec.id}")
             if labelled:
                 calibration = judge_answers(client, labelled, rubrics=[checked], desc="judge labelled")
-    return JudgeResult(spec=spec, rubrics=list(rubrics), judgements=judgements, calibration=calibration)
+    return JudgeResult(
+        spec=spec,
+        rubrics=list(rubrics),
+        judgements=judgements,
+        calibration=calibration,
+        scorers={scorer.name: [metric.column for metric in scorer.metrics()] for scorer in scorers},
+    )
 
 
 def pairwise_cell(

@@ -15,9 +15,10 @@ that the system message declares to be data, so an answer cannot grade itself ("
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -43,6 +44,11 @@ class Judgement(CallUsage):
     # The scores above are the first sample's.
     resampled: dict[str, list[int]] = Field(default_factory=dict)
     resample_failures: int = 0
+    # Scorers (`ragbench.scoring.scorer`): a value per metric column, what each scorer found (statements,
+    # verdicts, reasons) and, for a case it could not score, why (a field it needs is missing).
+    values: dict[str, float] = Field(default_factory=dict)
+    details: dict[str, Any] = Field(default_factory=dict)
+    skipped: dict[str, str] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -119,13 +125,13 @@ def judge_answers(
 
 
 def judge_case_values(
-    judgements: Iterable[Judgement], rubrics: Sequence[Rubric]
+    judgements: Iterable[Judgement], rubrics: Sequence[Rubric], scorers: Mapping[str, Sequence[str]] = {}
 ) -> dict[str, dict[str, float]]:
-    """Per criterion column, the value of every case the judge scored (case id -> value): what every mean,
-    interval and paired test of a judge column is computed from. Failed and skipped verdicts are absent,
-    not zeroed."""
+    """Per criterion column and scorer column (`scorers`: scorer name -> its columns), the value of every
+    case scored (case id -> value): what every mean, interval and paired test of a judge column is computed
+    from. Failed and skipped verdicts are absent, not zeroed."""
     judgements = list(judgements)
-    return {
+    values = {
         criterion.column: {
             j.case_id: criterion.case_value(j.scores[criterion.name])
             for j in judgements
@@ -134,6 +140,10 @@ def judge_case_values(
         for rubric in rubrics
         for criterion in rubric.criteria
     }
+    for columns in scorers.values():
+        for column in columns:
+            values[column] = {j.case_id: j.values[column] for j in judgements if column in j.values}
+    return values
 
 
 class JudgeSummary(BaseModel):
@@ -150,13 +160,17 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return round(fmean(present), 4) if present else None
 
 
-def summarise_judgements(judgements: Sequence[Judgement], rubrics: Sequence[Rubric]) -> JudgeSummary:
-    """Means over the cases each criterion scored; failed and skipped verdicts are excluded, not zeroed."""
-    values = judge_case_values(judgements, rubrics)
+def summarise_judgements(
+    judgements: Sequence[Judgement], rubrics: Sequence[Rubric], scorers: Mapping[str, Sequence[str]] = {}
+) -> JudgeSummary:
+    """Means over the cases each criterion or scorer scored; failed and skipped verdicts are excluded, not
+    zeroed."""
+    values = judge_case_values(judgements, rubrics, scorers)
+    names = [rubric.name for rubric in rubrics] + list(scorers)
     return JudgeSummary(
         means={column: _mean(by_case.values()) for column, by_case in values.items()},
         scored={column: len(by_case) for column, by_case in values.items()},
-        failures={rubric.name: sum(rubric.name in j.errors for j in judgements) for rubric in rubrics},
+        failures={name: sum(name in j.errors for j in judgements) for name in names},
     )
 
 

@@ -1,13 +1,17 @@
-"""The registry of a run's metrics: the retrieval metrics, every rubric's criteria, every suite.
+"""The registry of a run's metrics: the retrieval metrics, every rubric's criteria, every scorer's metrics,
+every suite.
 
 The results table, intervals, paired tests, compare, the gate, the report and the dry run all read the
-metrics from here, so a rubric or suite, built-in or a user's, is a metric everywhere once declared.
+metrics from here, so a rubric, scorer or suite, built-in, a user's or another package's, is a metric
+everywhere once declared. Scorers are the built-in Ragas family (`ragbench.scoring.ragas_family`) and those
+other installed packages register in the entry point group ``ragbench.scorers``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import (
@@ -19,8 +23,52 @@ from pydantic import (
 from ragbench.scoring.keyword_tests import BUILTIN_SUITES, AssertionSuite, Suite
 from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
 from ragbench.scoring.pairwise import DEFAULT_CRITERION
+from ragbench.scoring.ragas_family import RAGAS_FAMILY
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric, Rubric, names_of, select_rubrics
+from ragbench.scoring.scorer import Scorer
 from ragbench.section import Section
+
+SCORER_ENTRY_POINTS = "ragbench.scorers"
+
+
+def available_scorers() -> dict[str, type[Scorer]]:
+    """Every scorer a config may name: the built-in Ragas family, then each one an installed package
+    registers as ``[project.entry-points."ragbench.scorers"] <name> = "package.module:ScorerClass"``."""
+    found: dict[str, type[Scorer]] = dict(RAGAS_FAMILY)
+    for point in entry_points(group=SCORER_ENTRY_POINTS):
+        scorer = point.load()
+        if not (isinstance(scorer, type) and issubclass(scorer, Scorer)):
+            raise ValueError(f"entry point {point.name} = {point.value} is not a ragbench Scorer class")
+        if scorer.name != point.name:
+            raise ValueError(f"entry point {point.name} names a scorer called {scorer.name}: use one name")
+        if point.name in found and found[point.name] is not scorer:
+            raise ValueError(f"scorer {point.name} ({point.value}) is registered twice")
+        found[point.name] = scorer
+    return found
+
+
+def make_scorers(names: Sequence[str]) -> tuple[Scorer, ...]:
+    """The scorers `names` select, in their order."""
+    known = available_scorers()
+    if unknown := [name for name in names if name not in known]:
+        raise ValueError(
+            f"unknown metric(s) {', '.join(unknown)}; available: {', '.join(sorted(known))} (a scorer of "
+            f"another package registers in the entry point group {SCORER_ENTRY_POINTS})"
+        )
+    return tuple(known[name]() for name in dict.fromkeys(names))
+
+
+def scorers_from_identities(identities: Sequence[dict]) -> tuple[Scorer, ...]:
+    """The scorers a step was given by `Scorer.identity`, found where the step runs; a scorer whose code
+    there differs from the code the run was planned with is an error, not a silent other metric."""
+    scorers = make_scorers([identity["name"] for identity in identities])
+    for scorer, identity in zip(scorers, identities, strict=True):
+        if scorer.identity() != identity:
+            raise ValueError(
+                f"scorer {scorer.name} here is {scorer.identity()}, the run was planned with {identity}: "
+                "install the same version where the steps run"
+            )
+    return scorers
 
 
 @dataclass(frozen=True)
@@ -30,6 +78,7 @@ class Scoring:
     rubrics: tuple[Rubric, ...]
     suites: tuple[Suite, ...]
     metrics_k: int
+    scorers: tuple[Scorer, ...] = ()
 
     def __post_init__(self) -> None:
         columns = [metric.column for metric in self.metrics()] + [LATENCY.column]
@@ -37,9 +86,11 @@ class Scoring:
             raise ValueError(f"metric name(s) {', '.join(twice)} used twice: every metric needs its own name")
 
     def metrics(self) -> list[MetricInfo]:
-        """Every metric, in display order: the judge's, the suites', then retrieval."""
+        """Every metric, in display order: the judge's rubrics', the scorers', the suites', then retrieval."""
         judged = [criterion.metric for rubric in self.rubrics for criterion in rubric.criteria]
-        return [*judged, *(suite.metric for suite in self.suites), *retrieval_metrics(self.metrics_k)]
+        scored = [metric for scorer in self.scorers for metric in scorer.metrics()]
+        suites = [suite.metric for suite in self.suites]
+        return [*judged, *scored, *suites, *retrieval_metrics(self.metrics_k)]
 
     def headline(self) -> list[MetricInfo]:
         """The scores a configuration is chosen by, gated and charted, in display order."""
@@ -83,6 +134,28 @@ class PairwiseConfig(Section):
         return value
 
 
+class JudgeCheckConfig(Section):
+    """The judge card: each judge grades planted errors made from the eval cases' reference answers."""
+
+    cases: int = Field(
+        default=8,
+        ge=1,
+        le=500,
+        description="eval cases (with a reference answer) sampled, seeded; each gives the unchanged "
+        "reference and one answer per error type that applies (number, entity, negation, unsupported, "
+        "refusal)",
+    )
+    min_detection: float = Field(
+        default=0.8,
+        gt=0.0,
+        le=1.0,
+        description="a judge is labelled unreliable for the rubric, wherever its numbers appear, unless it "
+        "catches at least this share of the planted errors and passes at least this share of the "
+        "unchanged references (point estimates; their intervals are shown beside them)",
+    )
+    seed: int = Field(default=0, description="seed of the sampled cases and of the planted errors")
+
+
 class EvaluationConfig(Section):
     """How answers are scored: keyword tests and the LLM judge."""
 
@@ -92,6 +165,18 @@ class EvaluationConfig(Section):
     judge: dict[str, Any] = Field(
         default_factory=lambda: {"max_tokens": 320},
         description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
+    )
+    metrics: list[str] = Field(
+        default_factory=list,
+        description="scorers, each a metric of its own name: the Ragas family (faithfulness, "
+        "answer_relevancy, context_precision, context_recall, answer_similarity, answer_correctness; "
+        "docs/concepts/metrics.md) or one another installed package registers in the entry point group "
+        "ragbench.scorers",
+    )
+    embedding_model: str | None = Field(
+        default=None,
+        description="the embedding model scorers compare texts with (answer_relevancy, answer_similarity, "
+        "answer_correctness); default: the grid's first embedding model",
     )
     rubrics: list[str] = Field(
         default=["correctness", "context"],
@@ -112,6 +197,11 @@ class EvaluationConfig(Section):
     pairwise: PairwiseConfig | None = Field(
         default=None, description="blinded pairwise judging against a baseline (docs/how-to/pairwise.md)"
     )
+    judge_check: JudgeCheckConfig | None = Field(
+        default_factory=JudgeCheckConfig,
+        description="the judge card: each judge tested on planted errors every run (the calls are cached); "
+        "null turns it off (docs/concepts/judge-card.md)",
+    )
     judge_samples: int = Field(
         default=1,
         ge=1,
@@ -129,11 +219,23 @@ class EvaluationConfig(Section):
             )
         return names
 
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, names: list[str]) -> list[str]:
+        make_scorers(names)
+        if len(set(names)) != len(names):
+            raise ValueError(f"evaluation.metrics names a metric twice: {names}")
+        return names
+
     @model_validator(mode="after")
     def _custom_names_are_not_builtin(self) -> EvaluationConfig:
         """A custom metric never takes a built-in's name, whether or not that built-in is on: a run that
         turns it on later, or a reader of the results, would take one for the other."""
-        builtin = names_of(BUILTIN_RUBRICS.values()) | {suite.name for suite in BUILTIN_SUITES}
+        builtin = (
+            names_of(BUILTIN_RUBRICS.values())
+            | {suite.name for suite in BUILTIN_SUITES}
+            | {column for scorer in make_scorers(list(available_scorers())) for column in _names(scorer)}
+        )
         custom = [rubric.name for rubric in self.custom_rubrics] + [
             suite.name for suite in self.custom_suites
         ]
@@ -150,4 +252,10 @@ class EvaluationConfig(Section):
             rubrics=tuple(select_rubrics(self.rubrics, self.custom_rubrics)),
             suites=(*(BUILTIN_SUITES if self.keyword_tests else ()), *self.custom_suites),
             metrics_k=metrics_k,
+            scorers=make_scorers(self.metrics),
         )
+
+
+def _names(scorer: Scorer) -> set[str]:
+    """A scorer's name and its metric columns."""
+    return {scorer.name, *(metric.column for metric in scorer.metrics())}

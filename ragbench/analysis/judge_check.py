@@ -1,0 +1,65 @@
+"""The judge card of one judge: it grades planted errors made from a seeded sample of the eval cases'
+reference answers (`ragbench.scoring.planted`) next to the unchanged references, with the rubric whose
+verdicts it is checked on, through the run's LLM client (cached: a later run pays nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ragbench.analysis.judge_card import JudgeCard, PlantedVerdict, build_card, planted_inputs, sample_cases
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMRequest, LLMSettings
+from ragbench.scoring.planted import PLANTED_KINDS, knowledge_vocabulary
+from ragbench.scoring.registry import JudgeCheckConfig
+from ragbench.scoring.rubrics import BUILTIN_RUBRICS, Rubric, checked_rubric
+
+
+def card_rubric(rubrics: Iterable[Rubric]) -> Rubric:
+    """The rubric a judge is checked with: the run's rubric whose criterion checks the judge
+    (`Criterion.checks_judge`), or the built-in correctness rubric when the run grades without it."""
+    return checked_rubric(rubrics) or BUILTIN_RUBRICS["correctness"]
+
+
+def check_judge(
+    judge: LLMSettings,
+    judge_name: str,
+    cases: Sequence[EvalCase],
+    documents: Iterable[str],
+    rubric: Rubric,
+    check: JudgeCheckConfig,
+    *,
+    confidence: float,
+    llm_cache: str | None = None,
+) -> JudgeCard:
+    """`judge`'s card on `check.cases` sampled cases; `documents`: the knowledge base's texts, whose own
+    vocabulary the swapped entities come from."""
+    criterion = next((c for c in rubric.criteria if c.checks_judge), rubric.criteria[0])
+    planted = planted_inputs(
+        sample_cases(cases, check.cases, check.seed), knowledge_vocabulary(documents), check.seed
+    )
+    requests = [
+        LLMRequest(rubric.messages(item), response_schema=rubric.reply_schema) for item, _, _ in planted
+    ]
+    with LLMClient(judge, cache_location=llm_cache) as client:
+        results = client.complete_many(requests, desc=f"judge card {judge_name}") if requests else []
+    verdicts = [
+        PlantedVerdict(
+            case_id=item.case_id,
+            kind=kind,
+            change=change,
+            score=None if result.parsed is None else rubric.scores(result.parsed)[criterion.name],
+            seconds=result.latency_s,
+        )
+        for (item, kind, change), result in zip(planted, results, strict=True)
+    ]
+    return build_card(
+        verdicts,
+        judge=judge_name,
+        rubric=rubric.name,
+        criterion=criterion.name,
+        min_detection=check.min_detection,
+        confidence=confidence,
+        scale=criterion.scale,
+        counted_kinds=rubric.judge_check_kinds or PLANTED_KINDS,
+    )

@@ -1,0 +1,124 @@
+"""The scorer protocol: one class scores one answered case, with as many LLM and embedding calls as its
+definition needs, and declares the metrics that summarise it.
+
+A scorer names the case fields it reads (`needs`); a case without one of them is skipped with the reason,
+never scored. Its LLM calls go through the run's client (`ScoreContext.ask`: cached, retried, counted,
+replies validated against the schema the scorer gives), its embeddings through the run's scoring embedding
+model (`ScoreContext.embed`). What it found on the way (statements, verdicts, reasons) it keeps in
+`CaseScore.details`, which the per-case records and the report show.
+
+Scorers from another installed package register through the entry point group ``ragbench.scorers``
+(``name = "package.module:ScorerClass"``) and are named in `evaluation.metrics` like the built-in ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from ragbench.scoring.metrics import MetricInfo
+from ragbench.scoring.rubrics import Input, JudgeInput
+
+
+class ScorerCallFailed(RuntimeError):
+    """An LLM call a scorer needed gave no valid reply after the client's retries: the case is counted as a
+    failure of that scorer, never scored."""
+
+
+class ScoreContext(ABC):
+    """What a scorer may call: the judge LLM and the scoring embedding model."""
+
+    @abstractmethod
+    def ask(
+        self, messages: list[dict[str, str]], schema: type[BaseModel], *, sample: int = 0
+    ) -> dict[str, Any]:
+        """The judge's reply to `messages`, validated against `schema`; raises `ScorerCallFailed`."""
+
+    @abstractmethod
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One vector per text (rows, not normalised)."""
+
+    @property
+    def samples_differ(self) -> bool:
+        """Whether asking the same request again may give another reply (judge temperature above 0)."""
+        return True
+
+
+@dataclass
+class CaseScore:
+    """One case's values by metric column (a metric the case does not define is left out, never NaN)
+    and what the scorer found on the way."""
+
+    values: dict[str, float]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer(ABC):
+    """One way of scoring an answered case. Subclasses set the class attributes and `score`."""
+
+    name: ClassVar[str]
+    needs: ClassVar[tuple[Input, ...]] = ("question", "answer")
+    uses_llm: ClassVar[bool] = True
+    uses_embeddings: ClassVar[bool] = False
+    # One sentence users read in the report and the docs: what the number is.
+    definition: ClassVar[str] = ""
+    # Bump when the scoring changes in a way the prompts below do not show: it is part of the cache key.
+    version: ClassVar[str] = "1"
+
+    @abstractmethod
+    def metrics(self) -> tuple[MetricInfo, ...]:
+        """The metrics this scorer's values summarise into, in display order."""
+
+    @abstractmethod
+    def score(self, case: JudgeInput, context: ScoreContext) -> CaseScore:
+        """Score one case that has every field in `needs`; raises `ScorerCallFailed` when a call failed."""
+
+    def missing(self, case: JudgeInput) -> str | None:
+        """Why `case` cannot be scored (a field it needs is empty), or None."""
+        present = {
+            "question": bool(case.question.strip()),
+            "answer": bool(case.answer.strip()),
+            "passages": bool(case.contexts),
+            "reference_answer": case.has_reference,
+        }
+        absent = [need for need in self.needs if not present[need]]
+        return f"no {', '.join(absent).replace('_', ' ')}" if absent else None
+
+    def planned_calls(self, case: JudgeInput) -> int:
+        """How many LLM calls scoring `case` takes, for the dry run's estimate (one by default)."""
+        return 1 if self.uses_llm else 0
+
+    def identity(self) -> dict[str, Any]:
+        """What decides this scorer's values: its name, version and source (prompts included), as the judge
+        step's cache key sees it."""
+        source = inspect.getsource(type(self))
+        return {
+            "name": self.name,
+            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+            "version": self.version,
+            "source": hashlib.sha256(source.encode()).hexdigest()[:16],
+            "settings": self.settings(),
+        }
+
+    def settings(self) -> dict[str, Any]:
+        """The scorer's own parameters (none by default)."""
+        return {}
+
+
+def scorer_digest(scorers: Sequence[Scorer]) -> str:
+    """One digest of every scorer's identity, for a cache key."""
+    blob = json.dumps([s.identity() for s in scorers], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors."""
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))

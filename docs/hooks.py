@@ -299,13 +299,19 @@ def metrics_page() -> str:
     from ragbench.config.model import BenchmarkConfig, load_config
     from ragbench.scoring.keyword_tests import BUILTIN_SUITES, AssertionType, CaseWordsSuite, DeclinesSuite
     from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
-    from ragbench.scoring.registry import Scoring
+    from ragbench.scoring.ragas_family import RAGAS_FAMILY
+    from ragbench.scoring.registry import Scoring, make_scorers
     from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric
 
     defaults = BenchmarkConfig()
     default_yaml = load_config(str(ROOT / "configs" / "default.yaml"), [])
     k = defaults.retrieval.metrics_k
-    scoring = Scoring(rubrics=tuple(BUILTIN_RUBRICS.values()), suites=tuple(BUILTIN_SUITES), metrics_k=k)
+    scoring = Scoring(
+        rubrics=tuple(BUILTIN_RUBRICS.values()),
+        suites=tuple(BUILTIN_SUITES),
+        metrics_k=k,
+        scorers=make_scorers(list(RAGAS_FAMILY)),
+    )
     headline = {m.column for m in scoring.headline()}
     origin: dict[str, str] = {}
     for rubric in BUILTIN_RUBRICS.values():
@@ -313,6 +319,9 @@ def metrics_page() -> str:
             origin[criterion.column] = f"rubric [{rubric.name}](#rubric-{rubric.name})"
     for suite in BUILTIN_SUITES:
         origin[suite.column] = f"suite [{suite.name}](#suite-{suite.name.replace('_', '-')})"
+    for scorer in scoring.scorers:
+        for metric in scorer.metrics():
+            origin[metric.column] = f"scorer [{scorer.name}](#scorer-{scorer.name.replace('_', '-')})"
     for metric in retrieval_metrics(k):
         origin[metric.column] = "[retrieval](#retrieval)"
 
@@ -396,6 +405,26 @@ def metrics_page() -> str:
             block(rubric.system),
             "",
             block(rubric.reply_instruction),
+            "",
+        ]
+    lines += [
+        "## Scorers: the Ragas family",
+        "",
+        "Each is one class in `ragbench/scoring/ragas_family.py` (`RAGAS_FAMILY`), named in "
+        "`evaluation.metrics`;",
+        "its prompts are in `ragbench/scoring/ragas_prompts.py`. A scorer another package registers in the",
+        "entry point group `ragbench.scorers` is named the same way ([Your metrics](../how-to/metrics.md)).",
+        "",
+    ]
+    for scorer in scoring.scorers:
+        lines += [
+            f"### Scorer `{scorer.name}` {{#scorer-{scorer.name.replace('_', '-')}}}",
+            "",
+            f"- {escape(scorer.definition)}",
+            f"- needs: {', '.join(code(need) for need in scorer.needs)} (a case without one is skipped, "
+            "and says so)",
+            f"- calls: {'the judge LLM' if scorer.uses_llm else 'no LLM'}"
+            + (", the scoring embedding model" if scorer.uses_embeddings else ""),
             "",
         ]
     lines += [

@@ -47,6 +47,8 @@ generation:
   sample_size: 3                # end-to-end cases per cell (retrieval: every case); raise it to rank
 evaluation:
   rubrics: [correctness]        # add context (faithfulness, relevance, ...) with a stronger judge
+  # metrics: [faithfulness, answer_correctness]   # the Ragas family, statement by statement
+  judge_check: {{cases: 4}}      # the judge card: the judge graded on errors planted in 4 references
 
 output_dir: output              # relative to this file
 """

@@ -63,8 +63,14 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
         for candidate, baseline in pairwise_pairs(cells, comparing.baseline):
             for judge_key in (key for key in judges if key.upto("answer") == candidate):
                 pairwise_labels[judge_key.id] = (labels[candidate.id], labels[baseline.id])
+    names = llm_names(cells)
     return Operations(
         llm=llm_operations(cells),
+        judge_names={
+            key.judge.result_key: key.axis_columns(names)["judge"]
+            for key in distinct_at(cells, "judge")
+            if key.judge is not None
+        },
         llm_cache=settings.llm_cache,
         device=settings.embedding.device,
         shard_size=settings.embedding.shard_size,
@@ -187,21 +193,17 @@ def rag_benchmark(config: dict):
     ]
     judge_cards = []
     if (check := settings.evaluation.judge_check) is not None:
-        names = llm_names(cells)
-        judges = {key.judge.result_key: key for key in distinct_at(cells, "judge") if key.judge is not None}
+        judges = {key.judge.result_key: key.judge for key in distinct_at(cells, "judge") if key.judge}
         rubric = card_rubric(scoring.rubrics).model_dump(mode="json")
-        for number, key in enumerate(judges.values()):
-            assert key.judge is not None
+        for number, judge in enumerate(judges.values()):
             judge_cards.append(
                 check_judge_on_planted_errors(
                     corpus,
                     suite,
                     operations,
-                    judge=key.judge.result_fields(),
-                    judge_name=key.axis_columns(names)["judge"],
+                    judge=judge.result_fields(),
                     rubric=rubric,
                     check=check.model_dump(mode="json"),
-                    confidence=settings.statistics.confidence,
                     id=f"judge_card_{number}",
                 )
             )

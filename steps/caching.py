@@ -59,7 +59,11 @@ class Operations(BaseModel):
         description="pairwise step's judge key id -> (candidate, baseline) as the report names them",
     )
     confidence: float = Field(
-        default=0.95, gt=0.0, lt=1.0, description="level of the pairwise win-rate interval"
+        default=0.95, gt=0.0, lt=1.0, description="level of the pairwise win-rate and judge-card intervals"
+    )
+    judge_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="each judge's name as the report shows it, by `LLMSettings.result_key` (judge cards)",
     )
 
 

@@ -2,9 +2,9 @@
 
 from typing import Annotated
 
-from ragbench.analysis.judge_card import JudgeCard
 from zenml import log_metadata, step
 
+from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_check import check_judge
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
@@ -104,24 +104,24 @@ def check_judge_on_planted_errors(
     eval_suite: EvalSuite,
     operations: dict,
     judge: dict,
-    judge_name: str,
     rubric: dict,
     check: dict,
-    confidence: float,
 ) -> Annotated[JudgeCard, "judge_card"]:
     """One judge's card, once per judge however many cells it grades: its verdicts on planted errors
-    made from the eval cases' references and the knowledge base's vocabulary (`judge`: the LLM's
-    result fields; its operations come from `operations`)."""
+    made from the eval cases' references and the knowledge base's vocabulary (`judge`: the LLM's result
+    fields). Its operations, its name in the report and the intervals' level come with the `operations`,
+    outside the cache key: the verdicts do not depend on them (a card served from the cache keeps the
+    level it was made with, as a pairwise comparison does)."""
     settings = Operations.model_validate(operations)
     llm = LLMSettings.model_validate(judge)
     card = check_judge(
         llm.model_copy(update=settings.llm.get(llm.result_key, {})),
-        judge_name,
+        settings.judge_names.get(llm.result_key, llm.model),
         eval_suite.cases,
         [document.text for document in corpus.documents],
         Rubric.model_validate(rubric),
         JudgeCheckConfig.model_validate(check),
-        confidence=confidence,
+        confidence=settings.confidence,
         llm_cache=settings.llm_cache,
     )
     log_metadata({"judge_card": card.model_dump(mode="json", exclude={"verdicts"})})

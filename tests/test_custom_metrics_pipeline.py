@@ -28,6 +28,7 @@ def evaluation_yaml(criteria: str = CITES) -> str:
     return (
         "evaluation:\n"
         "  judge: {JUDGE}\n"
+        "  judge_check: null\n"  # calls counted: the card is tested in test_ragas_pipeline
         "  custom_rubrics:\n"
         f"    - {{name: cites_source, criteria: '{criteria}', inputs: [question, passages, answer],\n"
         "       anchors: {5: names the document, 1: names none}}\n"

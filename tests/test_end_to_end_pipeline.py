@@ -90,7 +90,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
             "grid: {chunk_size: [64], embedding_model: [sentence-transformers/all-MiniLM-L6-v2], top_k: 3, "
             "top_n: 2, reranker: [off, true], reader: [openai/fake-reader], judge: [openai/fake-judge]}\n"
             f"generation: {{reader: {{{llm}}}}}\n"
-            f"evaluation: {{judge: {{{llm}}}}}\n",
+            f"evaluation: {{judge: {{{llm}}}, judge_check: null}}\n",  # calls counted: no card
         )
         assert run.main(["--config", "config.yaml"]) == 0
         requests_after_first_run = server.request_count

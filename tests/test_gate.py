@@ -44,7 +44,7 @@ def write_project(
         f" reader: [{entries}], judge: {judge}}}\n"
         "retrieval: {metrics_k: 1}\n"
         f"generation: {{reader: {{max_retries: 0, concurrency: {reader_concurrency}}}}}\n"
-        "evaluation: {judge: {max_retries: 0}, rubrics: [correctness]}\n"
+        "evaluation: {judge: {max_retries: 0}, rubrics: [correctness], judge_check: null}\n"  # no card
         "llm_cache_dir: llm-cache\n"
         "output_dir: out\n"
     )

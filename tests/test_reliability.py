@@ -35,7 +35,7 @@ def write_project(tmp_path, base_url: str, cases: int, reader_concurrency: int =
         " reader: openai/fake-reader, judge: openai/fake-judge}\n"
         "retrieval: {metrics_k: 1}\n"
         f"generation: {{reader: {{{llm}, concurrency: {reader_concurrency}}}}}\n"
-        f"evaluation: {{judge: {{{llm}}}}}\n"
+        f"evaluation: {{judge: {{{llm}}}, judge_check: null}}\n"  # faults counted: no card
         f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"
         "output_dir: out\n"
     )

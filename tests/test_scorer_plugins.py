@@ -58,7 +58,8 @@ def write(tmp_path: Path, server: FakeOpenAIServer) -> None:
         "grid: {chunk_size: [64], retriever: [bm25], top_k: 3, top_n: 1, "
         "reader: [openai/reader], judge: [openai/fake-judge]}\n"
         f"generation: {{reader: {llm}}}\n"
-        f"evaluation: {{judge: {llm}, rubrics: [], keyword_tests: false, metrics: [names_a_document]}}\n"
+        f"evaluation: {{judge: {llm}, rubrics: [], keyword_tests: false, metrics: [names_a_document], "
+        "judge_check: null}\n"
         "regression: {thresholds: {names_a_document: 0.5}}\n",
     )
 

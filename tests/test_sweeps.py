@@ -71,7 +71,7 @@ def project(tmp_path, monkeypatch):
             "top_n: 2, reader: openai/fake-reader, judge: openai/fake-judge}\n"
             "retrieval: {metrics_k: 1}\n"
             f"generation: {{reader: {{{llm}}}}}\n"
-            f"evaluation: {{judge: {{{llm}}}}}\n"
+            f"evaluation: {{judge: {{{llm}}}, judge_check: null}}\n"  # steps counted: no card
             f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"
         )
         yield tmp_path, server

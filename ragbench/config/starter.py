@@ -49,6 +49,7 @@ evaluation:
   rubrics: [correctness]        # add context (faithfulness, relevance, ...) with a stronger judge
   # metrics: [faithfulness, answer_correctness]   # the Ragas family, statement by statement
   judge_check: {{cases: 4}}      # the judge card: the judge graded on errors planted in 4 references
+                                # first (8 unless set; more cases narrow its intervals)
 
 output_dir: output              # relative to this file
 """

@@ -94,6 +94,9 @@ class Faithfulness(RagasScorer):
     needs: ClassVar[tuple[Input, ...]] = ("question", "answer", "passages")
     definition = "The share of the answer's statements that the retrieved passages support."
 
+    def planned_calls(self, case: JudgeInput) -> int:
+        return 2  # statements, then one verdict call for all of them
+
     def score(self, case: JudgeInput, context: ScoreContext) -> CaseScore:
         """Ragas: statements of the answer (one call), then one call judging all of them against the
         passages; the score counts the verdicts the judge returned (not the statements asked about)."""
@@ -119,6 +122,9 @@ class AnswerRelevancy(RagasScorer):
     )
     # Questions generated per answer (Ragas's `strictness`, default 3).
     strictness: ClassVar[int] = 3
+
+    def planned_calls(self, case: JudgeInput) -> int:
+        return self.strictness  # at most: one when the judge's temperature is 0
 
     def settings(self) -> dict[str, Any]:
         return {"strictness": self.strictness}
@@ -156,6 +162,9 @@ class ContextPrecision(RagasScorer):
         "Average precision of the retrieved passages, in the order the reader saw them, where a passage "
         "counts as relevant when it helps to arrive at the reference answer."
     )
+
+    def planned_calls(self, case: JudgeInput) -> int:
+        return len(case.contexts)  # one verdict per passage
 
     def score(self, case: JudgeInput, context: ScoreContext) -> CaseScore:
         """Ragas (ContextPrecision, with reference): one {reason, verdict} call per passage in order, each
@@ -210,6 +219,9 @@ class AnswerCorrectness(RagasScorer):
     # Ragas's defaults: weights of the factual F-score and of the similarity, and the F-score's beta.
     weights: ClassVar[tuple[float, float]] = (0.75, 0.25)
     beta: ClassVar[float] = 1.0
+
+    def planned_calls(self, case: JudgeInput) -> int:
+        return 3  # the answer's statements, the reference's, then their classification
 
     def settings(self) -> dict[str, Any]:
         return {"weights": list(self.weights), "beta": self.beta}

@@ -198,10 +198,9 @@ class EvaluationConfig(Section):
         default=None, description="blinded pairwise judging against a baseline (docs/how-to/pairwise.md)"
     )
     judge_check: JudgeCheckConfig | None = Field(
-        default=None,
-        description="the judge card, e.g. {cases: 8}: each judge tested on planted errors every run (the "
-        "calls are cached); configs/default.yaml and the starter config turn it on "
-        "(docs/concepts/judge-card.md)",
+        default_factory=JudgeCheckConfig,
+        description="the judge card: each judge tested on planted errors every run (the calls are cached, "
+        "so later runs pay nothing); null turns it off (docs/concepts/judge-card.md)",
     )
     judge_samples: int = Field(
         default=1,

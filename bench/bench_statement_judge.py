@@ -40,6 +40,8 @@ CONTEXT = BUILTIN_RUBRICS["context"]
 
 
 def share(agree: int, n: int) -> str:
+    if n == 0:
+        return "0/0 (nothing scored)"
     low, high = wilson_interval(agree, n) or (0.0, 0.0)
     return f"{agree}/{n} ({agree / n:.0%}, 95% CI {low:.0%}-{high:.0%})"
 
@@ -96,7 +98,7 @@ def main() -> int:
         return 0
 
     def supported_always(request: dict) -> str:
-        if "Statement" in json.dumps(request.get("response_format") or request["messages"][0]):
+        if "StatementVerdicts" in json.dumps(request):  # the schema is named in the request
             user = request["messages"][-1]["content"]
             count = sum(line[:1].isdigit() for line in user.splitlines())
             verdicts = [{"statement": "s", "reason": "r", "verdict": 1}] * count

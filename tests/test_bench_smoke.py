@@ -165,6 +165,14 @@ def check_colbert_rerank(stdout: str) -> None:
     assert stdout.rstrip().endswith("(smoke: speed-up not enforced) -> PASS")
 
 
+def check_statement_judge(stdout: str) -> None:
+    """The fake judge supports every statement and gives 5: each agreement is printed as a share."""
+    statements = re.search(r"statement verdicts agree with the labels: (\d+)/(\d+)", stdout)
+    assert statements and int(statements.group(2)) > 0, stdout
+    assert re.search(r"holistic 1-5 faithfulness >= 4\): +\d+/2 ", stdout), stdout
+    assert "judge failures (no valid reply): 0" in stdout
+
+
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # The first document ('assert') is the expected source of one case; two chunk sizes make two index
     # steps and two top_k values two retrieve steps per index, so re-embedding would show in the count.
@@ -189,6 +197,8 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
         ["--documents=4", "--chunk-size=128", "--questions=3", "--smoke"],
         check_colbert_rerank,
     ),
+    # The fake server as the judge on the first two labelled answers.
+    "bench_statement_judge.py": (["--smoke"], check_statement_judge),
 }
 
 

@@ -10,7 +10,7 @@ from ragbench.analysis.judge_card import JudgeCard, PlantedVerdict, build_card, 
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
 from ragbench.llm.types import LLMRequest, LLMSettings
-from ragbench.scoring.planted import PLANTED_KINDS, knowledge_vocabulary
+from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, knowledge_vocabulary
 from ragbench.scoring.registry import JudgeCheckConfig
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, Rubric, checked_rubric
 
@@ -33,11 +33,17 @@ def check_judge(
     llm_cache: str | None = None,
 ) -> JudgeCard:
     """`judge`'s card on `check.cases` sampled cases; `documents`: the knowledge base's texts, whose own
-    vocabulary the swapped entities come from."""
+    vocabulary the swapped entities come from. Only the error kinds the rubric must catch are planted
+    (`Rubric.judge_check_kinds`): a verdict that could not count against the judge is not paid for."""
     criterion = next((c for c in rubric.criteria if c.checks_judge), rubric.criteria[0])
-    planted = planted_inputs(
-        sample_cases(cases, check.cases, check.seed), knowledge_vocabulary(documents), check.seed
-    )
+    kinds = rubric.judge_check_kinds or PLANTED_KINDS
+    planted = [
+        entry
+        for entry in planted_inputs(
+            sample_cases(cases, check.cases, check.seed), knowledge_vocabulary(documents), check.seed
+        )
+        if entry.kind == UNCHANGED or entry.kind in kinds
+    ]
     requests = [
         LLMRequest(rubric.messages(item), response_schema=rubric.reply_schema) for item, _, _ in planted
     ]
@@ -61,5 +67,5 @@ def check_judge(
         min_detection=check.min_detection,
         confidence=confidence,
         scale=criterion.scale,
-        counted_kinds=rubric.judge_check_kinds or PLANTED_KINDS,
+        counted_kinds=kinds,
     )

@@ -439,7 +439,8 @@ def build_results(
     graded = {rubric.name for rubric in scoring.rubrics}
     for row in rows:
         if (card := unreliable.get(row.get("judge"))) is not None and card.rubric in graded:
-            row["judge_check"] = f"UNRELIABLE on {card.rubric}: {card.summary()}"
+            caught = card.overall_detection
+            row["judge_check"] = f"UNRELIABLE ({card.rubric}: caught {caught.detected}/{caught.n} planted)"
     warnings = warnings + [
         f"Judge {card.judge} is UNRELIABLE for {card.rubric}: {card.summary()}; read its {card.rubric} "
         "scores as noise until a stronger judge or a person's labels say otherwise."

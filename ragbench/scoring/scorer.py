@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -111,12 +110,6 @@ class Scorer(ABC):
     def settings(self) -> dict[str, Any]:
         """The scorer's own parameters (none by default)."""
         return {}
-
-
-def scorer_digest(scorers: Sequence[Scorer]) -> str:
-    """One digest of every scorer's identity, for a cache key."""
-    blob = json.dumps([s.identity() for s in scorers], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -24,7 +24,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ragbench.analysis.judge_card import card_lines
-
 from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
 from ragbench.config.preflight import PreflightError, run_preflight, run_testset_preflight
 from ragbench.inputs.eval_cases import EvalCaseError

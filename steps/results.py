@@ -1,10 +1,10 @@
 from typing import Annotated
 
-from ragbench.analysis.judge_card import JudgeCard
 from zenml import add_tags, get_step_context, log_metadata, step
 from zenml.client import Client
 
 from materializers.results_table import ResultsTableMaterializer
+from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
 from ragbench.analysis.stats import StatisticsConfig

@@ -63,6 +63,7 @@ def measure(client: LLMClient, answers: list[dict]) -> None:
         requests.append(LLMRequest(CONTEXT.messages(judged), response_schema=CONTEXT.reply_schema))
     results = client.complete_many(requests, desc="judge")
     statement_agree = statements_n = holistic_agree = decomposed_agree = failed = 0
+    caught = unsupported = 0  # statements labelled unsupported, and how many of them the judge rejected
     for item, verdicts, holistic in zip(answers, results[::2], results[1::2], strict=True):
         labels = [s["supported"] for s in item["statements"]]
         faithful = all(labels)
@@ -73,11 +74,14 @@ def measure(client: LLMClient, answers: list[dict]) -> None:
         # a verdict the judge left out (or one too many) counts as a disagreement
         statement_agree += sum(a == b for a, b in zip(given, labels, strict=False))
         statements_n += len(labels)
+        unsupported += labels.count(0)
+        caught += sum(a == 0 for a, b in zip(given, labels, strict=False) if b == 0)
         decomposed_agree += (len(given) == len(labels) and all(given)) == faithful
         holistic_agree += (CONTEXT.scores(holistic.parsed)["faithfulness"] >= 4) == faithful
     scored = len(answers) - failed
     print(f"judge: {client.settings.model}; {len(answers)} answers, {statements_n} labelled statements")
     print(f"statement verdicts agree with the labels: {share(statement_agree, statements_n)}")
+    print(f"unsupported statements the judge rejected: {share(caught, unsupported)}")
     print(
         f"answer faithful (every statement supported), statement verdicts: {share(decomposed_agree, scored)}"
     )

@@ -13,6 +13,7 @@ from ragbench.report.page import render_report
 from ragbench.report.run_page import run_report
 from ragbench.report.view import ReportInput
 from ragbench.retrieval.index import IndexManifest
+from ragbench.retrieval.measures import RETRIEVAL_MEASURES
 from ragbench.retrieval.search import (
     CaseRetrieval,
     RetrievalMetrics,
@@ -188,10 +189,7 @@ def retrieval_result(spec: CellSpec, hits: dict[str, float]) -> RetrievalResult:
             expected_sources=["doc.md"],
             retrieved_sources=["doc.md"] if hit else [],
             first_relevant_rank=1 if hit else None,
-            hit=hit,
-            recall=hit,
-            reciprocal_rank=hit,
-            ndcg_at_10=hit,
+            values={m.column_at(5): 1 - hit if m.complement else hit for m in RETRIEVAL_MEASURES},
         )
         for case_id, hit in hits.items()
     ]
@@ -200,11 +198,7 @@ def retrieval_result(spec: CellSpec, hits: dict[str, float]) -> RetrievalResult:
         cases_used=len(hits),
         metrics_k=5,
         top_k=5,
-        failure_rate=1 - mean,
-        hit_rate=mean,
-        recall=mean,
-        mrr=mean,
-        ndcg_at_10=mean,
+        means={m.column_at(5): 1 - mean if m.complement else mean for m in RETRIEVAL_MEASURES},
     )
     index = IndexManifest(
         embedding_model="m",
@@ -228,6 +222,19 @@ def retrieval_result(spec: CellSpec, hits: dict[str, float]) -> RetrievalResult:
         search=SearchStats(queries=len(hits), ms_per_query=0.1),
         retrieval=RetrievalReport(metrics=metrics, cases=traces),
     )
+
+
+def test_every_column_of_a_retrieval_row_is_a_results_column():
+    """The row's retrieval metrics, index costs and counts all count as the row's own columns, derived from
+    their declarations: a metric named like one of them is refused."""
+    from ragbench.analysis.columns import is_results_column
+    from ragbench.retrieval.measures import INDEX_COST_COLUMNS
+
+    spec = CellSpec(chunk_size=128, chunk_overlap=13, embedding_model="m", top_k=5)
+    row = retrieval_result(spec.upto("retrieve"), {"a1": 1.0, "a2": 0.0}).columns()
+    assert {"mrr", "hit_rate@5", "failure_rate@5", "ndcg@10", *INDEX_COST_COLUMNS} <= set(row)
+    assert [column for column in row if not is_results_column(column)] == []
+    assert not is_results_column("tone")
 
 
 def test_build_results_breaks_the_run_down_by_the_cases_types():

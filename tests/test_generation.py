@@ -13,7 +13,7 @@ from ragbench.scoring.cells import JudgeResult, keyword_report
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.keyword_tests import BUILTIN_SUITES, KeywordReport, run_keyword_tests
 from ragbench.scoring.registry import Scoring, present
-from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric
+from ragbench.scoring.rubrics import BUILTIN_RUBRICS
 
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
@@ -214,9 +214,12 @@ def test_latency_does_not_depend_on_which_answers_came_from_the_cache():
     assert latency_columns([False, True, False]) == latency_columns([True, True, True]) == (3.667, 8.0)
 
 
-def test_a_custom_rubric_cannot_take_a_column_a_row_already_has():
-    """Every non-metric column of an end-to-end row (axes, counts, usage) is reserved or has a reserved
-    prefix or suffix, so no custom rubric's name can overwrite it."""
+def test_no_metric_can_take_a_column_an_end_to_end_row_already_has():
+    """Every non-metric column of an end-to-end row (axes, counts, usage) is a results column by
+    `is_results_column`, so no custom rubric's name can overwrite it: the config refuses it."""
+    from ragbench.analysis.columns import is_results_column
+    from ragbench.config.model import BenchmarkConfig
+
     row = {
         "cell": "",
         "label": "",
@@ -231,9 +234,15 @@ def test_a_custom_rubric_cannot_take_a_column_a_row_already_has():
         "fail_bad_first_words",
         "fail_declines",
     }
+    assert metrics < set(row)
     for column in set(row) - metrics:
+        assert is_results_column(column), column
+    for column in ("latency_p95_s", "e2e_cases", "reranker"):
         with pytest.raises(ValueError, match="names a results column"):
-            CustomRubric(name=column, criteria="x")
+            BenchmarkConfig.model_validate(
+                {"evaluation": {"custom_rubrics": [{"name": column, "criteria": "x"}]}}
+            )
+    BenchmarkConfig.model_validate({"evaluation": {"custom_rubrics": [{"name": "tone", "criteria": "x"}]}})
 
 
 def test_two_readers_of_one_model_are_two_cells_everywhere_in_the_results():

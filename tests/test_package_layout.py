@@ -19,9 +19,9 @@ ALLOWED = {
     "grid": {"llm"},
     "retrieval": {"grid", "inputs", "models"},
     "generation": {"grid", "inputs", "llm", "retrieval"},
-    "scoring": {"generation", "grid", "inputs", "llm"},
+    "scoring": {"generation", "grid", "inputs", "llm", "retrieval"},
     "analysis": {"generation", "grid", "inputs", "llm", "retrieval", "scoring"},
-    "report": {"analysis", "grid", "inputs", "scoring"},
+    "report": {"analysis", "grid", "inputs", "retrieval", "scoring"},
     "runs": {"analysis", "report", "scoring"},
     "testset": {"generation", "inputs", "llm", "report", "retrieval", "scoring"},
     "config": {

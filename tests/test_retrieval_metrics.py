@@ -33,13 +33,17 @@ def test_metrics_match_hand_computed_values():
     report = retrieval_metrics(cases, retrieved, metrics_k=2, top_k=30)
     metrics = report.metrics
     assert metrics.cases_used == 4
-    assert metrics.hit_rate == pytest.approx(3 / 4)
-    assert metrics.failure_rate == pytest.approx(1 / 4)
-    assert metrics.recall == pytest.approx((1 + 1 + 0 + 0.5) / 4)
-    assert metrics.mrr == pytest.approx((1 + 1 / 2 + 0 + 1) / 4)
+    means = metrics.means
+    assert list(means) == ["mrr", "hit_rate@2", "failure_rate@2", "recall@2", "ndcg@10"]
+    assert means["hit_rate@2"] == pytest.approx(3 / 4)
+    assert means["failure_rate@2"] == pytest.approx(1 / 4)
+    assert means["recall@2"] == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    assert means["mrr"] == pytest.approx((1 + 1 / 2 + 0 + 1) / 4)
     ranks = {trace.case_id: trace.first_relevant_rank for trace in report.cases}
     assert ranks == {"first": 1, "second": 2, "missed": None, "two": 1}
-    assert 0 < metrics.ndcg_at_10 < 1
+    assert 0 < means["ndcg@10"] < 1
+    per_case = {trace.case_id: trace.values["recall@2"] for trace in report.cases}
+    assert per_case == {"first": 1.0, "second": 1.0, "missed": 0.0, "two": 0.5}
 
 
 def test_empty_retrieval_counts_as_a_miss_not_skipped():
@@ -48,7 +52,7 @@ def test_empty_retrieval_counts_as_a_miss_not_skipped():
         EvalCase(id="b", question="q", expected_sources=["b"]),
     ]
     report = retrieval_metrics(cases, [chunks("a"), []], metrics_k=1, top_k=5)
-    assert report.metrics.hit_rate == pytest.approx(0.5)
+    assert report.metrics.means["hit_rate@1"] == pytest.approx(0.5)
 
 
 def test_metrics_need_expected_sources():

@@ -10,7 +10,7 @@ from statistics import fmean
 from typing import TypeVar
 
 from ragbench.inputs.tables import is_number
-from ragbench.scoring.metrics import RETRIEVAL_COLUMN_PREFIXES
+from ragbench.retrieval.measures import is_retrieval_column
 
 
 def ordered_values(rows: list[dict], axis: str) -> list[object]:
@@ -120,7 +120,7 @@ def case_count(row: dict, column: str) -> int | None:
     """How many cases a cell's score in `column` rests on: `<column>_cases`, or for a retrieval metric
     the cell's `retrieval_cases`; None when the row does not say."""
     source = f"{column}_cases"
-    if source not in row and column.startswith(RETRIEVAL_COLUMN_PREFIXES):
+    if source not in row and is_retrieval_column(column):
         source = "retrieval_cases"
     count = numeric(row.get(source))
     return None if count is None else int(count)

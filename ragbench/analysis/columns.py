@@ -7,9 +7,39 @@ import statistics
 from collections.abc import Iterable
 
 from ragbench.generation.answers import AnswerSet
+from ragbench.grid.cell import CellSpec
 from ragbench.llm.types import nearest_rank_percentile, total_cost
+from ragbench.retrieval.measures import INDEX_COST_COLUMNS, is_retrieval_column
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.keyword_tests import KeywordReport, suite_column
+
+# A results row's columns that are neither axes (`CellSpec.axes`), retrieval metrics nor index costs
+# (`ragbench.retrieval.measures`), nor have a reserved prefix or suffix: what identifies a row and counts
+# its work. A metric's column may take none of these names (`is_results_column`); a test builds real rows
+# and checks that each of their non-metric columns is one.
+ROW_COLUMNS = frozenset(
+    {
+        *("cell", "external", "label", "reused", "judge_check"),
+        *("chunks", "chunks_truncated", "chunks_per_s", "retrieval_cases"),
+        *("e2e_cases", "answers_produced", "cost_usd"),
+    }
+)
+# A metric's intervals and case counts (`<column>_low`, `_high`, `_cases`), the suites' failure rates
+# (`fail_<suite>`), and the usage, latency and index columns.
+RESERVED_SUFFIXES = ("_cases", "_low", "_high")
+RESERVED_PREFIXES = ("fail_", "reader_", "judge_", "index_", "latency_")
+
+
+def is_results_column(name: str) -> bool:
+    """Whether a results row has, or may have, a column `name` of its own that a metric would overwrite."""
+    return (
+        name in ROW_COLUMNS
+        or name in CellSpec.axes()
+        or name in INDEX_COST_COLUMNS
+        or is_retrieval_column(name)
+        or name.endswith(RESERVED_SUFFIXES)
+        or name.startswith(RESERVED_PREFIXES)
+    )
 
 
 def _rounded_cost(costs: Iterable[float | None]) -> float | None:

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from ragbench.analysis.columns import is_results_column
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
@@ -32,7 +33,7 @@ from ragbench.llm.types import LLMEntry, llm_settings
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
 from ragbench.retrieval.rerank import DEFAULT_RERANKER
 from ragbench.runs.gate import RegressionConfig
-from ragbench.scoring.registry import EvaluationConfig, Scoring
+from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
 from ragbench.section import Section, validation_message
 from ragbench.testset.settings import TestsetConfig
 
@@ -328,6 +329,19 @@ class BenchmarkConfig(Section):
                     "evaluation.judge_samples > 1 measures how much a judge's verdicts vary when sampled, "
                     f"but judge(s) {greedy} have temperature 0; set evaluation.judge.temperature (e.g. 0.7)"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_metric_columns(self) -> BenchmarkConfig:
+        """A custom rubric's or a scorer's metric never takes a column the results row has of its own."""
+        scorers = make_scorers(self.evaluation.metrics)
+        columns = [rubric.name for rubric in self.evaluation.custom_rubrics] + [
+            metric.column for scorer in scorers for metric in scorer.metrics()
+        ]
+        if taken := [column for column in columns if is_results_column(column)]:
+            raise ValueError(
+                f"{', '.join(map(repr, taken))} names a results column of its own: choose another metric name"
+            )
         return self
 
     @model_validator(mode="after")

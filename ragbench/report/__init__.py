@@ -2,7 +2,7 @@
 package data), and the page helpers every HTML output uses; content from documents and LLMs is escaped
 on the way in.
 
-May import: ragbench.analysis, ragbench.grid, ragbench.inputs, ragbench.scoring."""
+May import: ragbench.analysis, ragbench.grid, ragbench.inputs, ragbench.retrieval, ragbench.scoring."""
 
 from ragbench import submodules_as_attributes
 

@@ -18,6 +18,7 @@ from ragbench.report.sections import (
     row_label,
 )
 from ragbench.report.view import ReportInput
+from ragbench.retrieval.measures import INDEX_COST_COLUMNS
 
 
 def axis_effect_section(report: ReportInput) -> str:
@@ -127,15 +128,6 @@ def zero_cost_note(kind: str, column: str, rows: list[dict]) -> str:
     return (
         f"{kind.capitalize()}: every cell's {escape(column)} is 0{rest}, so no quality-against-{kind} chart."
     )
-
-
-INDEX_COST_COLUMNS = (
-    "recall_vs_exact",
-    "search_ms_per_query",
-    "exact_search_ms_per_query",
-    "index_build_s",
-    "index_mb",
-)
 
 
 def approximate_rows(report: ReportInput) -> list[dict]:

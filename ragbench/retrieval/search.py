@@ -16,6 +16,7 @@ from ragbench.inputs.eval_cases import EvalCase
 from ragbench.retrieval.ann import recall_vs_exact
 from ragbench.retrieval.index import Embedder, IndexManifest, VectorIndex, load_embedder
 from ragbench.retrieval.lexical import LexicalIndex, LexicalIndexManifest, reciprocal_rank_fusion
+from ragbench.retrieval.measures import RETRIEVAL_MEASURES, IndexCost, retrieval_columns
 
 
 class RetrievedChunk(BaseModel):
@@ -42,23 +43,16 @@ class CaseRetrieval(BaseModel):
     expected_sources: list[str]
     retrieved_sources: list[str]  # distinct sources in rank order, up to top_k chunks deep
     first_relevant_rank: int | None  # 1-based rank among distinct sources; None = not retrieved
-    # This case's value of each metric (hit, recall, reciprocal rank, nDCG@10): the table's numbers are
+    # This case's value of each retrieval metric (`RETRIEVAL_MEASURES`) by column: the table's numbers are
     # their means, and intervals and paired tests are computed from them.
-    hit: float = 0.0
-    recall: float = 0.0
-    reciprocal_rank: float = 0.0
-    ndcg_at_10: float = 0.0
+    values: dict[str, float] = {}
 
 
 class RetrievalMetrics(BaseModel):
     cases_used: int
     metrics_k: int
     top_k: int
-    failure_rate: float  # share of cases whose expected source is NOT in the top metrics_k sources
-    hit_rate: float  # Success@k
-    recall: float  # R@k
-    mrr: float  # reciprocal rank of the first expected source, within top_k chunks
-    ndcg_at_10: float
+    means: dict[str, float]  # each retrieval metric's mean over the cases used, by column
 
 
 class RetrievalReport(BaseModel):
@@ -192,7 +186,6 @@ def retrieval_metrics(
 ) -> RetrievalReport:
     """Source-level IR metrics over the cases that name expected sources."""
     import ir_measures
-    from ir_measures import RR, R, Success, nDCG
 
     qrels: dict[str, dict[str, int]] = {}
     run: dict[str, dict[str, float]] = {}
@@ -216,27 +209,25 @@ def retrieval_metrics(
         )
     if not traces:
         raise ValueError("no eval case names expected_sources: retrieval metrics need them")
-    hit, recall, ndcg = Success @ metrics_k, R @ metrics_k, nDCG @ 10
     # trec_eval skips queries with an empty run; add a placeholder so they count as misses.
     for case_id in qrels:
         run[case_id] = run[case_id] or {"<nothing retrieved>": 0.0}
-    fields = {hit: "hit", recall: "recall", RR: "reciprocal_rank", ndcg: "ndcg_at_10"}
-    by_case = {trace.case_id: trace for trace in traces}
-    for value in ir_measures.iter_calc(list(fields), qrels, run):
-        setattr(by_case[value.query_id], fields[value.measure], float(value.value))
-
-    def mean(field: str) -> float:
-        return round(fmean(getattr(trace, field) for trace in traces), 4)
-
+    names = {measure.measure_at(metrics_k) for measure in RETRIEVAL_MEASURES}
+    by_name: dict[str, dict[str, float]] = {name: {} for name in names}
+    for value in ir_measures.iter_calc([ir_measures.parse_measure(name) for name in names], qrels, run):
+        by_name[str(value.measure)][value.query_id] = float(value.value)
+    for trace in traces:
+        for measure in RETRIEVAL_MEASURES:
+            value = by_name[measure.measure_at(metrics_k)][trace.case_id]
+            trace.values[measure.column_at(metrics_k)] = 1.0 - value if measure.complement else value
     metrics = RetrievalMetrics(
         cases_used=len(traces),
         metrics_k=metrics_k,
         top_k=top_k,
-        failure_rate=round(1.0 - mean("hit"), 4),
-        hit_rate=mean("hit"),
-        recall=mean("recall"),
-        mrr=mean("reciprocal_rank"),
-        ndcg_at_10=mean("ndcg_at_10"),
+        means={
+            column: round(fmean(trace.values[column] for trace in traces), 4)
+            for column in retrieval_columns(metrics_k)
+        },
     )
     return RetrievalReport(metrics=metrics, cases=traces)
 
@@ -254,29 +245,17 @@ class RetrievalResult(BaseModel):
 
     def case_values(self) -> dict[str, dict[str, float]]:
         """Each retrieval column's value per case (column -> case id -> value)."""
-        k = self.retrieval.metrics.metrics_k
         cases = self.retrieval.cases
         return {
-            f"failure_rate@{k}": {c.case_id: 1.0 - c.hit for c in cases},
-            f"hit_rate@{k}": {c.case_id: c.hit for c in cases},
-            f"recall@{k}": {c.case_id: c.recall for c in cases},
-            "mrr": {c.case_id: c.reciprocal_rank for c in cases},
-            "ndcg@10": {c.case_id: c.ndcg_at_10 for c in cases},
+            column: {case.case_id: case.values[column] for case in cases}
+            for column in self.retrieval.metrics.means
         }
 
     def columns(self) -> dict:
         """Quality first, then cost: an approximate index's recall_vs_exact, build time, size and search
         time sit beside the flat cell's, so what speed costs in quality is one row apart."""
         metrics = self.retrieval.metrics
-        k = metrics.metrics_k
-        quality = {
-            "retrieval_cases": metrics.cases_used,
-            f"failure_rate@{k}": metrics.failure_rate,
-            f"hit_rate@{k}": metrics.hit_rate,
-            f"recall@{k}": metrics.recall,
-            "mrr": metrics.mrr,
-            "ndcg@10": metrics.ndcg_at_10,
-        }
+        quality = {"retrieval_cases": metrics.cases_used, **metrics.means}
         if self.spec.external is not None:  # its index and search are the system's own, out of sight
             return quality
         dense, lexical = self.index, self.lexical
@@ -287,13 +266,15 @@ class RetrievalResult(BaseModel):
             "chunks": self.chunk_count,
             "chunks_truncated": dense.chunks_over_max_length if dense else 0,
             **quality,
-            "recall_vs_exact": self.search.recall_vs_exact,  # at the cell's top_k
-            "search_ms_per_query": self.search.ms_per_query,
-            "exact_search_ms_per_query": self.search.exact_ms_per_query,
-            "index_build_s": round(build, 3),
-            "index_mb": round(
-                ((dense.index_bytes if dense else 0) + (lexical.index_bytes if lexical else 0)) / 2**20, 3
-            ),
+            **IndexCost(
+                recall_vs_exact=self.search.recall_vs_exact,  # at the cell's top_k
+                search_ms_per_query=self.search.ms_per_query,
+                exact_search_ms_per_query=self.search.exact_ms_per_query,
+                index_build_s=round(build, 3),
+                index_mb=round(
+                    ((dense.index_bytes if dense else 0) + (lexical.index_bytes if lexical else 0)) / 2**20, 3
+                ),
+            ).model_dump(),
             "chunks_per_s": dense.chunks_per_second if dense else None,
         }
 

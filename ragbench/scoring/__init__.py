@@ -3,7 +3,7 @@ judge and the pairwise judge that run them through the LLM client, a cell's answ
 declarations, and the registry (with the `evaluation` config section) every table, test, gate and
 report reads.
 
-May import: ragbench.generation, ragbench.grid, ragbench.inputs, ragbench.llm."""
+May import: ragbench.generation, ragbench.grid, ragbench.inputs, ragbench.llm, ragbench.retrieval."""
 
 from ragbench import submodules_as_attributes
 

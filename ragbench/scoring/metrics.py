@@ -1,8 +1,9 @@
 """What a metric is to everything that reads one (table, intervals, paired tests, compare, gate, report),
 and the metrics that are not the judge's or a suite's: retrieval and latency.
 
-Light on purpose (pydantic and the stats types only): rubrics and suites declare their metrics with it,
-and `ragbench.scoring.registry` gathers them into the run's registry.
+Light on purpose (pydantic, the stats types and the retrieval measures' declaration only): rubrics and
+suites declare their metrics with it, and `ragbench.scoring.registry` gathers them into the run's
+registry.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ragbench.analysis.stats import Test
+from ragbench.retrieval.measures import RETRIEVAL_MEASURES
 
 
 class MetricInfo(BaseModel):
@@ -28,16 +30,17 @@ LATENCY = MetricInfo(column="latency_p95_s", label="p95 latency (s)", higher_is_
 
 
 def retrieval_metrics(metrics_k: int) -> list[MetricInfo]:
-    """The retrieval scores a run is chosen by (every retrieval cell computes them over all cases)."""
+    """The retrieval scores a run is chosen by (every retrieval cell computes them over all cases), from
+    their declaration in `ragbench.retrieval.measures`."""
     return [
-        MetricInfo(column="mrr", label="MRR", higher_is_better=True),
-        MetricInfo(column=f"hit_rate@{metrics_k}", label=f"hit rate@{metrics_k}", higher_is_better=True),
+        MetricInfo(
+            column=measure.column_at(metrics_k),
+            label=measure.label_at(metrics_k),
+            higher_is_better=measure.higher_is_better,
+        )
+        for measure in RETRIEVAL_MEASURES
+        if measure.headline
     ]
-
-
-# Every retrieval column of a results row, by prefix (`@k` follows): their cases are the cell's
-# `retrieval_cases`.
-RETRIEVAL_COLUMN_PREFIXES = ("mrr", "hit_rate@", "recall@", "ndcg@", "failure_rate@")
 
 
 def metric_key(column: str) -> str:

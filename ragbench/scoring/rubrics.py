@@ -285,48 +285,6 @@ _DEFAULT_ANCHORS: dict[Scale, dict[str, str]] = {
 _DATA_TAGS = {"passages": "<passage>", "reference_answer": "<reference_answer>", "answer": "<answer>"}
 
 
-# Columns of a results row that are not metrics, which a rubric's name (its column) must not take; a test
-# checks it against the axis and end-to-end columns of a real row (retrieval columns are listed by hand).
-RESERVED_COLUMNS = frozenset(
-    [
-        "cell",
-        "external",
-        "label",
-        "reused",
-        "chunk_size",
-        "chunk_overlap",
-        "retriever",
-        "embedding_model",
-        "index",
-        "top_k",
-        "top_n",
-        "reranker",
-        "reader",
-        "prompt",
-        "judge",
-        "chunks",
-        "chunks_truncated",
-        "retrieval_cases",
-        "mrr",
-        "recall_vs_exact",
-        "search_ms_per_query",
-        "exact_search_ms_per_query",
-        "index_build_s",
-        "index_mb",
-        "chunks_per_s",
-        "e2e_cases",
-        "answers_produced",
-        "reader_failures",
-        "judge_parse_failures",
-        "latency_mean_s",
-        "latency_p95_s",
-        "cost_usd",
-    ]
-)
-_RESERVED_SUFFIXES = ("_cases", "_low", "_high")
-_RESERVED_PREFIXES = ("fail_", "reader_", "judge_", "index_", "latency_")
-
-
 class CustomRubric(BaseModel):
     """`evaluation.custom_rubrics` entry: a criterion written as text (DeepEval's G-Eval, promptfoo's
     llm-rubric); its name is its results column, and its text is part of its identity (prompt, cache key)."""
@@ -355,12 +313,6 @@ class CustomRubric(BaseModel):
     def _check_name(cls, name: str) -> str:
         if not _NAME.match(name):
             raise ValueError(f"{name!r}: a rubric name is lowercase letters, digits and _, starting a letter")
-        if (
-            name in RESERVED_COLUMNS
-            or name.endswith(_RESERVED_SUFFIXES)
-            or name.startswith(_RESERVED_PREFIXES)
-        ):
-            raise ValueError(f"{name!r} names a results column of its own: choose another rubric name")
         return name
 
     @field_validator("criteria")

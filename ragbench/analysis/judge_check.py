@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 from ragbench.analysis.judge_card import JudgeCard, PlantedVerdict, build_card, planted_inputs, sample_cases
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
-from ragbench.llm.types import LLMRequest, LLMSettings
+from ragbench.llm.types import LLMSettings
+from ragbench.scoring.judge import judge_answers
 from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, knowledge_vocabulary
 from ragbench.scoring.registry import JudgeCheckConfig
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, Rubric, checked_rubric
@@ -44,20 +45,19 @@ def check_judge(
         )
         if entry.kind == UNCHANGED or entry.kind in kinds
     ]
-    requests = [
-        LLMRequest(rubric.messages(item), response_schema=rubric.reply_schema) for item, _, _ in planted
-    ]
     with LLMClient(judge, cache_location=llm_cache) as client:
-        results = client.complete_many(requests, desc=f"judge card {judge_name}") if requests else []
+        judgements = judge_answers(
+            client, [item for item, _, _ in planted], rubrics=[rubric], desc=f"judge card {judge_name}"
+        )
     verdicts = [
         PlantedVerdict(
             case_id=item.case_id,
             kind=kind,
             change=change,
-            score=None if result.parsed is None else rubric.scores(result.parsed)[criterion.name],
-            seconds=result.latency_s,
+            score=judgement.scores.get(criterion.name),  # None: the judge gave no valid verdict
+            seconds=judgement.latency_s,
         )
-        for (item, kind, change), result in zip(planted, results, strict=True)
+        for (item, kind, change), judgement in zip(planted, judgements, strict=True)
     ]
     return build_card(
         verdicts,

@@ -40,9 +40,12 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
 EXTERNAL_PASSAGES, EXTERNAL_PASSAGE_TOKENS, EXTERNAL_ANSWER_WORDS = 5, 256, 128
 
 
-def _scorer_requests(inputs: list[JudgeInput], scorers: tuple[Scorer, ...]) -> list[LLMRequest]:
+def _scorer_requests(
+    inputs: list[JudgeInput], scorers: tuple[Scorer, ...], samples: int = 1
+) -> list[LLMRequest]:
     """The scorers' calls, each priced as one prompt holding the whole case: their later prompts depend on
-    earlier replies (statements, generated questions), so their number and size are estimates."""
+    earlier replies (statements, generated questions), so their number and size are estimates. A scorer
+    that gives verdicts is asked `samples` times (`apply_scorers`)."""
     return [
         LLMRequest(
             messages="\n".join([item.question, item.answer, item.reference_answer or "", *item.contexts])
@@ -50,7 +53,7 @@ def _scorer_requests(inputs: list[JudgeInput], scorers: tuple[Scorer, ...]) -> l
         for item in inputs
         for scorer in scorers
         if scorer.missing(item) is None
-        for _ in range(scorer.planned_calls(item))
+        for _ in range(scorer.planned_calls(item) * (samples if scorer.gives_verdicts else 1))
     ]
 
 
@@ -100,7 +103,7 @@ def _usage(
     calls = build_judge_calls(inputs, scoring.rubrics, samples=samples)
     if (checked := checked_rubric(scoring.rubrics)) is not None:
         calls += build_judge_calls(calibration_inputs(cases), [checked])
-    requests = [call.request for call in calls] + _scorer_requests(inputs, scoring.scorers)
+    requests = [call.request for call in calls] + _scorer_requests(inputs, scoring.scorers, samples)
     return estimate_cost(cell.judge, requests)
 
 

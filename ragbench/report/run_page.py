@@ -96,8 +96,13 @@ def case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
                     scores[criterion.name] = score_text(criterion, score)
             if text := judgement.reasoning.get(rubric.name) or judgement.errors.get(rubric.name):
                 reasoning.append(f"{rubric.name}: {text}")
-        scores |= {column: f"{value:.2f}" for column, value in judgement.values.items()}
         judged = {rubric.name for rubric in rubrics}
+        rubric_columns = {criterion.column for rubric in rubrics for criterion in rubric.criteria}
+        scores |= {
+            column: f"{value:.2f}"
+            for column, value in judgement.values.items()
+            if column not in rubric_columns
+        }
         reasoning += [f"{name}: {error}" for name, error in judgement.errors.items() if name not in judged]
         reasoning += [f"{name}: skipped, {why}" for name, why in judgement.skipped.items()]
     return CaseView(

@@ -21,6 +21,7 @@ from ragbench.scoring.judge import (
 )
 from ragbench.scoring.keyword_tests import KeywordReport, Suite, run_keyword_tests
 from ragbench.scoring.pairwise import PairwiseInput, PairwiseResult, judge_pairs
+from ragbench.scoring.rubric_scorer import rubric_scorers
 from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_rubric
 from ragbench.scoring.scorer import Scorer
 
@@ -84,15 +85,15 @@ def judge_cell(
     # a person's labels (`human_correctness`) grade the criterion the judge is checked on
     checked = checked_rubric(rubrics)
     labelled = calibration_inputs(cases) if checked is not None else []
-    judgements: list[Judgement] = []
+    judgements = [Judgement(case_id=item.case_id) for item in inputs]
     calibration: list[Judgement] = []
     if inputs or labelled:
         with LLMClient(spec.judge, cache_location=llm_cache) as client:
-            if inputs:
-                judgements = judge_answers(
-                    client, inputs, rubrics=rubrics, desc=f"judge {spec.id}", samples=samples
-                )
-                apply_scorers(client, embed, inputs, scorers, judgements, desc=f"score {spec.id}")
+            # the rubrics' verdicts first, then the other scorers: the metrics' order as declared
+            every_scorer = [*rubric_scorers(rubrics), *scorers]
+            apply_scorers(
+                client, embed, inputs, every_scorer, judgements, desc=f"judge {spec.id}", samples=samples
+            )
             if labelled:
                 calibration = judge_answers(client, labelled, rubrics=[checked], desc="judge labelled")
     return JudgeResult(

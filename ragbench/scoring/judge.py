@@ -1,12 +1,11 @@
 """LLM-as-judge: grades generated answers with rubrics (`ragbench.scoring.rubrics`), keeping the judge's
-reasoning
-beside its scores.
+reasoning beside its scores.
 
-Any rubric, built-in or a user's, runs the same way. Every judge call goes through one
-`LLMClient.complete_many`, so a hosted judge runs concurrently and all calls are cached, retried and
-counted. Replies are validated against the rubric's schema with bounded scores; the client re-asks after
-an invalid reply, and a reply that is still invalid (or a call that failed) is recorded as a judge
-failure: its scores stay unset, it is left out of every mean and counted, never turned into a score.
+Any rubric, built-in or a user's, runs the same way: as a `RubricScorer` through `apply_scorers`, the path
+every scorer takes, so a hosted judge runs concurrently and all calls are cached, retried and counted.
+Replies are validated against the rubric's schema with bounded scores; the client re-asks after an
+invalid reply, and a reply that is still invalid (or a call that failed) is recorded as a judge failure:
+its scores stay unset, it is left out of every mean and counted, never turned into a score.
 
 The answer, the reference answer and the passages are tagged data sections
 (`ragbench.llm.prompts.data_section`)
@@ -18,37 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
-from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ragbench.llm.client import LLMClient
-from ragbench.llm.types import CallUsage, LLMRequest
+from ragbench.llm.types import LLMRequest
+from ragbench.scoring.apply import Judgement, apply_scorers
+from ragbench.scoring.rubric_scorer import rubric_scorers
 from ragbench.scoring.rubrics import DEFAULT_CONTEXT_CHAR_BUDGET, JudgeInput, Rubric
-
-
-class Judgement(CallUsage):
-    """The judge's verdicts on one answer.
-
-    Per rubric: its criteria in `scores` (by criterion name; pass/fail as 1/0) and its `reasoning` when
-    judged; its `errors` entry when the judge failed (call failure or no valid JSON after re-asks);
-    nothing when the rubric was not run (not requested, or not applicable to the case).
-    """
-
-    case_id: str
-    scores: dict[str, int] = Field(default_factory=dict)
-    reasoning: dict[str, str] = Field(default_factory=dict)
-    errors: dict[str, str] = Field(default_factory=dict)
-    # Self-consistency (evaluation.judge_samples > 1): the scores of each further sample of the same
-    # verdict (criterion -> one score per sample that succeeded), and how many further samples failed.
-    # The scores above are the first sample's.
-    resampled: dict[str, list[int]] = Field(default_factory=dict)
-    resample_failures: int = 0
-    # Scorers (`ragbench.scoring.scorer`): a value per metric column, what each scorer found (statements,
-    # verdicts, reasons) and, for a case it could not score, why (a field it needs is missing).
-    values: dict[str, float] = Field(default_factory=dict)
-    details: dict[str, Any] = Field(default_factory=dict)
-    skipped: dict[str, str] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,24 +44,16 @@ def build_judge_calls(
     context_char_budget: int | None = DEFAULT_CONTEXT_CHAR_BUDGET,
     samples: int = 1,
 ) -> list[JudgeCall]:
-    """Every call `judge_answers` would make, without making any (for a dry run's token estimate:
-    ``estimate_cost(settings, [c.request for c in build_judge_calls(...)])``); `samples` verdicts of
-    each (answer, rubric)."""
+    """Every call `judge_answers` would make, in the order it plans them, without making any (for a dry
+    run's token estimate: ``estimate_cost(settings, [c.request for c in build_judge_calls(...)])``);
+    `samples` verdicts of each (answer, rubric)."""
+    scorers = rubric_scorers(rubrics, context_char_budget)
     return [
-        JudgeCall(
-            index,
-            rubric,
-            LLMRequest(
-                rubric.messages(item, context_char_budget=context_char_budget),
-                response_schema=rubric.reply_schema,
-                sample=sample,
-            ),
-            sample,
-        )
+        JudgeCall(index, scorer.rubric, scorer.request(item, sample), sample)
         for sample in range(samples)
         for index, item in enumerate(inputs)
-        for rubric in rubrics
-        if rubric.applies(item)
+        for scorer in scorers
+        if scorer.missing(item) is None
     ]
 
 
@@ -98,29 +66,15 @@ def judge_answers(
     desc: str = "judge",
     samples: int = 1,
 ) -> list[Judgement]:
-    """One `Judgement` per input, in input order; all calls go to the client in a single batch.
+    """One `Judgement` per input, in input order, the rubrics' calls at the client's concurrency.
     With `samples` > 1 each verdict is asked for that many times (cached apart); the first gives the
     scores, the others only `resampled`.
 
     Raises only what the client raises for a setup problem (`LLMConfigError`).
     """
-    calls = build_judge_calls(inputs, rubrics, context_char_budget=context_char_budget, samples=samples)
-    results = client.complete_many([call.request for call in calls], desc=desc) if calls else []
     judgements = [Judgement(case_id=item.case_id) for item in inputs]
-    for call, result in zip(calls, results, strict=True):
-        judgement = judgements[call.index]
-        judgement.add(result)  # usage summed over rubrics and samples
-        if call.sample > 0:
-            if result.parsed is None:
-                judgement.resample_failures += 1
-            else:
-                for name, score in call.rubric.scores(result.parsed).items():
-                    judgement.resampled.setdefault(name, []).append(score)
-        elif result.parsed is None:
-            judgement.errors[call.rubric.name] = result.error or "no parsed reply"
-        else:
-            judgement.scores |= call.rubric.scores(result.parsed)
-            judgement.reasoning[call.rubric.name] = result.parsed["reasoning"]
+    scorers = rubric_scorers(rubrics, context_char_budget)
+    apply_scorers(client, None, inputs, scorers, judgements, desc=desc, samples=samples)
     return judgements
 
 

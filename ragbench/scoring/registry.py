@@ -9,6 +9,8 @@ other installed packages register in the entry point group ``ragbench.scorers``.
 
 from __future__ import annotations
 
+import functools
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -33,7 +35,14 @@ SCORER_ENTRY_POINTS = "ragbench.scorers"
 
 def available_scorers() -> dict[str, type[Scorer]]:
     """Every scorer a config may name: the built-in Ragas family, then each one an installed package
-    registers as ``[project.entry-points."ragbench.scorers"] <name> = "package.module:ScorerClass"``."""
+    registers as ``[project.entry-points."ragbench.scorers"] <name> = "package.module:ScorerClass"``.
+    Scanned once per import path (what is installed is what is on it)."""
+    return dict(_scorers_on(tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=4)
+def _scorers_on(import_path: tuple[str, ...]) -> dict[str, type[Scorer]]:
+    """The scorers registered by the packages on `import_path` (the cache key: the scan reads sys.path)."""
     found: dict[str, type[Scorer]] = dict(RAGAS_FAMILY)
     for point in entry_points(group=SCORER_ENTRY_POINTS):
         scorer = point.load()

@@ -5,7 +5,9 @@ A scorer names the case fields it reads (`needs`); a case without one of them is
 never scored. Its LLM calls go through the run's client (`ScoreContext.ask`: cached, retried, counted,
 replies validated against the schema the scorer gives), its embeddings through the run's scoring embedding
 model (`ScoreContext.embed`). What it found on the way (statements, verdicts, reasons) it keeps in
-`CaseScore.details`, which the per-case records and the report show.
+`CaseScore.details`, which the per-case records and the report show. A judge's integer verdicts
+(`CaseScore.verdicts`, e.g. a rubric's 1-5 scores) are kept by criterion beside the values, and a scorer
+that gives them (`gives_verdicts`) is asked again for the judge's self-consistency (``judge_samples``).
 
 Scorers from another installed package register through the entry point group ``ragbench.scorers``
 (``name = "package.module:ScorerClass"``) and are named in `evaluation.metrics` like the built-in ones.
@@ -37,9 +39,11 @@ class ScoreContext(ABC):
 
     @abstractmethod
     def ask(
-        self, messages: list[dict[str, str]], schema: type[BaseModel], *, sample: int = 0
+        self, messages: list[dict[str, str]], schema: type[BaseModel], *, sample: int | None = None
     ) -> dict[str, Any]:
-        """The judge's reply to `messages`, validated against `schema`; raises `ScorerCallFailed`."""
+        """The judge's reply to `messages`, validated against `schema`; raises `ScorerCallFailed`.
+        `sample` numbers a repeat of the same request (cached apart); None: the sample the case is being
+        scored for (0, or a further sample of self-consistency)."""
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -58,6 +62,11 @@ class CaseScore:
 
     values: dict[str, float]
     details: dict[str, Any] = field(default_factory=dict)
+    # A judge's integer verdicts by criterion name (pass/fail as 1/0) and its reasoning, for scorers that
+    # ask for them (rubrics): kept as `Judgement.scores` and `Judgement.reasoning[scorer]`, and compared
+    # across samples for self-consistency.
+    verdicts: dict[str, int] = field(default_factory=dict)
+    reasoning: str | None = None
 
 
 class Scorer(ABC):
@@ -67,6 +76,10 @@ class Scorer(ABC):
     needs: ClassVar[tuple[Input, ...]] = ("question", "answer")
     uses_llm: ClassVar[bool] = True
     uses_embeddings: ClassVar[bool] = False
+    # Whether `score` returns `CaseScore.verdicts`: only such a scorer is scored again when the judge's
+    # self-consistency is measured (`apply_scorers(samples=...)`); a further sample of any other records
+    # nothing and is not paid for.
+    gives_verdicts: ClassVar[bool] = False
     # One sentence users read in the report and the docs: what the number is.
     definition: ClassVar[str] = ""
     # Bump when the scoring changes in a way the prompts below do not show: it is part of the cache key.

@@ -369,14 +369,17 @@ def test_toxicity_direction_is_stated() -> None:
     assert not toxicity.higher_is_better and toxicity.column == "toxicity_1to5_low_good"
 
 
-# The schemas the judge replied with before rubrics were data.
+# The schemas the judge replies with (those of before rubrics were data, with the reasoning capped).
+_REASONING = Field(json_schema_extra={"maxLength": 600})
+
+
 class _CorrectnessVerdict(BaseModel):
-    reasoning: str
+    reasoning: str = _REASONING
     score: int = Field(ge=1, le=5, description="5 = correct, 1 = wrong")
 
 
 class _ContextVerdict(BaseModel):
-    reasoning: str
+    reasoning: str = _REASONING
     faithfulness: int = Field(ge=1, le=5, description="5 = fully supported by the passages")
     relevance: int = Field(ge=1, le=5, description="5 = directly answers the question")
     helpfulness: int = Field(ge=1, le=5, description="5 = clear and complete")
@@ -393,6 +396,8 @@ def test_builtin_reply_schemas_are_unchanged() -> None:
     assert CORRECTNESS.reply_schema is CORRECTNESS.reply_schema  # built once per rubric
     with pytest.raises(ValidationError):
         CORRECTNESS.reply_schema.model_validate({"reasoning": "r", "score": 0})
+    # the cap binds a grammar-constrained judge; a hosted one that writes more is not refused for it
+    CORRECTNESS.reply_schema.model_validate({"reasoning": "r" * 2000, "score": 3})
     assert CORRECTNESS.scores({"reasoning": "r", "score": 4}) == {"correctness": 4}
     assert CONTEXT.scores(json.loads(ctx(5, 4, 3, 1))) == {
         "faithfulness": 5,

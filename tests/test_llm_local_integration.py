@@ -81,3 +81,30 @@ def test_prompt_beyond_the_context_window_fails_only_that_request(client: LLMCli
     result = client.complete("word " * 9000 + "\nSay OK.")
     assert result.error is not None and "context" in result.error.lower()
     assert client.complete("Reply with OK.").ok
+
+
+def test_a_reused_prompt_prefix_gives_the_reply_a_fresh_evaluation_gives() -> None:
+    """Consecutive prompts sharing a long prefix reuse its evaluated blocks, and the reply is the one the
+    same prompt gets on a fresh model state, whatever prompt ran before."""
+    from ragbench.llm import local
+
+    name = local.local_model_name(MODEL)
+    model = local.get_local_model(name)
+    shared = "Facts: " + " ".join(f"Item {i} weighs {i * 7 % 13} kilograms." for i in range(40))
+    params = {"temperature": 0.0, "max_tokens": 24}
+
+    def ask(question: str) -> dict:
+        messages = [{"role": "system", "content": shared}, {"role": "user", "content": question}]
+        return local.run_local_chat(name, messages, params)
+
+    question = "How much does item 12 weigh? Answer with a number and the unit."
+    model.llama.reset()
+    fresh = ask(question)
+    assert model.reused_tokens == 0
+    ask("Which item weighs the most? Answer in one sentence.")  # the shared prefix is now evaluated
+    reused = ask(question)
+    assert reused["choices"][0]["message"]["content"] == fresh["choices"][0]["message"]["content"]
+    # whole blocks of the shared prefix, most of the prompt, were taken over instead of evaluated
+    prompt_tokens = fresh["usage"]["prompt_tokens"]
+    assert model.reused_tokens % local.PROMPT_BLOCK == 0
+    assert prompt_tokens - local.PROMPT_BLOCK - 40 < model.reused_tokens < prompt_tokens

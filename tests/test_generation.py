@@ -2,7 +2,7 @@ import pytest
 
 from ragbench.analysis.columns import generation_columns
 from ragbench.analysis.results import CellResults, ResultsTable
-from ragbench.generation.answers import AnswerSet, sample_cases
+from ragbench.generation.answers import AnswerSet, case_order, order_slice, sample_cases
 from ragbench.generation.reader import ReaderAnswer
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase
@@ -18,14 +18,30 @@ from ragbench.scoring.rubrics import BUILTIN_RUBRICS
 CASES = [EvalCase(id=f"c{i}", question=f"q{i}", good_words=["yes"]) for i in range(10)]
 
 
-def test_sample_is_seeded_ordered_and_the_same_for_every_call():
-    first = sample_cases(CASES, 4, seed=7)
-    assert first == sample_cases(CASES, 4, seed=7)
-    assert [case.id for case in first] == sorted((case.id for case in first), key=lambda i: int(i[1:]))
-    assert len(first) == 4
-    assert sample_cases(CASES, 4, seed=8) != first
-    assert sample_cases(CASES, None, seed=7) == CASES
-    assert sample_cases(CASES, 50, seed=7) == CASES
+def test_case_order_is_a_seeded_permutation():
+    order = case_order(CASES, seed=7)
+    assert sorted(order, key=lambda case: int(case.id[1:])) == CASES
+    assert order == case_order(CASES, seed=7)
+    assert order != case_order(CASES, seed=8)
+    assert order != CASES  # shuffled, not file order (this seed)
+    assert case_order([], seed=7) == []
+
+
+def test_sample_is_a_prefix_of_the_order_so_larger_samples_only_add_cases():
+    order = case_order(CASES, seed=7)
+    for n in range(len(CASES) + 2):
+        assert sample_cases(CASES, n, seed=7) == order[:n]
+        for k in range(1, 4):
+            assert sample_cases(CASES, n + k, seed=7)[:n] == sample_cases(CASES, n, seed=7)
+    assert sample_cases(CASES, 4, seed=8) != sample_cases(CASES, 4, seed=7)
+    assert sample_cases(CASES, None, seed=7) == order == sample_cases(CASES, 50, seed=7)
+
+
+def test_order_slices_add_up_to_the_order():
+    order = case_order(CASES, seed=3)
+    rounds = [order_slice(CASES, 3, start, start + 3) for start in range(0, len(CASES), 3)]
+    assert [case for chunk in rounds for case in chunk] == order
+    assert order_slice(CASES, 3, 2, 5) == order[2:5] == sample_cases(CASES, 5, seed=3)[2:]
 
 
 def answer(

@@ -24,7 +24,7 @@ def test_a_cell_identical_to_the_best_is_not_the_runner_up():
     assert found.best == "rerank_off" and found.runner_up == "other"  # equal means: the first label
     assert found.tied == ["rerank_off", "other", "rerank_on"]
     sentence = found.sentence()
-    assert "(and 1 cell(s) with the same value on every case)" in sentence
+    assert sentence.startswith("MRR: rerank_off = rerank_on (same values on every case) tied with")
     assert "tied with 1 other cell(s) (other) on 20 case(s)" in sentence
 
 

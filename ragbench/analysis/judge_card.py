@@ -15,7 +15,6 @@ with no planted error or no unchanged reference scored has shown nothing and can
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from statistics import fmean
 from typing import NamedTuple
@@ -23,7 +22,7 @@ from typing import NamedTuple
 from pydantic import BaseModel
 
 from ragbench.analysis.stats import wilson_interval
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, seeded_rank
 from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, plant_errors
 from ragbench.scoring.rubrics import JudgeInput, Scale
 
@@ -107,10 +106,6 @@ class PlantedInput(NamedTuple):
     change: str
 
 
-def _rank(seed: int, case_id: str) -> bytes:
-    return hashlib.sha256(f"{seed}:{case_id}".encode()).digest()
-
-
 def sample_cases(cases: Sequence[EvalCase], n: int, seed: int) -> list[EvalCase]:
     """`n` of the cases that have a reference answer, in their eval-set order. Each case's place in the
     draw hangs on its id and the seed alone, so appending cases to the set keeps the sampled ones unless
@@ -118,7 +113,7 @@ def sample_cases(cases: Sequence[EvalCase], n: int, seed: int) -> list[EvalCase]
     if n < 0:
         raise ValueError(f"the number of sampled cases cannot be negative, got {n}")
     eligible = [case for case in cases if case.reference_answer and case.reference_answer.strip()]
-    chosen = {id(case) for case in sorted(eligible, key=lambda case: _rank(seed, case.id))[:n]}
+    chosen = {id(case) for case in sorted(eligible, key=lambda case: seeded_rank(seed, case.id))[:n]}
     return [case for case in eligible if id(case) in chosen]
 
 
@@ -130,7 +125,7 @@ def planted_inputs(cases: Sequence[EvalCase], vocabulary: Sequence[str], seed: i
     for case in cases:
         if not (case.reference_answer and case.reference_answer.strip()):
             continue
-        case_seed = int.from_bytes(_rank(seed, case.id)[:8], "big")
+        case_seed = int.from_bytes(seeded_rank(seed, case.id)[:8], "big")
         for answer in plant_errors(case.reference_answer, vocabulary=vocabulary, seed=case_seed):
             item = JudgeInput(
                 case_id=case.id,

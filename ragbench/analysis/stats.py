@@ -73,27 +73,32 @@ def paired_difference_test(
     test: Test,
     seed: int = 0,
     resamples: int = 2000,
+    confidence: float = CONFIDENCE,
 ) -> tuple[float, float, float, float]:
-    """(mean difference candidate - reference, its paired-bootstrap interval low and high, two-sided
-    p-value), on per-case values paired by position; pairs where either value is NaN are dropped here.
-    With fewer than two pairs, or no pair that differs, there is no evidence: p = 1, interval = mean.
+    """(mean difference candidate - reference, its paired-bootstrap interval low and high at
+    `confidence`, two-sided p-value), on per-case values paired by position; pairs where either value is
+    NaN are dropped here. With fewer than two pairs, or no pair that differs, there is no evidence:
+    p = 1, interval = mean.
 
     `paired_permutation` flips the sign of each paired difference at random (exact when there are
     fewer sign patterns than `resamples`); `wilcoxon` is the signed-rank test, for ordinal scores,
     with zero differences split between the signs (zsplit), as 1-5 scores tie often."""
-    if len(reference) != len(candidate):
-        raise ValueError(f"paired values must be equally many, got {len(reference)} and {len(candidate)}")
-    differences = np.asarray(
-        [c - r for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))],
-        dtype=float,
-    )
+    differences = paired_differences(reference, candidate)
     if differences.size == 0:
         return 0.0, 0.0, 0.0, 1.0
     mean = float(differences.mean())
     if differences.size < 2 or np.all(differences == 0):
         return mean, mean, mean, 1.0
-    interval = mean_interval(differences.tolist(), resamples=resamples, seed=seed)
-    assert interval is not None
+    low, high = _difference_interval(differences, confidence=confidence, seed=seed, resamples=resamples)
+    return mean, low, high, paired_p_value(differences, test=test, seed=seed, resamples=resamples)
+
+
+def paired_p_value(differences: np.ndarray, *, test: Test, seed: int = 0, resamples: int = 2000) -> float:
+    """The two-sided p-value of `paired_difference_test` alone, on differences without NaN: what a
+    race's every look needs, without the interval's bootstrap. 1 with fewer than two differences or none
+    that is not zero."""
+    if differences.size < 2 or np.all(differences == 0):
+        return 1.0
     from scipy import stats
 
     if test == "wilcoxon":
@@ -108,7 +113,25 @@ def paired_difference_test(
             rng=np.random.default_rng(seed),
         )
         p_value = float(result.pvalue)
-    return mean, interval.low, interval.high, min(1.0, p_value) if math.isfinite(p_value) else 1.0
+    return min(1.0, p_value) if math.isfinite(p_value) else 1.0
+
+
+def paired_differences(reference: Sequence[float], candidate: Sequence[float]) -> np.ndarray:
+    """candidate - reference case by case, paired by position, without the pairs where either is NaN."""
+    if len(reference) != len(candidate):
+        raise ValueError(f"paired values must be equally many, got {len(reference)} and {len(candidate)}")
+    return np.asarray(
+        [c - r for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))],
+        dtype=float,
+    )
+
+
+def _difference_interval(
+    differences: np.ndarray, *, confidence: float, seed: int, resamples: int
+) -> tuple[float, float]:
+    """The bootstrap interval of the mean paired difference ((0, 0) without pairs)."""
+    interval = mean_interval(differences.tolist(), resamples=resamples, seed=seed, confidence=confidence)
+    return (interval.low, interval.high) if interval is not None else (0.0, 0.0)
 
 
 def smallest_attainable_p(pairs: int) -> float:
@@ -119,25 +142,45 @@ def smallest_attainable_p(pairs: int) -> float:
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment: controls the chance of any false "better" over the family."""
+    """Holm's step-down adjustment: controls the chance of any false "better" over the family. The k-th
+    smallest of m p-values is multiplied by m - k + 1, made non-decreasing and capped at 1. Written out
+    rather than statsmodels' `multipletests` (which gives the same numbers, tests check): that runs a full
+    garbage collection on every call, 40 ms each, and a race calls it at every look."""
     if not p_values:
         return []
-    from statsmodels.stats.multitest import multipletests
-
-    return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
+    ordered = np.argsort(np.asarray(p_values, dtype=float), kind="stable")
+    m = len(ordered)
+    scaled = np.asarray(p_values, dtype=float)[ordered] * (m - np.arange(m))
+    adjusted = np.empty(m)
+    adjusted[ordered] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return [float(p) for p in adjusted]
 
 
 class PairedComparison(BaseModel):
-    candidate: str  # label of the other cell
+    """One comparison with the best cell, made once for every cell with exactly the candidate's values.
+    Fields added after the first release have defaults, so results tables stored before them still load."""
+
+    candidate: str  # label of the other cell: the first (by label) of the cells with its values
     reference: str  # label of the best cell
     n: int  # paired cases
     difference: float  # mean(candidate - reference)
-    low: float  # interval of the mean paired difference (paired bootstrap)
+    low: float  # unadjusted interval of the mean paired difference (paired bootstrap)
     high: float
     p_value: float  # raw
     p_holm: float  # Holm-adjusted over the family of comparisons with the best
     test: Test
     verdict: Literal["better", "tied", "worse"]  # of the candidate, in the metric's good direction
+    same: list[str] = []  # other cells with exactly the candidate's values: this comparison is theirs too
+    identical: bool = False  # the candidate has exactly the best's values: no test, not in the family
+    family: int | None = None  # distinct comparisons Holm corrected for (None: stored before groups)
+    adjusted_confidence: float | None = None  # 1 - alpha / family
+    adjusted_low: float | None = None  # the interval at adjusted_confidence, to read the verdict against
+    adjusted_high: float | None = None
+
+    @property
+    def cells(self) -> list[str]:
+        """Every cell this comparison speaks for."""
+        return [self.candidate, *self.same]
 
 
 def compare_to_best(
@@ -148,9 +191,21 @@ def compare_to_best(
     alpha: float = 0.05,
     seed: int = 0,
     resamples: int = 2000,
+    confidence: float = CONFIDENCE,
 ) -> tuple[str, list[PairedComparison]] | None:
     """The best cell by mean (ties by label) against every other cell on the cases both scored,
     Holm-corrected over the comparisons. `values`: cell -> case id -> value. None with < 2 cells.
+
+    Cells with exactly the same values on the same cases (say a flat and an HNSW index that return the
+    same lists) are one comparison, not one each, which would only make Holm stricter for nothing: the
+    first by label is the candidate, the others its `same`. The best's own twins are one `identical`
+    entry, tied without a test and outside the family.
+
+    Beside the unadjusted interval (`low`, `high`, at `confidence`) each comparison has the interval to
+    read its verdict against, at 1 - alpha/m for the m distinct comparisons (Bonferroni). Holm's
+    threshold for the smallest p-value is Bonferroni's and the later ones are laxer, so a verdict can be
+    a little stronger than this interval, never weaker, as far as the thresholds go: the interval is a
+    bootstrap and the verdict a permutation or signed-rank test, which can disagree at the border.
 
     The best is picked from the same data, so among many cells of equal quality a "worse" comes up
     more often than alpha (about 8% at alpha 5% with five; as nominal with two or three)."""
@@ -163,45 +218,73 @@ def compare_to_best(
         return None
     sign = -1.0 if higher_is_better else 1.0
     best = min(sorted(means), key=lambda cell: sign * means[cell])
-    raw = []
+    groups: dict[tuple[tuple[str, float], ...], list[str]] = {}
     for cell in sorted(means):
-        if cell == best:
+        key = tuple(sorted((case, v) for case, v in values[cell].items() if not math.isnan(v)))
+        groups.setdefault(key, []).append(cell)
+    twins = next(cells for cells in groups.values() if best in cells)  # best comes first: equal mean
+    family = len(groups) - 1
+    level = 1 - alpha / max(family, 1)
+    common = {"reference": best, "test": test, "family": family, "adjusted_confidence": level}
+    tested = []
+    for cells in groups.values():
+        if cells is twins:
             continue
-        shared = [case for case in values[best] if case in values[cell]]
+        shared = [case for case in values[best] if case in values[cells[0]]]
         reference = [values[best][case] for case in shared]
-        candidate = [values[cell][case] for case in shared]
+        candidate = [values[cells[0]][case] for case in shared]
         difference, low, high, p_value = paired_difference_test(
-            reference, candidate, test=test, seed=seed, resamples=resamples
+            reference, candidate, test=test, seed=seed, resamples=resamples, confidence=confidence
         )
-        n = sum(not (math.isnan(r) or math.isnan(c)) for r, c in zip(reference, candidate, strict=True))
-        raw.append((cell, n, difference, low, high, p_value))
-    adjusted = holm([p for *_, p in raw])
+        differences = paired_differences(reference, candidate)
+        adjusted_low, adjusted_high = _difference_interval(
+            differences, confidence=level, seed=seed, resamples=resamples
+        )
+        tested.append(
+            {
+                "candidate": cells[0],
+                "same": cells[1:],
+                "n": differences.size,
+                "difference": difference,
+                "low": low,
+                "high": high,
+                "adjusted_low": adjusted_low,
+                "adjusted_high": adjusted_high,
+                "p_value": p_value,
+            }
+        )
     comparisons = []
-    for (cell, n, difference, low, high, p_value), p_holm in zip(raw, adjusted, strict=True):
-        if p_holm >= alpha or difference == 0:
+    for fields, p_holm in zip(tested, holm([t["p_value"] for t in tested]), strict=True):
+        if p_holm >= alpha or fields["difference"] == 0:
             verdict = "tied"
         else:
-            verdict = "better" if (difference > 0) == higher_is_better else "worse"
+            verdict = "better" if (fields["difference"] > 0) == higher_is_better else "worse"
+        comparisons.append(PairedComparison(**fields, **common, p_holm=p_holm, verdict=verdict))
+    if len(twins) > 1:
+        n = sum(not math.isnan(v) for v in values[best].values())
         comparisons.append(
             PairedComparison(
-                candidate=cell,
-                reference=best,
+                **common,
+                candidate=twins[1],
+                same=twins[2:],
+                identical=True,
                 n=n,
-                difference=difference,
-                low=low,
-                high=high,
-                p_value=p_value,
-                p_holm=p_holm,
-                test=test,
-                verdict=verdict,
+                difference=0.0,
+                low=0.0,
+                high=0.0,
+                adjusted_low=0.0,
+                adjusted_high=0.0,
+                p_value=1.0,
+                p_holm=1.0,
+                verdict="tied",
             )
         )
-    return best, comparisons
+    return best, sorted(comparisons, key=lambda c: c.candidate)
 
 
 def tie_set(best: str, comparisons: Sequence[PairedComparison]) -> list[str]:
-    """The best cell and every cell the data could not tell apart from it."""
-    return [best, *(c.candidate for c in comparisons if c.verdict == "tied")]
+    """The best cell and every cell the data could not tell apart from it (twins of a tied cell too)."""
+    return [best, *(cell for c in comparisons if c.verdict == "tied" for cell in c.cells)]
 
 
 def cases_needed(differences: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> int | None:

@@ -1,7 +1,8 @@
 """How far a run's numbers can be trusted, computed from per-case values, never from other means.
 
 Each metric of each cell gets an interval; on each headline metric the best cell is tested, paired
-case by case, against every other cell (Holm-corrected), which names the cells tied with the best; and
+case by case, against every other cell (cells with the same values once, Holm-corrected over the
+distinct comparisons), which names the cells tied with the best; and
 from the paired differences of the top two cells comes an estimate of how many cases would tell them
 apart.
 """
@@ -62,40 +63,71 @@ class MetricVerdict(BaseModel):
     def name(self, cell: str) -> str:
         return self.names.get(cell, cell)
 
+    def comparison_of(self, cell: str) -> PairedComparison | None:
+        """The comparison that speaks for `cell` (cells with the same values share one); None for the best."""
+        return next((c for c in self.comparisons if cell in c.cells), None)
+
     @property
     def runner_up_comparison(self) -> PairedComparison | None:
-        return next((c for c in self.comparisons if c.candidate == self.runner_up), None)
+        return self.comparison_of(self.runner_up) if self.runner_up else None
+
+    @property
+    def twins(self) -> list[str]:
+        """Cells with exactly the best's values on every case: as good as the best, not tested against it."""
+        return [cell for c in self.comparisons if c.identical for cell in c.cells]
+
+    def together(self, cells: Sequence[str]) -> str:
+        """Cells with the same values on every case, named as one: "a = b (same values on every case)"."""
+        text = " = ".join(self.name(cell) for cell in cells)
+        return text + " (same values on every case)" if len(cells) > 1 else text
 
     def sentence(self) -> str:
-        """The decision in plain words, e.g. for the terminal summary. Cells with the same value on
-        every case (e.g. two rerank settings sharing one retrieval) are named apart: they are not a
-        runner-up, there is nothing to tell apart."""
+        """The decision in plain words, e.g. for the terminal summary. Cells with the same values on
+        every case (e.g. two rerank settings sharing one retrieval) are named together: they are one
+        comparison, and the best's twins are no runner-up, there is nothing to tell apart."""
         best_name = self.name(self.best)
         if not self.comparisons:
             return f"{self.label}: only {best_name} has a value."
-        same = [c.candidate for c in self.comparisons if c.difference == 0]
-        best = best_name + (f" (and {len(same)} cell(s) with the same value on every case)" if same else "")
+        twins = self.twins
+        best = self.together([self.best, *twins])
+        if len(twins) > 3:
+            best = f"{best_name} (and {len(twins)} cell(s) with the same values on every case)"
         versus = self.runner_up_comparison
-        runner_up = self.name(self.runner_up) if self.runner_up else None
         if versus is None:
+            others = sum(len(c.cells) for c in self.comparisons)
+            what = "score the same on all" if len(twins) == others else "have the same mean on"
             n = self.comparisons[0].n
-            return (
-                f"{self.label}: {best_name} and {len(same)} other cell(s) score the same on all {n} case(s)."
-            )
+            return f"{self.label}: {best_name} and {others} other cell(s) {what} {n} case(s)."
+        runner_up = self.together(versus.cells)
         if versus.verdict != "tied":
             return (
                 f"{self.label}: {best} is better than every other cell (runner-up {runner_up}: "
-                f"{versus.difference:+.3g}, p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
+                f"{difference_text(versus)}; p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
             )
-        tied = [self.name(c.candidate) for c in self.comparisons if c.verdict == "tied" and c.difference != 0]
-        names = ", ".join(tied) if len(tied) <= 3 else "listed in the report"
-        text = f"{self.label}: {best} tied with {len(tied)} other cell(s) ({names}) on {versus.n} case(s)"
+        tied = [c for c in self.comparisons if c.verdict == "tied" and not c.identical and c.difference != 0]
+        count = sum(len(c.cells) for c in tied)
+        names = ", ".join(self.together(c.cells) for c in tied) if count <= 3 else "listed in the report"
+        text = (
+            f"{self.label}: {best} tied with {count} other cell(s) ({names}) on {versus.n} case(s); "
+            f"closest {runner_up}: {difference_text(versus)}"
+        )
         if self.cases_needed is None:
             return text + "."
-        return (
-            f"{text}; about {self.cases_needed} cases would tell it from {runner_up} "
-            f"({versus.difference:+.3g}) if the difference is real."
-        )
+        return f"{text}; about {self.cases_needed} cases would tell them apart if the difference is real."
+
+
+def difference_text(comparison: PairedComparison) -> str:
+    """A difference with the interval its verdict can be read against (adjusted for the number of
+    comparisons) first and the unadjusted one labelled as such, so the two are not mistaken for one
+    another; comparisons stored before adjusted intervals existed show the unadjusted one alone."""
+    c = comparison
+    unadjusted = f"[{c.low:.3g}, {c.high:.3g}]"
+    if c.adjusted_low is None or c.adjusted_high is None or c.family is None:
+        return f"{c.difference:+.3g} {unadjusted} unadjusted"
+    return (
+        f"{c.difference:+.3g} [{c.adjusted_low:.3g}, {c.adjusted_high:.3g}] adjusted for {c.family} "
+        f"comparison(s); unadjusted {unadjusted}"
+    )
 
 
 def compare_cells(
@@ -116,6 +148,7 @@ def compare_cells(
             alpha=settings.alpha,
             seed=settings.seed,
             resamples=settings.resamples,
+            confidence=settings.confidence,
         )
         if compared is None:
             continue
@@ -143,7 +176,8 @@ def compare_cells(
 
 
 def _closest(comparisons: Sequence[PairedComparison], higher_is_better: bool) -> PairedComparison | None:
-    """The runner-up: the other cell whose paired difference from the best is smallest but not zero."""
+    """The runner-up: the other cell whose paired difference from the best is smallest but not zero (of
+    cells with the same values, the one named first)."""
     differing = [c for c in comparisons if c.difference != 0]
     if not differing:
         return None

@@ -44,7 +44,8 @@ grid:
   judge: [{llm}]
 
 generation:
-  sample_size: 3                # end-to-end cases per cell (retrieval: every case); raise it to rank
+  sample_size: 3                # end-to-end cases per cell (retrieval: every case); raise it to rank:
+                                # the first N of a seeded case order, so a larger N only adds cases
 evaluation:
   rubrics: [correctness]        # add context (faithfulness, relevance, ...) with a stronger judge
   # metrics: [faithfulness, answer_correctness]   # the Ragas family, statement by statement

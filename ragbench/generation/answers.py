@@ -3,7 +3,6 @@ ask an external RAG system); `ragbench.scoring.cells` scores them."""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -12,7 +11,7 @@ from ragbench.generation.external import ExternalClient, ExternalResult
 from ragbench.generation.reader import ReaderAnswer, answer_questions
 from ragbench.generation.systems import ExternalSystem
 from ragbench.grid.cell import CellSpec
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, seeded_rank
 from ragbench.llm.client import LLMClient
 from ragbench.retrieval.colbert_maxsim import PrecomputedColbertReranker
 from ragbench.retrieval.rerank import RerankerChoice, select_contexts
@@ -25,12 +24,23 @@ from ragbench.retrieval.search import (
 )
 
 
+def case_order(cases: Sequence[EvalCase], seed: int) -> list[EvalCase]:
+    """Every case in one seeded order, the same for every cell, so any prefix is a fair sample and a
+    larger sample only adds cases. A case's place hangs on its id and the seed alone (`seeded_rank`), so
+    adding cases to the set keeps the others' relative order, and reordering the file changes nothing."""
+    return sorted(cases, key=lambda case: seeded_rank(seed, case.id))
+
+
+def order_slice(cases: Sequence[EvalCase], seed: int, start: int, stop: int) -> list[EvalCase]:
+    """Cases `start:stop` of the seeded order: answering round by round, slice after slice, the cases
+    answered so far are always a prefix of the order, the sample a larger `sample_size` would give."""
+    return case_order(cases, seed)[start:stop]
+
+
 def sample_cases(cases: Sequence[EvalCase], sample_size: int | None, seed: int) -> list[EvalCase]:
-    """The same seeded sample in every cell, kept in file order, so cells are compared on equal cases."""
-    if sample_size is None or sample_size >= len(cases):
-        return list(cases)
-    chosen = set(random.Random(seed).sample(range(len(cases)), sample_size))
-    return [case for position, case in enumerate(cases) if position in chosen]
+    """The first `sample_size` cases of the seeded order (all of them with None), the same in every cell,
+    so cells are compared on equal cases and raising the size keeps the cases already answered."""
+    return order_slice(cases, seed, 0, len(cases) if sample_size is None else sample_size)
 
 
 class ExternalAnswers(BaseModel):
@@ -61,6 +71,16 @@ class AnswerSet(BaseModel):
     @property
     def reranker_label(self) -> str:
         return self.reranker.label if self.reranker else "off"
+
+    @classmethod
+    def joined(cls, parts: Sequence[AnswerSet]) -> AnswerSet:
+        """One key's answers made in rounds (a race answers each round's cases in a step of its own), in
+        round order; a case answered twice keeps its first answer."""
+        if len({part.spec.id for part in parts}) != 1 or any(part.external for part in parts):
+            raise ValueError("only answer sets of one grid key, none of an external system, join")
+        answers = {answer.case_id: answer for part in reversed(parts) for answer in part.answers}
+        ordered = dict.fromkeys(answer.case_id for part in parts for answer in part.answers)
+        return parts[0].model_copy(update={"answers": [answers[case] for case in ordered]})
 
 
 def answer_cell(

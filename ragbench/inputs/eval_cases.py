@@ -21,6 +21,12 @@ from ragbench.inputs.uris import SourceError, is_uri, local_copy
 from ragbench.section import Section
 
 
+def seeded_rank(seed: int, case_id: str) -> bytes:
+    """A case's place in every seeded draw (the end-to-end case order, the judge card's sample): its id
+    and the seed alone decide it, never its position in the file or the set's size."""
+    return hashlib.sha256(f"{seed}:{case_id}".encode()).digest()
+
+
 class SourceChunk(BaseModel):
     """A passage a generated case was written from."""
 

@@ -311,33 +311,53 @@ def judge_section(report: ReportInput) -> str:
 
 
 def significance_section(report: ReportInput) -> str:
-    """Per headline score, the best cell tested against every other cell on the same cases."""
+    """Per headline score, the best cell tested against every other cell on the same cases, each verdict
+    beside the interval it can be read against (adjusted for the number of comparisons)."""
     title = '<h2 id="significance">Is the best really better?</h2>'
     if not report.verdicts:
         return f'{title}<p class="note">Fewer than two cells have a headline score: nothing to compare.</p>'
     parts = [
         f'<p class="note">Each cell answers the same cases, so the best cell on each score is compared with '
         f"every other cell case by case (paired), and the p-values are Holm-corrected for the number of "
-        f"comparisons. <b>tied</b>: the data cannot tell the two apart at this number of cases. "
-        f"Difference = other cell minus best, with its {report.confidence:.0%} interval.</p>"
+        f"comparisons. Cells with the same values on every case are compared once, together. "
+        f"<b>tied</b>: the data cannot tell the two apart at this number of cases. "
+        f"Difference = other cell minus best. <b>Adjusted interval</b>: the interval to read the verdict "
+        f"against, at 1 - alpha/m for the m comparisons (Bonferroni; Holm's verdict can be a little "
+        f"stronger). <b>Unadjusted</b>: the {report.confidence:.0%} interval of that one comparison alone, "
+        f"narrower, as if it were the only one made. The interval is a bootstrap, the verdict a test: with "
+        f"few cases that differ the two can disagree at the border, and the verdict follows the test.</p>"
     ]
     for verdict in report.verdicts:
         rows = [
             {
-                "cell": verdict.name(c.candidate),
+                "cell": verdict.together(c.cells),
                 "difference": round(c.difference, 4),
-                "interval": f"[{format_value(round(c.low, 4))}, {format_value(round(c.high, 4))}]",
+                "adjusted interval": _interval(c.adjusted_low, c.adjusted_high),
+                "unadjusted interval": _interval(c.low, c.high),
                 "cases": c.n,
                 "test": TEST_NAMES[c.test],
                 "p (Holm)": round(c.p_holm, 4),
                 "verdict": c.verdict,
             }
             for c in verdict.comparisons
+            if not c.identical
         ]
-        tied = ", ".join(verdict.name(cell) for cell in verdict.tied)
-        parts.append(
-            f"<h3>{escape(verdict.label)}</h3><p><b>{escape(verdict.sentence())}</b><br>"
-            f"Tied with the best: {escape(tied)}</p>"
-            f'<div class="scroll">{rows_to_html_table(rows)}</div>'
-        )
+        tested = next((c for c in verdict.comparisons if not c.identical), None)
+        lines = [f"<b>{escape(verdict.sentence())}</b>"]
+        if verdict.twins:
+            twins = ", ".join(verdict.name(cell) for cell in verdict.twins)
+            lines.append(f"Same values as the best on every case: {escape(twins)}")
+        if tested and tested.family is not None and tested.adjusted_confidence is not None:
+            level = f"{tested.adjusted_confidence * 100:.3g}%"
+            lines.append(f"{tested.family} distinct comparison(s): adjusted intervals at {escape(level)}")
+        lines.append(f"Tied with the best: {escape(', '.join(verdict.name(cell) for cell in verdict.tied))}")
+        table = f'<div class="scroll">{rows_to_html_table(rows)}</div>' if rows else ""
+        parts.append(f"<h3>{escape(verdict.label)}</h3><p>{'<br>'.join(lines)}</p>{table}")
     return title + "".join(parts)
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    """The interval as "[low, high]", rounded as the report's tables are; empty if stored without it."""
+    if low is None or high is None:
+        return ""
+    return f"[{format_value(round(low, 4))}, {format_value(round(high, 4))}]"

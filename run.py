@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from pydantic import ValidationError
 
 os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -39,6 +40,7 @@ from ragbench.runs.names import (
     RESULTS_STEP,
     TESTSET_PIPELINE,
 )
+from ragbench.section import validation_message
 
 if TYPE_CHECKING:
     from ragbench.analysis.results import ResultsTable
@@ -67,8 +69,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "init", "testset", "compare", "promote", "schedule", "dashboard", "config"],
-        help="run the benchmark (default); init FILE: write a starter config that runs from any folder; "
+        choices=["run", "race", "init", "testset", "compare", "promote", "schedule", "dashboard", "config"],
+        help="run the benchmark (default); race: run it with the cells raced (the config's `search`, or a "
+        "race on its first end-to-end headline metric); init FILE: write a starter config that runs from "
+        "any folder; "
         "testset: generate an eval set from the knowledge base; compare the newest run with a baseline "
         "(exit 1 when the gate fails); promote RUN to its config's champion (--config: only a run of that "
         "config); schedule runs; dashboard: ZenML's on 127.0.0.1; config: print the effective config "
@@ -194,6 +198,23 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
     return done
 
 
+def raced(config: BenchmarkConfig) -> BenchmarkConfig:
+    """The config with its cells raced: its own `search`, else a race with the defaults on its first
+    end-to-end headline metric."""
+    if config.search is not None:
+        return config
+    from ragbench.retrieval.measures import is_retrieval_column
+
+    metrics = [m.column for m in config.scoring().headline() if not is_retrieval_column(m.column)]
+    if not metrics or not config.grid.reader:
+        raise ConfigError("race: the config computes no end-to-end metric (it needs readers and a judge)")
+    data = config.model_dump(mode="json") | {"search": {"strategy": "race", "metric": metrics[0]}}
+    try:
+        return BenchmarkConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(validation_message(error)) from None
+
+
 def print_plan(config: BenchmarkConfig) -> int:
     """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
@@ -230,6 +251,14 @@ def print_plan(config: BenchmarkConfig) -> int:
     )
     if (card_calls := judge_card_calls(config, preflight.eval_suite.cases)) is not None:
         print(card_calls)
+    if (search := config.search) is not None:
+        cases = len(preflight.eval_suite.cases)
+        most = min(cases, search.max_cases or config.generation.sample_size or cases)
+        print(
+            f"The cells race on {search.metric} in rounds of {search.batch} cases, at most {most}: the calls "
+            "above are what every cell answering the fixed sample would make; the race stops the cells "
+            "significantly behind after each round, and its report says how many calls it used."
+        )
     return 0
 
 
@@ -239,10 +268,12 @@ def launch(
     use_cache: bool,
     preflight: Callable[..., object],
     tags: list[str],
+    function: str | None = None,
 ) -> Any:
     """One way to start either pipeline: every check before the run (`preflight` with the environment the
     steps will see, the output folder), a run name known in advance, and the finished run; a run that
-    stops, or never starts, ends in one message naming it."""
+    stops, or never starts, ends in one message naming it. `function`: the pipeline function, when it is not
+    named as its pipeline (the raced run is registered under the benchmark's name)."""
     from pipelines.options import run_options, step_environment
 
     open_store()
@@ -254,7 +285,7 @@ def launch(
 
     mark_runs_failed(abandoned=True)
     run_name = new_run_name(pipeline_name, config.name)
-    pipeline = getattr(pipelines, pipeline_name)  # the pipeline functions are named as the pipelines
+    pipeline = getattr(pipelines, function or pipeline_name)
     try:
         pipeline.with_options(enable_cache=use_cache, run_name=run_name, tags=tags, **options)(
             config=config.model_dump(mode="json")
@@ -275,7 +306,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     from ragbench.runs.gate import GateResult
 
     tags = [config_tag(config.name), *config.tags]
-    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, run_preflight, tags)
+    raced = "rag_race" if config.search is not None else None
+    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, run_preflight, tags, function=raced)
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
@@ -292,10 +324,12 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     print()
     print(rows_to_text(table.summary_rows()))
     print(f"(all columns: {folder}/results.csv)")
+    if table.race is not None:
+        print("\n" + table.race.summary({row["cell"]: row["label"] for row in table.rows}))
     if table.verdicts:
         print(
-            "\nIs the best really better? (paired tests on the same cases, Holm-corrected; "
-            f"{table.confidence:.0%} intervals in brackets)"
+            "\nIs the best really better? (paired tests on the same cases, Holm-corrected; intervals "
+            f"adjusted for the number of comparisons, then the unadjusted {table.confidence:.0%} one)"
         )
         for verdict in table.verdicts:
             print(f"  {verdict.sentence()}")
@@ -740,7 +774,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config":
             print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
             return 0
-        if args.tag and args.command in ("run", "testset", "schedule"):
+        if args.command == "race":
+            config = raced(config)
+        if args.tag and args.command in ("run", "race", "testset", "schedule"):
             config = config.model_copy(update={"tags": [*config.tags, args.tag]})
         if args.command == "compare":
             return compare_command(config, args.against, args.last, args.tag)

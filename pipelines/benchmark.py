@@ -8,6 +8,7 @@ are keyed on content too: the corpus on its documents, the eval suite on its cas
 its checkpoint (`materializers.inputs`). The regression gate is the last step; a run that breaks before it
 alerts through the failure hook."""
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from zenml import pipeline
@@ -43,9 +44,11 @@ from steps import (
     judge_answers_cell,
     judge_pairwise_cell,
     load_eval_suite,
+    look_at_race,
     pass_llm_operations,
     regression_gate,
     retrieve_cell,
+    start_cell_race,
 )
 from steps.caching import Operations
 from steps.gate import alert_failed_run
@@ -79,11 +82,125 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
     ).model_dump(mode="json")
 
 
-@pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
-def rag_benchmark(config: dict):
-    """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
-    Python or by a schedule makes the same artifacts as `run.py`."""
-    settings = BenchmarkConfig.model_validate(config)
+@dataclass
+class Wiring:
+    """What the stages before answering made, shared by the fixed-sample and the raced pipeline: the step
+    outputs by step id, and the artifacts every later step reads."""
+
+    settings: BenchmarkConfig
+    cells: list[CellSpec]
+    corpus: Any
+    suite: Any
+    operations: Any
+    outputs: dict = field(default_factory=dict)  # step id -> its output artifact
+    retrievals: list = field(default_factory=list)
+    reranker_numbers: dict[str, int] = field(default_factory=dict)
+    rerankers: dict[str, Any] = field(default_factory=dict)
+
+    def answer(self, key: CellSpec, *, first: int = 0, stop: int | None = None, id: str | None = None) -> Any:
+        """The answer step of one answer key, over cases `first` to `stop` of the seeded order (default:
+        the fixed sample)."""
+        settings = self.settings
+        if key.external is not None:
+            return answer_external_system(
+                self.suite,
+                spec=key.identity(),
+                system=next(s for s in settings.systems if s.name == key.external).model_dump(mode="json"),
+                sample_size=settings.generation.sample_size,
+                seed=settings.generation.seed,
+                metrics_k=settings.retrieval.metrics_k,
+                llm_cache=settings.llm_cache,
+                id=key.step_id("answer"),
+            )
+        encodings = None
+        if key.reranker is not None:
+            encodings_id = f"colbert_{self.reranker_numbers[key.reranker]}_{key.upto('chunk').id}"
+            if encodings_id not in self.outputs:
+                self.outputs[encodings_id] = encode_chunks_for_reranking(
+                    self.outputs[key.step_id("chunk")], self.rerankers[key.reranker], id=encodings_id
+                )
+            encodings = self.outputs[encodings_id]
+        return answer_questions_cell(
+            self.outputs[key.step_id("retrieve")],
+            self.suite,
+            encodings,
+            self.operations,
+            spec=key.identity(),
+            sample_size=settings.generation.sample_size if stop is None else stop,
+            seed=settings.generation.seed,
+            first=first,
+            id=id or key.step_id("answer"),
+        )
+
+    def judge(self, key: CellSpec, answers: Any, *, id: str | None = None) -> Any:
+        """The judge step of one judge key over `answers`."""
+        scoring = self.settings.scoring()
+        return judge_answers_cell(
+            answers,
+            self.suite,
+            self.operations,
+            spec=key.identity(),
+            rubrics=[rubric.model_dump(mode="json") for rubric in scoring.rubrics],
+            scorers=[scorer.identity() for scorer in scoring.scorers],
+            embedding_model=self.settings.scoring_embedding_model,
+            samples=self.settings.evaluation.judge_samples,
+            id=id or key.step_id("judge"),
+        )
+
+    def judge_cards(self) -> list:
+        """One judge card per judge, when the config asks for them."""
+        settings = self.settings
+        if (check := settings.evaluation.judge_check) is None:
+            return []
+        judges = {key.judge.result_key: key.judge for key in distinct_at(self.cells, "judge") if key.judge}
+        rubric = card_rubric(settings.scoring().rubrics).model_dump(mode="json")
+        return [
+            check_judge_on_planted_errors(
+                self.corpus,
+                self.suite,
+                self.operations,
+                judge=judge.result_fields(),
+                rubric=rubric,
+                check=check.model_dump(mode="json"),
+                id=f"judge_card_{number}",
+            )
+            for number, judge in enumerate(judges.values())
+        ]
+
+    def results_and_gate(
+        self, answer_sets: list, judged: list, pairwise: list, judge_cards: list, race: Any = None
+    ) -> None:
+        """The results table and report, then the regression gate: the last steps of either pipeline."""
+        settings = self.settings
+        results, _ = build_results_table(
+            cells=[cell.identity() for cell in self.cells],
+            corpus=self.corpus,
+            eval_suite=self.suite,
+            retrievals=self.retrievals,
+            answer_sets=answer_sets,
+            judged=judged,
+            pairwise=pairwise,
+            judge_cards=judge_cards,
+            race=race,
+            title=f"RAG benchmark: {settings.name}",
+            config_name=settings.name,
+            metrics_k=settings.retrieval.metrics_k,
+            evaluation=settings.evaluation.model_dump(mode="json"),
+            sample_size=settings.generation.sample_size,
+            seed=settings.generation.seed,
+            statistics=settings.statistics.model_dump(mode="json"),
+        )
+        regression_gate(
+            results,
+            config_name=settings.name,
+            regression=settings.regression.model_dump(mode="json"),
+            statistics=settings.statistics.model_dump(mode="json"),
+        )
+
+
+def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
+    """The inputs, chunk sets, indexes and retrieval of every cell: the same steps, with the same ids and
+    cache keys, in either pipeline."""
     cells = expand_grid(settings)
     corpus = ingest_knowledge_base(
         knowledge_base=settings.knowledge_base.model_dump(mode="json"),
@@ -96,14 +213,21 @@ def rag_benchmark(config: dict):
         name: number
         for number, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
     }
-    rerankers = {
-        name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
-            checkpoint=name, id=f"reranker_{number}"
-        )
-        for name, number in reranker_numbers.items()
-    }
-    operations = pass_llm_operations(operations=run_operations(settings, cells))
-    outputs: dict = {}  # step id -> its output artifact
+    wiring = Wiring(
+        settings=settings,
+        cells=cells,
+        corpus=corpus,
+        suite=suite,
+        operations=pass_llm_operations(operations=run_operations(settings, cells)),
+        reranker_numbers=reranker_numbers,
+        rerankers={
+            name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
+                checkpoint=name, id=f"reranker_{number}"
+            )
+            for name, number in reranker_numbers.items()
+        },
+    )
+    outputs = wiring.outputs
     for key in distinct_at(cells, "chunk"):
         outputs[key.step_id("chunk")] = chunk_knowledge_base(
             corpus,
@@ -117,7 +241,7 @@ def rag_benchmark(config: dict):
         if exact.step_id("index") not in outputs:
             outputs[exact.step_id("index")] = build_vector_index(
                 outputs[key.step_id("chunk")],
-                operations,
+                wiring.operations,
                 embedding_model=key.embedding_model,
                 id=exact.step_id("index"),
             )
@@ -127,7 +251,6 @@ def rag_benchmark(config: dict):
             )
     for key in lexical_keys(cells):
         outputs[key.lexical_step_id] = build_bm25_index(outputs[key.step_id("chunk")], id=key.lexical_step_id)
-    retrievals = []
     for key in distinct_at(cells, "retrieve"):
         outputs[key.step_id("retrieve")], result = retrieve_cell(
             outputs[key.step_id("chunk")],
@@ -135,78 +258,26 @@ def rag_benchmark(config: dict):
             outputs[key.step_id("index")] if key.uses_dense_index else None,
             outputs[key.exact_index_key.step_id("index")] if key.index is not None else None,
             outputs[key.lexical_step_id] if key.uses_lexical_index else None,
-            operations,
+            wiring.operations,
             spec=key.identity(),
             metrics_k=settings.retrieval.metrics_k,
             rrf_k=settings.retrieval.rrf_k if key.retriever == "hybrid" else None,  # only fusion uses it
             id=key.step_id("retrieve"),
         )
-        retrievals.append(result)
-    systems = {system.name: system for system in settings.systems}
-    for key in distinct_at(cells, "answer"):
-        if key.external is not None:
-            outputs[key.step_id("answer")] = answer_external_system(
-                suite,
-                spec=key.identity(),
-                system=systems[key.external].model_dump(mode="json"),
-                sample_size=settings.generation.sample_size,
-                seed=settings.generation.seed,
-                metrics_k=settings.retrieval.metrics_k,
-                llm_cache=settings.llm_cache,
-                id=key.step_id("answer"),
-            )
-            continue
-        encodings = None
-        if key.reranker is not None:
-            encodings_id = f"colbert_{reranker_numbers[key.reranker]}_{key.upto('chunk').id}"
-            if encodings_id not in outputs:
-                outputs[encodings_id] = encode_chunks_for_reranking(
-                    outputs[key.step_id("chunk")], rerankers[key.reranker], id=encodings_id
-                )
-            encodings = outputs[encodings_id]
-        outputs[key.step_id("answer")] = answer_questions_cell(
-            outputs[key.step_id("retrieve")],
-            suite,
-            encodings,
-            operations,
-            spec=key.identity(),
-            sample_size=settings.generation.sample_size,
-            seed=settings.generation.seed,
-            id=key.step_id("answer"),
-        )
-    scoring = settings.scoring()
-    rubrics = [rubric.model_dump(mode="json") for rubric in scoring.rubrics]
-    scorers = [scorer.identity() for scorer in scoring.scorers]
-    judged = [
-        judge_answers_cell(
-            outputs[key.step_id("answer")],
-            suite,
-            operations,
-            spec=key.identity(),
-            rubrics=rubrics,
-            scorers=scorers,
-            embedding_model=settings.scoring_embedding_model,
-            samples=settings.evaluation.judge_samples,
-            id=key.step_id("judge"),
-        )
-        for key in distinct_at(cells, "judge")
-    ]
-    judge_cards = []
-    if (check := settings.evaluation.judge_check) is not None:
-        judges = {key.judge.result_key: key.judge for key in distinct_at(cells, "judge") if key.judge}
-        rubric = card_rubric(scoring.rubrics).model_dump(mode="json")
-        for number, judge in enumerate(judges.values()):
-            judge_cards.append(
-                check_judge_on_planted_errors(
-                    corpus,
-                    suite,
-                    operations,
-                    judge=judge.result_fields(),
-                    rubric=rubric,
-                    check=check.model_dump(mode="json"),
-                    id=f"judge_card_{number}",
-                )
-            )
+        wiring.retrievals.append(result)
+    return wiring
+
+
+@pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
+def rag_benchmark(config: dict):
+    """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
+    Python or by a schedule makes the same artifacts as `run.py`. Every cell answers the fixed sample."""
+    settings = BenchmarkConfig.model_validate(config)
+    wiring = wire_retrieval(settings)
+    cells = wiring.cells
+    answers = {key.id: wiring.answer(key) for key in distinct_at(cells, "answer")}
+    judged = [wiring.judge(key, answers[key.upto("answer").id]) for key in distinct_at(cells, "judge")]
+    judge_cards = wiring.judge_cards()
     pairwise = []
     if (comparing := settings.evaluation.pairwise) is not None:
         judges = distinct_at(cells, "judge")
@@ -214,36 +285,67 @@ def rag_benchmark(config: dict):
             for judge_key in (key for key in judges if key.upto("answer") == candidate):
                 pairwise.append(
                     judge_pairwise_cell(
-                        outputs[candidate.step_id("answer")],
-                        outputs[baseline.step_id("answer")],
-                        suite,
-                        operations,
+                        answers[candidate.id],
+                        answers[baseline.id],
+                        wiring.suite,
+                        wiring.operations,
                         spec=judge_key.identity(),
                         criterion=comparing.criterion,
                         seed=comparing.seed,
                         id=f"pairwise_{judge_key.id}",
                     )
                 )
-    results, _ = build_results_table(
-        cells=[cell.identity() for cell in cells],
-        corpus=corpus,
-        eval_suite=suite,
-        retrievals=retrievals,
-        answer_sets=[outputs[key.step_id("answer")] for key in distinct_at(cells, "answer")],
-        judged=judged,
-        pairwise=pairwise,
-        judge_cards=judge_cards,
-        title=f"RAG benchmark: {settings.name}",
-        config_name=settings.name,
-        metrics_k=settings.retrieval.metrics_k,
-        evaluation=settings.evaluation.model_dump(mode="json"),
-        sample_size=settings.generation.sample_size,
+    wiring.results_and_gate(list(answers.values()), judged, pairwise, judge_cards)
+
+
+@pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
+def rag_race(config: dict):
+    """The same run with `search` set: the cells race. Dynamic (ZenML decides the next round from the last
+    look's output): each round, every surviving cell answers and is judged on the next batch of the seeded
+    case order, one step per key and round (cached like any step), then a look stops the cells that are
+    significantly behind. Retrieval runs on every case as in the fixed-sample pipeline. Registered under
+    the same pipeline name, so history, compare and the gate see a raced run like any other."""
+    settings = BenchmarkConfig.model_validate(config)
+    search = settings.search
+    if search is None:
+        raise ValueError("rag_race needs a config with `search`")
+    search = search.model_copy(update={"max_cases": search.max_cases or settings.generation.sample_size})
+    wiring = wire_retrieval(settings)
+    cells = wiring.cells
+    judge_cards = wiring.judge_cards()
+    trace = start_cell_race(
+        wiring.suite,
+        cells=[cell.id for cell in cells],
+        search=search.model_dump(mode="json"),
+        metric=settings.race_metric().model_dump(mode="json"),
         seed=settings.generation.seed,
-        statistics=settings.statistics.model_dump(mode="json"),
     )
-    regression_gate(
-        results,
-        config_name=settings.name,
-        regression=settings.regression.model_dump(mode="json"),
-        statistics=settings.statistics.model_dump(mode="json"),
-    )
+    state = trace.load()
+    answer_sets: list = []
+    judged: list = []
+    while (span := state.next_cases()) is not None:
+        first, stop = span
+        number = len(state.looks) + 1
+        racing = [cell for cell in cells if cell.id in set(state.survivors)]
+        answers = {
+            key.id: wiring.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_r{number}")
+            for key in distinct_at(racing, "answer")
+        }
+        answer_sets += answers.values()
+        judged += [
+            wiring.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_r{number}")
+            for key in distinct_at(racing, "judge")
+        ]
+        trace = look_at_race(
+            trace,
+            wiring.suite,
+            answer_sets,
+            judged,
+            cells=[cell.identity() for cell in cells],
+            evaluation=settings.evaluation.model_dump(mode="json"),
+            metrics_k=settings.retrieval.metrics_k,
+            statistics=settings.statistics.model_dump(mode="json"),
+            id=f"race_look_r{number}",
+        )
+        state = trace.load()
+    wiring.results_and_gate(answer_sets, judged, [], judge_cards, race=trace)

@@ -9,6 +9,7 @@ from steps.index import build_approximate_vector_index, build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
 from steps.judge import check_judge_on_planted_errors, judge_answers_cell, judge_pairwise_cell
 from steps.lexical import build_bm25_index
+from steps.race import look_at_race, start_cell_race
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
 from steps.testset import (
@@ -36,10 +37,12 @@ __all__ = [
     "judge_answers_cell",
     "judge_pairwise_cell",
     "load_eval_suite",
+    "look_at_race",
     "pass_llm_operations",
     "regression_gate",
     "retrieve_cell",
     "roundtrip_eval_candidates",
+    "start_cell_race",
 ]
 
 __getattr__ = submodules_as_attributes(__name__)

@@ -29,14 +29,16 @@ def answer_questions_cell(
     spec: dict,
     sample_size: int | None,
     seed: int,
+    first: int = 0,
 ) -> Annotated[AnswerSet, "answers"]:
-    """Optionally rerank (against the chunks' stored ColBERT encodings), answer; the LLM cache (named in the
-    `operations`, outside the cache key) makes a re-run after a crash cheap."""
+    """Optionally rerank (against the chunks' stored ColBERT encodings), answer cases `first` to
+    `sample_size` of the seeded order (a race's round: the cases after those answered before); the LLM cache
+    (named in the `operations`, outside the cache key) makes a re-run after a crash cheap."""
     settings = Operations.model_validate(operations)
     answers = answer_cell(
         CellSpec.model_validate(spec).with_operations(settings.llm),
         candidates,
-        sample_cases(eval_suite.cases, sample_size, seed),
+        sample_cases(eval_suite.cases, sample_size, seed)[first:],
         reranker=PrecomputedColbertReranker(
             reranker_encodings,
             choice=reranker_encodings.choice,

@@ -6,6 +6,7 @@ from zenml.client import Client
 from materializers.results_table import ResultsTableMaterializer
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
+from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet
@@ -38,6 +39,7 @@ def build_results_table(
     judged: list[JudgeResult],
     pairwise: list[PairwiseResult],
     judge_cards: list[JudgeCard],
+    race: RaceTrace | None,
     title: str,
     config_name: str,
     metrics_k: int,
@@ -54,7 +56,7 @@ def build_results_table(
         results,
         title=title,
         scoring=scoring,
-        notes=run_notes(results, sample_size, seed, eval_suite),
+        notes=run_notes(results, sample_size, seed, eval_suite, raced=race is not None),
         warnings=run_warnings(results, corpus.skipped),
         reused_cells=reused_cells(specs),
         statistics=StatisticsConfig.model_validate(statistics),
@@ -62,6 +64,7 @@ def build_results_table(
         knowledge_base_fingerprint=corpus.fingerprint,
         pairwise=pairwise,
         judge_cards=judge_cards,
+        race=race,
     )
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id

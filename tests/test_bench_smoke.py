@@ -183,6 +183,48 @@ def check_local_prefix(stdout: str) -> None:
     assert "replies identical to fresh: 2/2" in stdout
 
 
+def check_racing(stdout: str) -> None:
+    """Every scenario ran its replays and printed rates in [0, 1]; each criterion printed its verdict, and
+    the verdict agrees with the printed rate (reported, not enforced, in smoke)."""
+    rows = {row["scenario"]: row for row in parse_table(stdout)}
+    assert list(rows) == ["clear", "harder", "binary", "equal", "real-mrr", "tie-mrr"], stdout
+    for name, row in rows.items():
+        assert row["replays"] == "5" and int(row["cells"]) >= 2, row
+        synthetic = name in {"clear", "harder", "binary", "equal"}
+        assert (row["cells"], row["cases"]) == ("4", "40") or not synthetic, row
+        null = name in {"equal", "tie-mrr"}  # every cell as good: no best to keep
+        assert (row["best_kept"] == "-") == null, row
+        rates = [
+            row["any_eliminated"],
+            row["share_mean"],
+            row["share_max"],
+            *([] if null else [row["best_kept"]]),
+        ]
+        assert all(0 <= float(value) <= 1 for value in rates), row
+        assert float(row["share_mean"]) <= float(row["share_max"]), row
+    verdicts = re.findall(
+        r"^(best cell kept|false elimination \(any cell\)|share of a full evaluation's calls).*? \((\S+)\): "
+        r"(?:mean )?(\d+\.\d)%.*: (met|missed), not enforced \(smoke\)$",
+        stdout,
+        re.M,
+    )
+    assert [(kind[:4], name) for kind, name, *_ in verdicts] == [
+        ("best", "clear"),
+        ("best", "harder"),
+        ("best", "binary"),
+        ("fals", "equal"),
+        ("best", "real-mrr"),
+        ("fals", "tie-mrr"),
+        ("shar", "clear"),
+    ], stdout
+    for kind, _, shown, verdict in verdicts:
+        value = float(shown) / 100
+        goal = {"best": value >= 0.95, "fals": value <= 0.05, "shar": value <= 0.2}[kind[:4]]
+        assert verdict == ("met" if goal else "missed"), (kind, shown, verdict)
+    assert re.search(r"false elimination .*Wilson 95% \[\d+\.\d%, \d+\.\d%\]", stdout), stdout
+    assert stdout.rstrip().endswith("(smoke: criteria not enforced) -> PASS")
+
+
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # The first document ('assert') is the expected source of one case; two chunk sizes make two index
     # steps and two top_k values two retrieve steps per index, so re-embedding would show in the count.
@@ -211,6 +253,9 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     "bench_statement_judge.py": (["--smoke"], check_statement_judge),
     # The local 1.5B on 2 planted answers of one case, 12-token replies.
     "bench_local_prefix.py": (["--smoke"], check_local_prefix),
+    # 5 replays of each scenario on 4 synthetic cells x 40 cases and on the first 4 real cells of
+    # bench/data/race_replay_mrr.csv.
+    "bench_racing.py": (["--smoke"], check_racing),
 }
 
 

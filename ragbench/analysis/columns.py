@@ -19,7 +19,7 @@ from ragbench.scoring.keyword_tests import KeywordReport, suite_column
 # and checks that each of their non-metric columns is one.
 ROW_COLUMNS = frozenset(
     {
-        *("cell", "external", "label", "reused", "judge_check"),
+        *("cell", "external", "label", "reused", "judge_check", "race"),
         *("chunks", "chunks_truncated", "chunks_per_s", "retrieval_cases"),
         *("e2e_cases", "answers_produced", "cost_usd"),
     }

@@ -10,10 +10,14 @@ from ragbench.scoring.judge import judge_warnings
 
 
 def run_notes(
-    results: CellResults, sample_size: int | None, seed: int, eval_suite: EvalSuite | None = None
+    results: CellResults,
+    sample_size: int | None,
+    seed: int,
+    eval_suite: EvalSuite | None = None,
+    raced: bool = False,
 ) -> list[str]:
     """What the numbers rest on, worded for this run (a retrieval-only run has no answers to describe),
-    first which eval set it used."""
+    first which eval set it used; `raced`: the cells raced, each answered as many cases as it lasted."""
     notes = []
     if eval_suite is not None:
         notes.append(
@@ -24,9 +28,17 @@ def run_notes(
     notes.append(
         f"Retrieval metrics use every case with expected sources ({', '.join(map(str, retrieval_cases))})."
     )
-    if results.answer_sets:
+    if results.answer_sets and raced:
+        notes.append(
+            f"The cells raced: each answered the first cases of one seeded order (seed {seed}) until it "
+            "stopped or the race ended (the race's section); each *_cases column gives the number of cases "
+            "behind its metric, and a stopped cell's scores rest on its own, smaller n."
+        )
+    elif results.answer_sets:
         answered = len(next(iter(results.answer_sets.values())).answers)
-        chosen = "every case" if sample_size is None else f"a seeded sample (seed {seed})"
+        chosen = (
+            "every case" if sample_size is None else f"the first {answered} of a seeded order (seed {seed})"
+        )
         notes.append(
             f"Answers, keyword tests and the judge use {answered} cases, {chosen}, the same in every cell; "
             "each *_cases column gives the number of cases behind its metric."

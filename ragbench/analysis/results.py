@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ragbench.analysis.columns import generation_case_values, generation_columns
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
+from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.stats import StatisticsConfig, mean_interval
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
@@ -63,6 +64,13 @@ class CaseRecords(BaseModel):
         return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _by_key(results: Sequence[AnswerSet] | Sequence[JudgeResult]) -> dict[str, list]:
+    grouped: dict[str, list] = {}
+    for result in results:
+        grouped.setdefault(result.spec.id, []).append(result)
+    return grouped
+
+
 class CellResults(BaseModel):
     """Every stage result of a run, indexed by stage key: what the results step assembles rows from."""
 
@@ -83,17 +91,22 @@ class CellResults(BaseModel):
         cases: Sequence[EvalCase],
         suites: Sequence[Suite],
     ) -> CellResults:
+        """The stage results by key; a key answered or judged in rounds (a race) has its parts joined."""
+        answers = {
+            key: parts[0] if len(parts) == 1 else AnswerSet.joined(parts)
+            for key, parts in _by_key(answer_sets).items()
+        }
         return cls(
             cells=list(cells),
             retrievals={r.spec.id: r for r in retrievals}
             | {
                 a.spec.upto("retrieve").id: a.external.retrieval
-                for a in answer_sets
+                for a in answers.values()
                 if a.external is not None and a.external.retrieval is not None
             },
-            answer_sets={a.spec.id: a for a in answer_sets},
-            judged={j.spec.id: j for j in judged},
-            keyword={a.spec.id: keyword_report(a, cases, suites) for a in answer_sets} if suites else {},
+            answer_sets=answers,
+            judged={key: JudgeResult.joined(parts) for key, parts in _by_key(judged).items()},
+            keyword={key: keyword_report(a, cases, suites) for key, a in answers.items()} if suites else {},
             human_labels={c.id: c.human_correctness for c in cases if c.human_correctness is not None},
         )
 
@@ -359,6 +372,7 @@ class ResultsTable(BaseModel):
     pairwise: list[PairwiseResult] = []  # evaluation.pairwise: each answer set against the baseline
     configured_metrics: list[str] = []  # the tracked metric keys the config asked for, computed or not
     judge_cards: list[JudgeCard] = []  # each judge on planted errors (evaluation.judge_check)
+    race: RaceTrace | None = None  # search: race, the elimination trace (rows say each cell's outcome)
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
@@ -395,7 +409,7 @@ class ResultsTable(BaseModel):
         """
         failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
         headline = [m.column for m in self.headline]
-        columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check"]
+        columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check", "race"]
         rows = []
         for row in self.rows:
             kept = {"cell": row["label"]}
@@ -424,6 +438,7 @@ def build_results(
     knowledge_base_fingerprint: str = "",
     pairwise: Sequence[PairwiseResult] = (),
     judge_cards: Sequence[JudgeCard] = (),
+    race: RaceTrace | None = None,
 ) -> tuple[ResultsTable, CaseRecords]:
     """The table and the per-case records of a run, from its stage results; the eval suite's cases give
     each case its type for the breakdown by case type. The report page is drawn from them by
@@ -446,9 +461,11 @@ def build_results(
         "scores as noise until a stronger judge or a person's labels say otherwise."
         for card in unreliable.values()
     ]
+    labels = {row["cell"]: row["label"] for row in rows}
+    if race is not None:
+        rows = [row | {"race": race.status(row["cell"], labels)} for row in rows]
     headline = present(scoring.headline(), rows)
     records = results.case_records()
-    labels = {row["cell"]: row["label"] for row in rows}
     verdicts = compare_cells(headline, case_values, statistics, labels)
     reliability = judge_reliability(
         results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores()
@@ -475,5 +492,6 @@ def build_results(
         pairwise=list(pairwise),
         configured_metrics=scoring.tracked_keys(),
         judge_cards=list(judge_cards),
+        race=race,
     )
     return table, records

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from ragbench.analysis.columns import is_results_column
+from ragbench.analysis.racing import RaceConfig, race_metric
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
@@ -33,6 +34,7 @@ from ragbench.llm.types import LLMEntry, llm_settings
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
 from ragbench.retrieval.rerank import DEFAULT_RERANKER
 from ragbench.runs.gate import RegressionConfig
+from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
 from ragbench.section import Section, validation_message
 from ragbench.testset.settings import TestsetConfig
@@ -180,9 +182,9 @@ class GenerationConfig(Section):
     """Which cases run end to end, and the LLM settings every reader of the grid shares."""
 
     sample_size: int | None = Field(
-        default=None, ge=1, description="cases answered end to end (seeded sample, same in every cell)"
+        default=None, ge=1, description="cases answered end to end: the first N of one seeded case order"
     )
-    seed: int = Field(default=42, description="seed of the end-to-end sample")
+    seed: int = Field(default=42, description="seed of the end-to-end case order")
     reader: dict[str, Any] = Field(
         default_factory=lambda: {"max_tokens": 256},
         description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
@@ -241,6 +243,9 @@ class BenchmarkConfig(Section):
     generation: GenerationConfig = GenerationConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     statistics: StatisticsConfig = StatisticsConfig()
+    search: RaceConfig | None = Field(
+        default=None, description="race the cells in rounds of shared cases (docs/concepts/racing.md)"
+    )
     regression: RegressionConfig = RegressionConfig()
     testset: TestsetConfig = TestsetConfig()
     orchestration: OrchestrationConfig = OrchestrationConfig()
@@ -343,6 +348,23 @@ class BenchmarkConfig(Section):
                 f"{', '.join(map(repr, taken))} names a results column of its own: choose another metric name"
             )
         return self
+
+    @model_validator(mode="after")
+    def _check_search(self) -> BenchmarkConfig:
+        """A race needs readers, an end-to-end metric and parts that work in rounds (two cells: preflight)."""
+        if self.search is not None:
+            if not self.grid.reader:
+                raise ValueError("search: a race needs readers in grid.reader (retrieval costs no call)")
+            if self.systems or self.evaluation.pairwise is not None:
+                raise ValueError(
+                    "search: external systems and pairwise judging are not raced; leave them out"
+                )
+            self.race_metric()  # raises for an unknown or a retrieval metric
+        return self
+
+    def race_metric(self) -> MetricInfo:
+        assert self.search is not None
+        return race_metric(self.scoring().metrics(), self.search.metric)
 
     @model_validator(mode="after")
     def _check_systems(self) -> BenchmarkConfig:

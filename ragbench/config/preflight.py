@@ -126,6 +126,8 @@ def run_preflight(
     `step_environment`: the variables the steps will see (default: this process's)."""
     warnings: list[str] = []
     cells = expand_grid(config)
+    if config.search is not None and len(cells) < 2:
+        raise PreflightError("search: a race needs at least two cells in the grid")
     if config.evaluation.pairwise is not None:
         try:
             pairwise_pairs(cells, config.evaluation.pairwise.baseline)

@@ -215,8 +215,10 @@ class CallUsage(BaseModel):
     retries: int = 0
     json_reasks: int = 0
     calls_retried: int = 0  # calls that failed in an earlier run and were made again
+    calls: int = 0  # calls asked (a cached one too): what a race counts against a full evaluation
 
     def add(self, result: LLMResult) -> None:
+        self.calls += 1
         self.prompt_tokens += result.prompt_tokens
         self.completion_tokens += result.completion_tokens
         self.cost_usd = total_cost([self.cost_usd, result.known_cost_usd])

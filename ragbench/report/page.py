@@ -17,6 +17,7 @@ from ragbench.report.effects import (
     tradeoff_section,
 )
 from ragbench.report.pages import document, page_header
+from ragbench.report.race import race_section
 from ragbench.report.sections import (
     bar_chart_section,
     best_section,
@@ -38,6 +39,7 @@ from ragbench.report.view import ReportInput
 def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
+        *([("race", "The race")] if report.race else []),
         ("significance", "Really better?"),
         *([("judge", "Judge")] if report.judge_reliability or report.judge_cards else []),
         *([("pairwise", "Pairwise")] if report.pairwise else []),
@@ -68,6 +70,7 @@ def render_report(report: ReportInput) -> str:
         page_header(report.title, report.notes, report.warnings),
         _navigation(report),
         best_section(report),
+        race_section(report.race, {row["cell"]: row["label"] for row in report.rows}),
         significance_section(report),
         judge_section(report),
         pairwise_section(report),

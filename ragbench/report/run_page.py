@@ -36,6 +36,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             judge_cards=table.judge_cards,
             case_type_rows=table.case_type_rows,
             pairwise=table.pairwise,
+            race=table.race,
         )
     )
 

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgeReliability
+from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.uncertainty import MetricVerdict
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.pairwise import PairwiseResult
@@ -54,3 +55,4 @@ class ReportInput(BaseModel):
     # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
     case_type_rows: list[dict] = []
     pairwise: list[PairwiseResult] = []
+    race: RaceTrace | None = None  # search: race, its elimination trace

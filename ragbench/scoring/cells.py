@@ -44,6 +44,16 @@ class JudgeResult(BaseModel):
     def case_values(self) -> dict[str, dict[str, float]]:
         return judge_case_values(self.judgements, self.rubrics, self.scorers)
 
+    @classmethod
+    def joined(cls, parts: Sequence[JudgeResult]) -> JudgeResult:
+        """One judge key's verdicts made in rounds, in round order; the labelled answers' verdicts are the
+        same in every round (the same cases), kept once."""
+        if len({part.spec.id for part in parts}) != 1:
+            raise ValueError("only verdicts of one judge key join")
+        judgements = {j.case_id: j for part in reversed(parts) for j in part.judgements}
+        ordered = dict.fromkeys(j.case_id for part in parts for j in part.judgements)
+        return parts[0].model_copy(update={"judgements": [judgements[case] for case in ordered]})
+
     @property
     def failures(self) -> int:
         """Verdicts the judge could not give (call failed or reply never valid), first samples, repeats

@@ -128,7 +128,6 @@ class RaceTrace(BaseModel):
     looks: list[RaceLook] = []
     cells: dict[str, CellOutcome]
     stop: StopReason | None = None
-    calls_per_case: dict[str, float] = {}  # cell -> reader and judge calls per case, as measured
 
     @model_validator(mode="after")
     def _plan_fits(self) -> RaceTrace:
@@ -154,6 +153,12 @@ class RaceTrace(BaseModel):
             return None
         start = self.cases_answered
         return start, min(start + self.settings.batch, len(self.order))
+
+    @property
+    def calls_per_case(self) -> dict[str, float]:
+        """Each cell's reader and judge calls per case it answered, as measured (a stopped cell's at its
+        last round)."""
+        return {cell: outcome.calls / outcome.cases for cell, outcome in self.cells.items() if outcome.cases}
 
     @property
     def calls_used(self) -> int:
@@ -310,14 +315,11 @@ def look(
     for cell in survivors:
         cells[cell].cases = span[1]
         cells[cell].calls = calls.get(cell, cells[cell].calls)
-    calls_per_case = {cell: calls.get(cell, 0) / span[1] for cell in survivors} | {
-        cell: rate for cell, rate in trace.calls_per_case.items() if cell not in survivors
-    }
     if not scored:  # nothing scored yet (every verdict failed): no evidence, next round
         new_look = RaceLook(
             round=number, cases=span[1], alpha=alpha, leader=survivors[0], means={}, comparisons=[]
         )
-        return _after(trace, new_look, cells, calls_per_case, {}, seed=seed, resamples=resamples)
+        return _after(trace, new_look, cells, {}, seed=seed, resamples=resamples)
     leader = min(scored, key=lambda cell: (sign * means[cell], cell))
     others = [cell for cell in survivors if cell != leader]
     differences = {}
@@ -369,7 +371,7 @@ def look(
         means={cell: means[cell] for cell in scored},
         comparisons=comparisons,
     )
-    return _after(trace, new_look, cells, calls_per_case, differences, seed=seed, resamples=resamples)
+    return _after(trace, new_look, cells, differences, seed=seed, resamples=resamples)
 
 
 def _with_intervals(
@@ -397,7 +399,6 @@ def _after(
     trace: RaceTrace,
     new_look: RaceLook,
     cells: dict[str, CellOutcome],
-    calls_per_case: dict[str, float],
     differences: Mapping[str, np.ndarray],
     *,
     seed: int,
@@ -425,7 +426,7 @@ def _after(
     elif (budget := trace.settings.budget_calls) is not None:
         used = sum(outcome.calls for outcome in cells.values())
         batch = min(trace.settings.batch, len(trace.order) - new_look.cases)
-        next_round = sum(calls_per_case.get(cell, 0.0) for cell in survivors) * batch
+        next_round = sum(cells[cell].calls / cells[cell].cases for cell in survivors) * batch
         if used + next_round > budget:
             stop = "budget_exhausted"
     if stop is not None and margin is None:
@@ -445,7 +446,6 @@ def _after(
             "looks": [*trace.looks, new_look],
             "cells": cells,
             "stop": stop,
-            "calls_per_case": calls_per_case,
         }
     )
 

@@ -32,6 +32,8 @@ from ragbench.inputs.knowledge_base import KnowledgeBaseError
 from ragbench.llm.types import LLMConfigError
 from ragbench.models.errors import ModelResolutionError
 from ragbench.report.pages import rows_to_text
+from ragbench.review.labels import LabelFileError
+from ragbench.review.server import REVIEW_PORT
 from ragbench.runs.dashboard import DEFAULT_PORT, DashboardError
 from ragbench.runs.names import (
     BENCHMARK_PIPELINE,
@@ -40,6 +42,7 @@ from ragbench.runs.names import (
     RESULTS_STEP,
     TESTSET_PIPELINE,
 )
+from ragbench.runs.review import ReviewSourceError
 from ragbench.section import validation_message
 
 if TYPE_CHECKING:
@@ -52,6 +55,8 @@ class RunStopped(RuntimeError):
 
 USER_ERRORS = (
     RunStopped,
+    ReviewSourceError,
+    LabelFileError,
     ConfigError,
     EvalCaseError,
     KnowledgeBaseError,
@@ -69,14 +74,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "command",
         nargs="?",
         default="run",
-        choices=["run", "race", "init", "testset", "compare", "promote", "schedule", "dashboard", "config"],
+        choices=[
+            *("run", "race", "init", "testset", "compare", "promote", "schedule", "dashboard", "review"),
+            "config",
+        ],
         help="run the benchmark (default); race: run it with the cells raced (the config's `search`, or a "
         "race on its first end-to-end headline metric); init FILE: write a starter config that runs from "
         "any folder; "
         "testset: generate an eval set from the knowledge base; compare the newest run with a baseline "
         "(exit 1 when the gate fails); promote RUN to its config's champion (--config: only a run of that "
-        "config); schedule runs; dashboard: ZenML's on 127.0.0.1; config: print the effective config "
-        "(--reference: every key)",
+        "config); schedule runs; dashboard: ZenML's on 127.0.0.1; review: label a run's answers (or, with "
+        "--testset, a generated eval set's candidates) on a page on 127.0.0.1; config: print the effective "
+        "config (--reference: every key)",
     )
     parser.add_argument(
         "run_name", nargs="?", help="promote: the run to mark as champion; init: the config file to write"
@@ -94,7 +103,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cron", help='schedule: when, as a cron expression, e.g. "0 3 * * *"')
     parser.add_argument("--list", action="store_true", help="schedule: list installed schedules")
     parser.add_argument("--remove", action="store_true", help="schedule: remove this config's schedule")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="dashboard: the port on 127.0.0.1")
+    parser.add_argument(
+        "--port",
+        type=int,
+        help=f"dashboard (default {DEFAULT_PORT}) or review (default {REVIEW_PORT}): the port on 127.0.0.1",
+    )
+    parser.add_argument("--run", help="review: the run to review (default: the newest completed one)")
+    parser.add_argument(
+        "--rubric", help="review: the rubric to label (default: the one the judge is checked on)"
+    )
+    parser.add_argument("--labels", help="review: the labels file (default: OUTPUT_DIR/review_labels.jsonl)")
+    parser.add_argument(
+        "--testset", action="store_true", help="review: a testset run's candidates, to keep or reject"
+    )
     parser.add_argument("--stop", action="store_true", help="dashboard: stop it")
     parser.add_argument("--config", help="YAML config (default: configs/default.yaml)")
     parser.add_argument(
@@ -338,6 +359,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
             print(line)
     for card in table.judge_cards:
         print("\n" + "\n".join(card_lines(card)))
+    for alignment in table.judge_alignments:
+        print("\n" + "\n".join(alignment.lines()))
     for comparison in table.pairwise:
         print(comparison.text())
     for note in table.notes:
@@ -713,6 +736,41 @@ def dashboard_command(port: int, stop: bool) -> int:
     return 0
 
 
+def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
+    """Serve the review page until Ctrl-C, then publish the labels as a new `review_labels` version."""
+    from ragbench.review.labels import LabelStore
+    from ragbench.review.server import ReviewServer, ReviewSession
+    from ragbench.runs import review
+
+    open_store()
+    labels_path = Path(args.labels or Path(config.output_dir) / "review_labels.jsonl")
+    store = LabelStore(labels_path)
+    if args.testset:
+        run_name, items = review.candidate_items_of_run(args.run)
+    else:
+        run_name, items = review.answer_items_of_run(args.run, args.rubric, config.name)
+    session = ReviewSession(items, store, title=f"review of {run_name}", seed=config.generation.seed)
+    server = ReviewServer(session, port=REVIEW_PORT if args.port is None else args.port)
+    print(f"review page: {server.url}  ({len(items)} items; labels saved to {labels_path}; Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    for found in session.agreement():
+        print(found.sentence())
+    if args.testset:
+        exported = review.write_text(
+            labels_path.with_name("testset_labels.jsonl"), review.testset_labels_jsonl(store.labels)
+        )
+        print(f"candidate labels for testset.labels: {exported}")
+    published = review.publish_labels(store.labels)
+    if published:
+        print(f"labels published as the artifact {published} (evaluation.judge_alignment.labels)")
+    return 0
+
+
 def describe_failed_run(run_name: str, error: BaseException | None = None) -> str:
     """One message for a run that stopped: which step, its (redacted) error, and what was kept; or, when
     ZenML has no run of that name (the pipeline raised while compiling, ZenML refused the run), that it
@@ -764,7 +822,7 @@ def main(argv: list[str] | None = None) -> int:
             named = load_config(args.config, args.overrides) if args.config else None
             return promote_command(args.run_name, named)
         if args.command == "dashboard":
-            return dashboard_command(args.port, args.stop)
+            return dashboard_command(args.port or DEFAULT_PORT, args.stop)
         if args.command == "config" and args.reference:
             from ragbench.config.reference import reference_markdown
 
@@ -774,6 +832,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "config":
             print(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), end="")
             return 0
+        if args.command == "review":
+            return review_command(args, config)
         if args.command == "race":
             config = raced(config)
         if args.tag and args.command in ("run", "race", "testset", "schedule"):

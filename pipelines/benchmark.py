@@ -14,7 +14,7 @@ from typing import Any
 from zenml import pipeline
 
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
-from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot
+from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot, review_labels_input
 from ragbench.analysis.judge_check import card_rubric
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
@@ -45,6 +45,7 @@ from steps import (
     judge_pairwise_cell,
     load_eval_suite,
     look_at_race,
+    measure_judge_alignment,
     pass_llm_operations,
     regression_gate,
     retrieve_cell,
@@ -96,6 +97,7 @@ class Wiring:
     retrievals: list = field(default_factory=list)
     reranker_numbers: dict[str, int] = field(default_factory=dict)
     rerankers: dict[str, Any] = field(default_factory=dict)
+    labels: Any = None  # a person's labels the judges are aligned with (`evaluation.judge_alignment`)
 
     def answer(self, key: CellSpec, *, first: int = 0, stop: int | None = None, id: str | None = None) -> Any:
         """The answer step of one answer key, over cases `first` to `stop` of the seeded order (default:
@@ -135,6 +137,7 @@ class Wiring:
     def judge(self, key: CellSpec, answers: Any, *, id: str | None = None) -> Any:
         """The judge step of one judge key over `answers`."""
         scoring = self.settings.scoring()
+        alignment = self.settings.evaluation.judge_alignment
         return judge_answers_cell(
             answers,
             self.suite,
@@ -144,8 +147,34 @@ class Wiring:
             scorers=[scorer.identity() for scorer in scoring.scorers],
             embedding_model=self.settings.scoring_embedding_model,
             samples=self.settings.evaluation.judge_samples,
+            labels=self.labels if alignment is not None and alignment.examples else None,
+            alignment={"judge": self.judge_name(key), "examples": alignment.examples}
+            if alignment is not None and alignment.examples
+            else None,
             id=id or key.step_id("judge"),
         )
+
+    def judge_name(self, key: CellSpec) -> str:
+        """The judge as the results table names it (and the review page records its verdicts under)."""
+        return key.axis_columns(llm_names(self.cells))["judge"]
+
+    def judge_alignments(self) -> list:
+        """Each judge against the person's labels, as it is and aligned, when the config asks for it."""
+        if (alignment := self.settings.evaluation.judge_alignment) is None:
+            return []
+        judges = {key.judge.result_key: key.judge for key in distinct_at(self.cells, "judge") if key.judge}
+        return [
+            measure_judge_alignment(
+                self.labels,
+                self.operations,
+                judge=judge.result_fields(),
+                rubrics=[rubric.model_dump(mode="json") for rubric in self.settings.scoring().rubrics],
+                examples=alignment.examples,
+                statistics=self.settings.statistics.model_dump(mode="json"),
+                id=f"judge_alignment_{number}",
+            )
+            for number, judge in enumerate(judges.values())
+        ]
 
     def judge_cards(self) -> list:
         """One judge card per judge, when the config asks for them."""
@@ -182,6 +211,7 @@ class Wiring:
             pairwise=pairwise,
             judge_cards=judge_cards,
             race=race,
+            judge_alignments=self.judge_alignments(),
             title=f"RAG benchmark: {settings.name}",
             config_name=settings.name,
             metrics_k=settings.retrieval.metrics_k,
@@ -220,6 +250,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
         suite=suite,
         operations=pass_llm_operations(operations=run_operations(settings, cells)),
         reranker_numbers=reranker_numbers,
+        labels=review_labels_input(settings),
         rerankers={
             name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
                 checkpoint=name, id=f"reranker_{number}"

@@ -13,9 +13,11 @@ from pydantic import BaseModel
 from ragbench.config.model import BenchmarkConfig
 from ragbench.inputs.eval_cases import load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
+from ragbench.review.labels import LabelFileError, load_labels_file
 
 KNOWLEDGE_BASE_SNAPSHOT = "knowledge_base_snapshot"
 EVAL_CASES_SNAPSHOT = "eval_cases_snapshot"
+REVIEW_LABELS_SNAPSHOT = "review_labels_snapshot"
 
 
 def knowledge_base_snapshot(settings: BenchmarkConfig) -> Any:
@@ -28,6 +30,34 @@ def eval_cases_snapshot(settings: BenchmarkConfig) -> Any:
     if not settings.eval_cases.on_client:
         return None
     return _stored(EVAL_CASES_SNAPSHOT, load_eval_suite_from(settings.eval_cases))
+
+
+def review_labels_input(settings: BenchmarkConfig) -> Any:
+    """The labels a judge is aligned with: a file the review page wrote (stored as a snapshot, like the
+    client's eval cases), or a version of the artifact `run.py review` publishes (`name` or
+    `name:version`, the newest by default)."""
+    alignment = settings.evaluation.judge_alignment
+    if alignment is None:
+        return None
+    source = alignment.labels
+    if source.endswith(".jsonl"):
+        return _stored(REVIEW_LABELS_SNAPSHOT, load_labels_file(source))
+    from zenml.client import Client
+
+    name, _, version = source.partition(":")
+    found = Client().list_artifact_versions(
+        artifact=name,
+        sort_by="desc:created",
+        size=1,
+        hydrate=True,
+        **({"version": version} if version else {}),
+    )
+    if not found.items:
+        raise LabelFileError(
+            f"evaluation.judge_alignment.labels: no artifact {source!r} (label answers with run.py review, "
+            "or give the labels file, a .jsonl path)"
+        )
+    return found.items[0]
 
 
 def _stored(name: str, value: BaseModel) -> Any:

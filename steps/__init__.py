@@ -7,7 +7,12 @@ from steps.gate import regression_gate
 from steps.generate import answer_external_system, answer_questions_cell, pass_llm_operations
 from steps.index import build_approximate_vector_index, build_vector_index
 from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
-from steps.judge import check_judge_on_planted_errors, judge_answers_cell, judge_pairwise_cell
+from steps.judge import (
+    check_judge_on_planted_errors,
+    judge_answers_cell,
+    judge_pairwise_cell,
+    measure_judge_alignment,
+)
 from steps.lexical import build_bm25_index
 from steps.race import look_at_race, start_cell_race
 from steps.results import build_results_table
@@ -38,6 +43,7 @@ __all__ = [
     "judge_pairwise_cell",
     "load_eval_suite",
     "look_at_race",
+    "measure_judge_alignment",
     "pass_llm_operations",
     "regression_gate",
     "retrieve_cell",

@@ -10,8 +10,11 @@ from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
+from ragbench.llm.client import LLMClient
 from ragbench.llm.types import LLMSettings
 from ragbench.retrieval.index import load_embedder
+from ragbench.review.alignment import JudgeAlignment, aligned_rubric, measure_alignment
+from ragbench.review.labels import ReviewLabels
 from ragbench.scoring.cells import JudgeResult, judge_cell, pairwise_cell
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import JudgeCheckConfig, scorers_from_identities
@@ -29,12 +32,21 @@ def judge_answers_cell(
     scorers: list[dict] | None = None,
     embedding_model: str | None = None,
     samples: int = 1,
+    labels: ReviewLabels | None = None,
+    alignment: dict | None = None,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers. The
     rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key; the
     scorers by their identity (name, version, source digest: `Scorer.identity`), so changing a scorer's
-    code or package version asks again. `embedding_model`: what scorers compare texts with."""
+    code or package version asks again. `embedding_model`: what scorers compare texts with. `labels` and
+    `alignment` ({judge, examples}): the judge aligned by a person's labels (`ragbench.review.alignment`)."""
     settings = Operations.model_validate(operations)
+    chosen_rubrics = [Rubric.model_validate(rubric) for rubric in rubrics]
+    if labels is not None and alignment is not None:
+        chosen_rubrics = [
+            aligned_rubric(rubric, labels, alignment["judge"], alignment["examples"])
+            for rubric in chosen_rubrics
+        ]
     chosen = scorers_from_identities(scorers or [])
     embedder = None
     if any(scorer.uses_embeddings for scorer in chosen):
@@ -45,7 +57,7 @@ def judge_answers_cell(
         CellSpec.model_validate(spec).with_operations(settings.llm),
         answers,
         eval_suite.cases,
-        rubrics=[Rubric.model_validate(rubric) for rubric in rubrics],
+        rubrics=chosen_rubrics,
         scorers=chosen,
         embed=embedder.encode_queries if embedder is not None else None,
         llm_cache=settings.llm_cache,
@@ -128,3 +140,36 @@ def check_judge_on_planted_errors(
     if card.parse_failures:
         never_reuse_this_step_run()
     return card
+
+
+@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+def measure_judge_alignment(
+    labels: ReviewLabels,
+    operations: dict,
+    judge: dict,
+    rubrics: list[dict],
+    examples: int,
+    statistics: dict,
+) -> Annotated[JudgeAlignment, "judge_alignment"]:
+    """One judge against a person's labels, as it is and aligned by them (held out: no call shows the
+    case it grades), once per judge however many cells it grades."""
+    settings = Operations.model_validate(operations)
+    llm = LLMSettings.model_validate(judge)
+    name = settings.judge_names.get(llm.result_key, llm.model)
+    with LLMClient(
+        llm.model_copy(update=settings.llm.get(llm.result_key, {})), cache_location=settings.llm_cache
+    ) as client:
+        measured = measure_alignment(
+            client,
+            labels,
+            [Rubric.model_validate(rubric) for rubric in rubrics],
+            judge=name,
+            examples=examples,
+            confidence=statistics["confidence"],
+            resamples=statistics["resamples"],
+            seed=statistics["seed"],
+        )
+    log_metadata({"judge_alignment": [c.model_dump(mode="json") for c in measured.criteria]})
+    if measured.failures:
+        never_reuse_this_step_run()
+    return measured

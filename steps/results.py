@@ -15,6 +15,7 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.report.run_page import run_report
 from ragbench.retrieval.search import RetrievalResult
+from ragbench.review.alignment import JudgeAlignment
 from ragbench.runs.compare import config_tag
 from ragbench.runs.record import run_metadata
 from ragbench.scoring.cells import JudgeResult
@@ -40,6 +41,7 @@ def build_results_table(
     pairwise: list[PairwiseResult],
     judge_cards: list[JudgeCard],
     race: RaceTrace | None,
+    judge_alignments: list[JudgeAlignment],
     title: str,
     config_name: str,
     metrics_k: int,
@@ -65,6 +67,7 @@ def build_results_table(
         pairwise=pairwise,
         judge_cards=judge_cards,
         race=race,
+        judge_alignments=judge_alignments,
     )
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id

@@ -20,9 +20,10 @@ ALLOWED = {
     "retrieval": {"grid", "inputs", "models"},
     "generation": {"grid", "inputs", "llm", "retrieval"},
     "scoring": {"generation", "grid", "inputs", "llm", "retrieval"},
-    "analysis": {"generation", "grid", "inputs", "llm", "retrieval", "scoring"},
-    "report": {"analysis", "grid", "inputs", "retrieval", "scoring"},
-    "runs": {"analysis", "report", "scoring"},
+    "review": {"inputs", "llm", "scoring"},
+    "analysis": {"generation", "grid", "inputs", "llm", "retrieval", "review", "scoring"},
+    "report": {"analysis", "grid", "inputs", "retrieval", "review", "scoring"},
+    "runs": {"analysis", "report", "review", "scoring"},
     "testset": {"generation", "inputs", "llm", "report", "retrieval", "scoring"},
     "config": {
         "analysis",

@@ -3,7 +3,7 @@ every number, each axis's effect, and how far the judge can be trusted. Presenta
 ragbench.report; ragbench.analysis.stats (statistics primitives) imports nothing of ragbench.
 
 May import: ragbench.generation, ragbench.grid, ragbench.inputs, ragbench.llm, ragbench.retrieval,
-ragbench.scoring."""
+ragbench.review, ragbench.scoring."""
 
 from ragbench import submodules_as_attributes
 

@@ -12,7 +12,8 @@ from itertools import combinations
 
 from pydantic import BaseModel
 
-from ragbench.analysis.stats import confusion, weighted_kappa
+from ragbench.analysis.stats import weighted_kappa
+from ragbench.review.agreement import agreement
 
 SCALE = (1, 2, 3, 4, 5)
 
@@ -56,6 +57,9 @@ class HumanAgreement(BaseModel):
     kappa: float | None
     exact: float  # share of answers with the human's score exactly
     confusion: list[list[int]]  # rows: human 1-5, columns: judge 1-5
+    kappa_low: float | None = None  # the bootstrap interval of kappa (`ragbench.review.agreement`)
+    kappa_high: float | None = None
+    labels_needed: int | None = None  # more labels for the interval's half-width under 0.1
 
 
 class Consistency(BaseModel):
@@ -91,8 +95,14 @@ class JudgeReliability(BaseModel):
             for p in self.judge_pairs
         ]
         lines += [
-            f"judge {h.judge} vs human labels: weighted kappa {_kappa(h.kappa)}, exact {h.exact:.0%} "
-            f"on {h.cases} answers"
+            f"judge {h.judge} vs human labels: weighted kappa {_kappa(h.kappa)}"
+            + (
+                f" [{h.kappa_low:.2f}, {h.kappa_high:.2f}]"
+                if h.kappa_low is not None and h.kappa_high is not None
+                else ""
+            )
+            + f", exact {h.exact:.0%} on {h.cases} answers"
+            + (f" (about {h.labels_needed} more labels for +/-0.1)" if h.labels_needed else "")
             for h in self.human
         ]
         lines += [
@@ -153,14 +163,17 @@ def human_agreement(labelled: Mapping[str, Sequence[tuple[int, int]]]) -> list[H
     for judge, pairs in sorted(labelled.items()):
         if not pairs:
             continue
-        human, scored = [h for h, _ in pairs], [j for _, j in pairs]
+        measured = agreement(pairs, rubric="correctness", criterion="correctness", judge=judge)
         found.append(
             HumanAgreement(
                 judge=judge,
                 cases=len(pairs),
-                kappa=weighted_kappa(human, scored, SCALE),
-                exact=sum(h == j for h, j in pairs) / len(pairs),
-                confusion=confusion(human, scored, SCALE),
+                kappa=measured.kappa,
+                exact=measured.exact or 0.0,
+                confusion=measured.confusion,
+                kappa_low=measured.kappa_low,
+                kappa_high=measured.kappa_high,
+                labels_needed=measured.labels_needed,
             )
         )
     return found

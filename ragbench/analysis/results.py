@@ -1,8 +1,5 @@
-"""The results of a run, cell by cell: the rows of the table, the per-case records, the headline metrics.
-
-Everything here is computed from the stage results the pipeline made (retrieval per retrieve key,
-answers per answer key, verdicts per judge key), looked up for each cell by its stage keys.
-"""
+"""The results of a run, cell by cell: the rows of the table, the per-case records, the headline metrics,
+computed from the stage results the pipeline made, looked up for each cell by its stage keys."""
 
 from __future__ import annotations
 
@@ -24,6 +21,7 @@ from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, ll
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.tables import rows_to_csv
 from ragbench.retrieval.search import RetrievalResult
+from ragbench.review.alignment import JudgeAlignment, aligned_judge
 from ragbench.scoring.cells import JudgeResult, keyword_report
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.keyword_tests import KeywordFailure, KeywordReport, Suite
@@ -373,6 +371,7 @@ class ResultsTable(BaseModel):
     configured_metrics: list[str] = []  # the tracked metric keys the config asked for, computed or not
     judge_cards: list[JudgeCard] = []  # each judge on planted errors (evaluation.judge_check)
     race: RaceTrace | None = None  # search: race, the elimination trace (rows say each cell's outcome)
+    judge_alignments: list[JudgeAlignment] = []  # each judge against a person's labels, before/after aligned
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
@@ -439,6 +438,7 @@ def build_results(
     pairwise: Sequence[PairwiseResult] = (),
     judge_cards: Sequence[JudgeCard] = (),
     race: RaceTrace | None = None,
+    judge_alignments: Sequence[JudgeAlignment] = (),
 ) -> tuple[ResultsTable, CaseRecords]:
     """The table and the per-case records of a run, from its stage results; the eval suite's cases give
     each case its type for the breakdown by case type. The report page is drawn from them by
@@ -461,6 +461,7 @@ def build_results(
         "scores as noise until a stronger judge or a person's labels say otherwise."
         for card in unreliable.values()
     ]
+    rows = [row | aligned_judge(row.get("judge"), judge_alignments) for row in rows]
     labels = {row["cell"]: row["label"] for row in rows}
     if race is not None:
         rows = [row | {"race": race.status(row["cell"], labels)} for row in rows]
@@ -493,5 +494,6 @@ def build_results(
         configured_metrics=scoring.tracked_keys(),
         judge_cards=list(judge_cards),
         race=race,
+        judge_alignments=list(judge_alignments),
     )
     return table, records

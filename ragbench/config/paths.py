@@ -88,6 +88,7 @@ PATH_KEYS: dict[str, Resolver] = {
     "testset.generator": local_llm_path,
     "testset.critic": local_llm_path,
     "testset.labels": always_path,
+    "evaluation.judge_alignment.labels": maybe_path,  # a labels file, or the name of the labels artifact
     "llm_cache_dir": always_path,
     "output_dir": always_path,
 }

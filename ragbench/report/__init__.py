@@ -2,7 +2,8 @@
 package data), and the page helpers every HTML output uses; content from documents and LLMs is escaped
 on the way in.
 
-May import: ragbench.analysis, ragbench.grid, ragbench.inputs, ragbench.retrieval, ragbench.scoring."""
+May import: ragbench.analysis, ragbench.grid, ragbench.inputs, ragbench.retrieval, ragbench.review,
+ragbench.scoring."""
 
 from ragbench import submodules_as_attributes
 

@@ -34,6 +34,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             confidence=table.confidence,
             judge_reliability=table.judge_reliability,
             judge_cards=table.judge_cards,
+            judge_alignments=table.judge_alignments,
             case_type_rows=table.case_type_rows,
             pairwise=table.pairwise,
             race=table.race,

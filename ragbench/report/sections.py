@@ -14,6 +14,7 @@ from ragbench.analysis.uncertainty import TEST_NAMES
 from ragbench.report import charts
 from ragbench.report.pages import format_value, rows_to_html_table
 from ragbench.report.view import ReportInput
+from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
 
 
@@ -285,10 +286,11 @@ def judge_card_html(card: JudgeCard) -> str:
 def judge_section(report: ReportInput) -> str:
     """How far to trust the judge: planted errors, keyword tests, a second judge, human labels."""
     reliability = report.judge_reliability
-    if reliability is None and not report.judge_cards:
+    if reliability is None and not report.judge_cards and not report.judge_alignments:
         return ""
     parts = ['<h2 id="judge">How far to trust the judge</h2>']
     parts += [judge_card_html(card) for card in report.judge_cards]
+    parts += [alignment_html(alignment) for alignment in report.judge_alignments]
     if reliability is None:
         return "".join(parts)
     parts += [f"<p>{escape(line)}</p>" for line in reliability.lines()]
@@ -305,8 +307,39 @@ def judge_section(report: ReportInput) -> str:
             for score, counts in zip(SCALE, human.confusion, strict=True)
         ]
         parts.append(f"<h3>{escape(human.judge)} against human labels</h3>{rows_to_html_table(rows)}")
-    if len(parts) == 1 + len(report.judge_cards):
+    if len(parts) == 1 + len(report.judge_cards) + len(report.judge_alignments):
         parts.append('<p class="note">No score to check the judge against (no rubric with checks_judge).</p>')
+    return "".join(parts)
+
+
+def alignment_html(alignment: JudgeAlignment) -> str:
+    """One judge against a person's labels: kappa before and after alignment (held out), each with its
+    interval, the confusion matrices, and every labelled verdict."""
+    parts = [f"<h3>{escape(alignment.judge)} against your labels</h3>"]
+    parts.append(
+        '<p class="note">Kappa is quadratic-weighted on 1-5 scores; the interval is a bootstrap over the '
+        "labelled answers. After alignment, the judge saw other answers a person graded but never one of the "
+        "case it graded: each labelled verdict is a held-out prediction.</p>"
+    )
+    parts += [f"<p>{escape(line)}</p>" for line in alignment.lines()]
+    for criterion in alignment.criteria:
+        for side, found in (("before", criterion.before), ("after", criterion.after)):
+            if found is None:
+                continue
+            rows = [
+                {"person": value}
+                | {f"judge {j}": count for j, count in zip(found.categories, counts, strict=True)}
+                for value, counts in zip(found.categories, found.confusion, strict=True)
+            ]
+            parts.append(
+                f"<details><summary>{escape(criterion.criterion)} {side}: confusion (rows: the person)"
+                f"</summary>{rows_to_html_table(rows)}</details>"
+            )
+    verdicts = [v.model_dump() for v in alignment.verdicts]
+    parts.append(
+        f"<details><summary>Every labelled answer: the person, the judge before and after</summary>"
+        f'<div class="scroll">{rows_to_html_table(verdicts)}</div></details>'
+    )
     return "".join(parts)
 
 

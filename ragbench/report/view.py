@@ -9,6 +9,7 @@ from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgeReliability
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.uncertainty import MetricVerdict
+from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.pairwise import PairwiseResult
 
@@ -52,6 +53,7 @@ class ReportInput(BaseModel):
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
     judge_cards: list[JudgeCard] = []
+    judge_alignments: list[JudgeAlignment] = []
     # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
     case_type_rows: list[dict] = []
     pairwise: list[PairwiseResult] = []

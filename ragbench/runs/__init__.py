@@ -1,7 +1,7 @@
 """Runs over time: what a run records for the gate (ragbench.runs.record), the comparison of two runs,
 the regression gate's verdict (with the `regression` config section), schedules and the dashboard.
 
-May import: ragbench.analysis, ragbench.report, ragbench.scoring."""
+May import: ragbench.analysis, ragbench.report, ragbench.review, ragbench.scoring."""
 
 from ragbench import submodules_as_attributes
 

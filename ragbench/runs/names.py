@@ -7,3 +7,5 @@ TESTSET_PIPELINE = "rag_testset"
 RESULTS_STEP = "build_results_table"
 GATE_STEP = "regression_gate"
 EVAL_SET_STEP = "assemble_eval_set"
+EVAL_CASES_STEP = "load_eval_suite"
+REVIEW_LABELS_ARTIFACT = "review_labels"  # what the review page publishes, one version per changed set

@@ -63,6 +63,12 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     flat["warnings"] = table.warnings
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
     flat["judge_cards"] = [card.model_dump(mode="json", exclude={"verdicts"}) for card in table.judge_cards]
+    if table.judge_alignments:
+        flat["judge_alignment"] = [
+            c.model_dump(mode="json") | {"judge": a.judge, "examples": a.examples}
+            for a in table.judge_alignments
+            for c in a.criteria
+        ]
     for metric in tracked:
         key = metric_key(metric.column)
         scored = [

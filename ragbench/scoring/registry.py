@@ -165,6 +165,24 @@ class JudgeCheckConfig(Section):
     seed: int = Field(default=0, description="seed of the sampled cases and of the planted errors")
 
 
+class JudgeAlignmentConfig(Section):
+    """`evaluation.judge_alignment`: align every judge of the run with a person's labels
+    (`ragbench.review.alignment`)."""
+
+    labels: str = Field(
+        default="review_labels",
+        description="the labels: the name of the artifact `run.py review` publishes (review_labels, or "
+        "review_labels:VERSION), or a labels JSONL file the review page wrote",
+    )
+    examples: int = Field(
+        default=4,
+        ge=0,
+        le=20,
+        description="labelled answers shown to the judge per call (disagreements first); 0 measures the "
+        "judge against the labels without aligning it",
+    )
+
+
 class EvaluationConfig(Section):
     """How answers are scored: keyword tests and the LLM judge."""
 
@@ -217,6 +235,12 @@ class EvaluationConfig(Section):
         le=20,
         description="verdicts per answer and rubric: more than 1 measures the judge's self-consistency "
         "and needs judge temperature > 0",
+    )
+    judge_alignment: JudgeAlignmentConfig | None = Field(
+        default=None,
+        description="align every judge with a person's labels from the review page (run.py review): "
+        "{labels, examples}; the agreement before and after, on held-out labels, is in the report "
+        "(docs/how-to/review.md)",
     )
 
     @field_validator("rubrics")

@@ -11,6 +11,7 @@ exactly as a user's `evaluation.custom_rubrics` entry becomes one (`CustomRubric
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from functools import cached_property
@@ -87,6 +88,20 @@ class Criterion(BaseModel):
         return (score - 1) / 4 if self.normalised else float(score)
 
 
+class RubricExample(BaseModel):
+    """A person's scores on one answer, shown to an aligned judge as a worked example
+    (`ragbench.review.alignment`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    case_id: str
+    question: str
+    reference_answer: str | None = None
+    answer: str
+    scores: dict[str, int]  # criterion name -> the person's score (pass/fail as 1/0)
+    note: str = ""
+
+
 class Rubric(BaseModel):
     """Everything the judge needs to grade one aspect of an answer, as data."""
 
@@ -104,6 +119,10 @@ class Rubric(BaseModel):
     # the planted error kinds (`ragbench.scoring.planted.PLANTED_KINDS`) a judge using this rubric must
     # catch for its judge card; empty: all of them
     judge_check_kinds: tuple[str, ...] = ()
+    # An aligned judge: people's graded answers, best first; each call shows the first `examples_shown`
+    # of them that are not of the case being graded. Part of the rubric, so of the cache key.
+    examples: tuple[RubricExample, ...] = ()
+    examples_shown: int = 0
 
     @cached_property
     def reply_schema(self) -> type[BaseModel]:
@@ -151,8 +170,38 @@ class Rubric(BaseModel):
             + format_passages(item.contexts, char_budget=context_char_budget),
             "answer": f"{self.answer_heading}:\n{data_section('answer', item.answer)}",
         }
-        user = "\n\n".join([*(sections[name] for name in self.inputs), self.reply_instruction])
+        parts = [*(sections[name] for name in self.inputs), self.reply_instruction]
+        if shown := [e for e in self.examples if e.case_id != item.case_id][: self.examples_shown]:
+            parts.insert(0, self._examples_text(shown))
+        user = "\n\n".join(parts)
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
+
+    def _examples_text(self, examples: Sequence[RubricExample]) -> str:
+        """Other answers a person graded, with the person's scores as the judge should reply them."""
+        blocks = []
+        for number, example in enumerate(examples, start=1):
+            lines = [f"Example {number}", f"Question:\n{example.question.strip()}"]
+            if "reference_answer" in self.inputs:
+                lines.append(
+                    "Reference answer (correct):\n"
+                    + data_section("reference_answer", example.reference_answer or "")
+                )
+            lines.append(f"{self.answer_heading}:\n{data_section('answer', example.answer)}")
+            verdict = {
+                c.reply_field: ("pass" if example.scores[c.name] else "fail")
+                if c.scale == "pass_fail"
+                else example.scores[c.name]
+                for c in self.criteria
+                if c.name in example.scores
+            }
+            why = f" (their note: {example.note})" if example.note else ""
+            lines.append(f"A person's grading{why}: {json.dumps(verdict)}")
+            blocks.append("\n".join(lines))
+        return (
+            "First, answers to other questions that a person graded: grade the same way they do.\n\n"
+            + "\n\n".join(blocks)
+            + "\n\nNow the answer to grade."
+        )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,163 @@
+"""`run.py review`: what the review page shows, taken from a run in the ZenML store, and the labels it
+writes, published back as a versioned artifact (`review_labels`) a later run can be given.
+
+A benchmark run gives its answers (case records), the eval cases (reference answers) and each cell's
+judge; a testset run gives the generated set's kept and rejected candidates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ragbench.review.labels import CANDIDATE_RUBRIC, ReviewLabels
+from ragbench.review.queue import ReviewItem, answer_items, candidate_item
+from ragbench.runs.compare import config_tag
+from ragbench.runs.names import (
+    BENCHMARK_PIPELINE,
+    EVAL_CASES_STEP,
+    EVAL_SET_STEP,
+    RESULTS_STEP,
+    REVIEW_LABELS_ARTIFACT,
+    TESTSET_PIPELINE,
+)
+from ragbench.scoring.rubrics import Rubric, checked_rubric
+
+
+class ReviewSourceError(ValueError):
+    """The run to review is missing, unfinished, of another kind, or has nothing to review."""
+
+
+def _run(run_name: str | None, pipeline: str, config_name: str | None = None) -> Any:
+    """`run_name`, or the newest completed run of `pipeline` (of the config `config_name`, if given)."""
+    from zenml.client import Client
+
+    client = Client()
+    if run_name is None:
+        tags = [f"equals:{config_tag(config_name)}"] if config_name else None
+        try:
+            found = client.get_pipeline(pipeline)
+        except KeyError:
+            found = None
+        runs = (
+            client.list_pipeline_runs(pipeline_id=found.id, tags=tags, sort_by="desc:created", size=20).items
+            if found is not None
+            else []
+        )
+        finished = [run for run in runs if run.status.value == "completed"]
+        if not finished:
+            of = f" of config {config_name!r}" if config_name else ""
+            raise ReviewSourceError(
+                f"no completed {pipeline} run{of} to review: run one first, or name --run"
+            )
+        return finished[0]
+    try:
+        found = client.get_pipeline_run(run_name)
+    except KeyError:
+        raise ReviewSourceError(f"no run named {run_name!r}") from None
+    if found.pipeline is None or found.pipeline.name != pipeline or found.status.value != "completed":
+        raise ReviewSourceError(f"{run_name} is not a completed {pipeline} run")
+    return found
+
+
+def answer_items_of_run(
+    run_name: str | None, rubric_name: str | None, config_name: str | None = None
+) -> tuple[str, list[ReviewItem]]:
+    """`run_name`'s answers (default: the newest completed benchmark run of `config_name`) as review
+    items on `rubric_name`'s criteria (default: the rubric the judge is checked on, e.g. correctness)."""
+    run = _run(run_name, BENCHMARK_PIPELINE, config_name)
+    results = run.steps[RESULTS_STEP]
+    table = results.outputs["results"][0].load()
+    records = results.outputs["case_records"][0].load().records
+    cases = run.steps[EVAL_CASES_STEP].outputs["eval_cases"][0].load().cases
+    rubrics: dict[str, Rubric] = {}
+    for step in run.steps.values():
+        if "judgements" in step.outputs:
+            rubrics |= {r.name: r for r in step.outputs["judgements"][0].load().rubrics}
+    rubric = rubrics.get(rubric_name) if rubric_name else checked_rubric(rubrics.values())
+    if rubric is None:
+        named = f"rubric {rubric_name!r}" if rubric_name else "a rubric the judge is checked on"
+        raise ReviewSourceError(
+            f"{run.name} has no {named} (its rubrics: {', '.join(rubrics) or 'none'}): review a run that "
+            "judged with it, or name one with --rubric"
+        )
+    judge_of_cell = {row["cell"]: str(row["judge"]) for row in table.rows if row.get("judge")}
+    items = answer_items(records, cases, judge_of_cell, rubric)
+    if not items:
+        raise ReviewSourceError(f"{run.name} has no answer that rubric {rubric.name} grades")
+    return run.name, items
+
+
+def candidate_items_of_run(run_name: str | None) -> tuple[str, list[ReviewItem]]:
+    """A testset run's kept and rejected candidates, to keep or reject."""
+    run = _run(run_name, TESTSET_PIPELINE)
+    eval_set = next(iter(run.steps[EVAL_SET_STEP].outputs.values()))[0].load()
+    items = []
+    for case, kept in [(c, True) for c in eval_set.cases] + [(c, False) for c in eval_set.rejected]:
+        provenance = case.provenance
+        chunk = provenance.source_chunks[0] if provenance and provenance.source_chunks else None
+        because = "; ".join(provenance.rejected_because) if provenance else ""
+        items.append(
+            candidate_item(
+                case,
+                chunk.text if chunk else "",
+                chunk.source if chunk else "(no source passage)",
+                {"filters": kept},
+                {"filters": "kept" if kept else f"rejected: {because or 'no reason recorded'}"},
+            )
+        )
+    if not items:
+        raise ReviewSourceError(f"{run.name} generated no candidate")
+    return run.name, items
+
+
+def testset_labels_jsonl(labels: ReviewLabels) -> str:
+    """The candidates' labels in the `testset.labels` format the filters are measured against."""
+    lines = [
+        json.dumps(
+            {
+                "id": label.case_id,
+                "question": label.item.question,
+                "human_keep": bool(label.value),
+                "reason": label.note or ("kept on review" if label.value else "rejected on review"),
+            },
+            ensure_ascii=False,
+        )
+        for label in labels.of(CANDIDATE_RUBRIC, CANDIDATE_RUBRIC, "candidate")
+    ]
+    return "".join(line + "\n" for line in lines)
+
+
+def publish_labels(labels: ReviewLabels) -> str | None:
+    """Store the current labels as a new version of the `review_labels` artifact, unless the newest
+    version already holds them; returns "name:version", or None when there is no label."""
+    if not labels.labels:
+        return None
+    from zenml import save_artifact
+    from zenml.client import Client
+
+    current = ReviewLabels(labels=labels.current())
+    digest = hashlib.sha256(current.jsonl().encode()).hexdigest()
+    newest = Client().list_artifact_versions(
+        artifact=REVIEW_LABELS_ARTIFACT, sort_by="desc:created", size=1, hydrate=True
+    )
+    if newest.items and newest.items[0].run_metadata.get("labels_sha256") == digest:
+        version = newest.items[0]
+    else:
+        version = save_artifact(
+            current,
+            name=REVIEW_LABELS_ARTIFACT,
+            user_metadata={"labels_sha256": digest, "labels": len(current.labels)},
+        )
+    return f"{REVIEW_LABELS_ARTIFACT}:{version.version}"
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(path.suffix + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+    return path

@@ -1,0 +1,190 @@
+"""The review page in a real browser: a person labels answers with the keyboard, the judges' verdicts show
+only after each label, a note is written, and the labels survive a reload and a restart of the server; an
+answer that holds markup shows as text and its script never runs."""
+
+import json
+import shutil
+
+import pytest
+
+from ragbench.review.labels import LabelStore
+from ragbench.review.queue import ReviewItem, ordered
+from ragbench.review.server import ReviewServer, ReviewSession
+from ragbench.scoring.rubrics import JudgeInput
+
+CHROMIUM = next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
+TIMEOUT = 30_000  # ms: a loaded two-core machine can be slow to start chromium and to lay a page out
+PLANTED = "<script>window.pwned=1</script><b>bold</b>"
+SEED = 5
+LABELLED = 10
+NOTE = "needs 2 sources, not one"  # digits and key letters typed in the note must not label or move
+
+
+def review_items() -> list[ReviewItem]:
+    items = []
+    for i in range(12):
+        answer = f"Answer number {i}: the steeping time is {i + 1} minutes."
+        verdicts = {"judge-a": 1 + i % 5}
+        if i == 0:  # the planted markup, where two judges disagree: first under the default order
+            answer = f"Steep it for three minutes. {PLANTED}"
+            verdicts = {"judge-a": 1, "judge-b": 5}
+        elif i % 4 == 0:
+            verdicts["judge-b"] = 1 + (i + 2) % 5
+        items.append(
+            ReviewItem(
+                rubric="correctness",
+                criterion="correctness",
+                criterion_label="Is the answer correct?",
+                scale="1-5",
+                input=JudgeInput(
+                    case_id=f"case-{i:02d}",
+                    question=f"How long should tea {i} steep?",
+                    answer=answer,
+                    reference_answer="Three minutes.",
+                    contexts=[f"Tea {i} is steeped for three minutes."],
+                ),
+                sources=[f"tea-{i}.md"],
+                verdicts=verdicts,
+                reasoning={judge: f"{judge} read the passage" for judge in verdicts},
+            )
+        )
+    return items
+
+
+def serve(items: list[ReviewItem], path) -> ReviewServer:
+    server = ReviewServer(ReviewSession(items, LabelStore(path), title="tea review", seed=SEED), port=0)
+    server.start()
+    return server
+
+
+def stop(server: ReviewServer) -> None:
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium on this machine and set-up could not install it (`apt-get install chromium` "
+    "as root on Debian; see docs/project/tests-and-benchmarks.md)",
+)
+def test_a_person_labels_with_the_keyboard_and_the_labels_survive_a_reload_and_a_restart(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    items = review_items()
+    by_answer = {item.input.answer: item for item in items}
+    queue = ordered(items, "disagreement", SEED)  # the page's default order
+    assert queue[0].input.answer.endswith(PLANTED)
+    labels_path = tmp_path / "labels.jsonl"
+    server = serve(items, labels_path)
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1200, "height": 900})
+                page.set_default_timeout(TIMEOUT)
+                page.on("pageerror", lambda error: errors.append(str(error)))
+                page.goto(server.url)
+                progress, status = page.locator("#progress"), page.locator("#status")
+                answer, note = page.locator("#answer"), page.locator("#note")
+                revealed = page.locator("#revealed")
+                expect(page.locator("#title")).to_have_text("tea review", timeout=TIMEOUT)
+                # blinding: the page was sent no verdict at all
+                assert page.evaluate("state.items.some((item) => 'verdicts' in item)") is False
+
+                given: dict[str, int] = {}
+                for position in range(LABELLED):
+                    expect(progress).to_have_text(
+                        f"item {position + 1} of 12 ({position} labelled)", timeout=TIMEOUT
+                    )
+                    expect(status).to_have_text("not labelled", timeout=TIMEOUT)
+                    expect(revealed).to_be_hidden(timeout=TIMEOUT)  # blind until labelled
+                    shown = answer.text_content()
+                    item = by_answer.get(shown)
+                    assert item is not None, f"#answer shows {shown!r}, not an answer of the queue"
+                    assert item.key == queue[position].key  # the page's order is the server's
+                    value = 1 + (position * 3) % 5
+                    if position == 3:  # a note: n, type, Escape, then the score
+                        page.keyboard.press("n")
+                        expect(note).to_be_focused(timeout=TIMEOUT)
+                        page.keyboard.type(NOTE)
+                        expect(note).to_have_value(NOTE, timeout=TIMEOUT)  # the "n" was not typed
+                        expect(status).to_have_text("not labelled", timeout=TIMEOUT)
+                        expect(progress).to_contain_text(f"item {position + 1} of 12", timeout=TIMEOUT)
+                        page.keyboard.press("Escape")
+                        expect(note).not_to_be_focused(timeout=TIMEOUT)
+                    page.keyboard.press(str(value))
+                    given[item.key] = value
+                    expect(status).to_have_text(f"saved: {value} / 5", timeout=TIMEOUT)
+                    expect(revealed).to_be_visible(timeout=TIMEOUT)
+                    for judge, score in item.verdicts.items():
+                        expect(revealed).to_contain_text(f"{judge}: {score} / 5", timeout=TIMEOUT)
+                        expect(revealed).to_contain_text(f"{judge} read the passage", timeout=TIMEOUT)
+                    expect(progress).to_contain_text(f"({position + 1} labelled)", timeout=TIMEOUT)
+                    page.keyboard.press(("Enter", "ArrowRight", "s")[position % 3])
+                expect(progress).to_have_text(
+                    f"item {LABELLED + 1} of 12 ({LABELLED} labelled)", timeout=TIMEOUT
+                )
+
+                stored = [json.loads(line) for line in labels_path.read_text().splitlines()]
+                assert len(stored) == LABELLED
+                keys = [f"{s['case_id']}|{s['answer_sha']}|{s['rubric']}|{s['criterion']}" for s in stored]
+                assert dict(zip(keys, (s["value"] for s in stored), strict=True)) == given
+                notes = {s["case_id"]: s["note"] for s in stored if s["note"]}
+                assert notes == {queue[3].input.case_id: NOTE}
+
+                page.reload()
+                check_labels_kept(page, expect, queue, given)
+                for position in range(LABELLED - 2, -1, -1):  # back through every label to the first
+                    page.keyboard.press("ArrowLeft" if position % 2 else "b")
+                    expect(progress).to_have_text(
+                        f"item {position + 1} of 12 ({LABELLED} labelled)", timeout=TIMEOUT
+                    )
+                    label = f"your label: {given[queue[position].key]} / 5"
+                    expect(status).to_have_text(label, timeout=TIMEOUT)
+                    expect(note).to_have_value(NOTE if position == 3 else "", timeout=TIMEOUT)
+                    expect(revealed).to_be_visible(timeout=TIMEOUT)
+                expect(answer).to_have_text(f"Steep it for three minutes. {PLANTED}", timeout=TIMEOUT)
+                assert answer.locator("b, script").count() == 0  # text, not elements
+                assert page.evaluate("typeof window.pwned") == "undefined"
+                expect(revealed).to_contain_text("judge-a: 1 / 5", timeout=TIMEOUT)
+                expect(revealed).to_contain_text("judge-b: 5 / 5", timeout=TIMEOUT)
+
+                stop(server)
+                server = serve(items, labels_path)  # a restart: a new store reads the same file
+                page.goto(server.url)
+                check_labels_kept(page, expect, queue, given)
+                page.goto(server.url + "?order=random")
+                expect(page.locator("#order")).to_have_value("random", timeout=TIMEOUT)
+                expect(progress).to_contain_text(f"({LABELLED} labelled)", timeout=TIMEOUT)
+                assert page.evaluate("typeof window.pwned") == "undefined"
+                page.screenshot(path=str(tmp_path / "review.png"))
+            finally:
+                browser.close()
+    finally:
+        stop(server)
+    assert errors == []
+    assert len(labels_path.read_text().splitlines()) == LABELLED  # reloads and a restart wrote nothing
+
+
+def check_labels_kept(page, expect, queue: list[ReviewItem], given: dict[str, int]) -> None:
+    """After a reload: the page opens on the first unlabelled item, counts the labels, goes back to the
+    last labelled one with its label and verdicts, and the agreement table counts every label."""
+    progress = page.locator("#progress")
+    expect(progress).to_have_text(f"item {LABELLED + 1} of 12 ({LABELLED} labelled)", timeout=TIMEOUT)
+    expect(page.locator("#status")).to_have_text("not labelled", timeout=TIMEOUT)
+    expect(page.locator("#revealed")).to_be_hidden(timeout=TIMEOUT)
+    labelled = queue[:LABELLED]
+    judge_a = page.locator("#agreement tr", has=page.locator("td", has_text="judge-a"))
+    expect(judge_a.locator("td").nth(2)).to_have_text(str(LABELLED), timeout=TIMEOUT)
+    judge_b = page.locator("#agreement tr", has=page.locator("td", has_text="judge-b"))
+    with_b = sum("judge-b" in item.verdicts for item in labelled)
+    expect(judge_b.locator("td").nth(2)).to_have_text(str(with_b), timeout=TIMEOUT)
+    page.keyboard.press("b")
+    expect(progress).to_have_text(f"item {LABELLED} of 12 ({LABELLED} labelled)", timeout=TIMEOUT)
+    last = labelled[-1]
+    expect(page.locator("#status")).to_have_text(f"your label: {given[last.key]} / 5", timeout=TIMEOUT)
+    expect(page.locator("#answer")).to_have_text(last.input.answer, timeout=TIMEOUT)
+    expect(page.locator("#revealed")).to_contain_text(
+        f"judge-a: {last.verdicts['judge-a']} / 5", timeout=TIMEOUT
+    )

@@ -241,7 +241,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence."""
     from pipelines.options import run_options, step_environment
-    from ragbench.config.dry_run import judge_card_calls, plan_rows
+    from ragbench.config.dry_run import judge_alignment_calls, judge_card_calls, plan_rows
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
 
@@ -272,6 +272,8 @@ def print_plan(config: BenchmarkConfig) -> int:
     )
     if (card_calls := judge_card_calls(config, preflight.eval_suite.cases)) is not None:
         print(card_calls)
+    if (alignment_calls := judge_alignment_calls(config)) is not None:
+        print(alignment_calls)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)
         most = min(cases, search.max_cases or config.generation.sample_size or cases)
@@ -751,6 +753,9 @@ def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
         run_name, items = review.answer_items_of_run(args.run, args.rubric, config.name)
     session = ReviewSession(items, store, title=f"review of {run_name}", seed=config.generation.seed)
     server = ReviewServer(session, port=REVIEW_PORT if args.port is None else args.port)
+    # Ctrl-C, or SIGTERM from a process manager, stops serving; then the labels are published
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     print(f"review page: {server.url}  ({len(items)} items; labels saved to {labels_path}; Ctrl-C to stop)")
     try:
         server.serve_forever()
@@ -762,7 +767,7 @@ def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
         print(found.sentence())
     if args.testset:
         exported = review.write_text(
-            labels_path.with_name("testset_labels.jsonl"), review.testset_labels_jsonl(store.labels)
+            labels_path.with_name("testset_labels.jsonl"), review.testset_labels_jsonl(store.labels, items)
         )
         print(f"candidate labels for testset.labels: {exported}")
     published = review.publish_labels(store.labels)

@@ -560,3 +560,25 @@ def test_a_null_note_is_no_note(server, items):
     status, answer = post_label(server, 3, key=items[0].key, note=None)
     assert status == 200
     assert answer["label"]["note"] == ""
+
+
+def test_the_testset_labels_export_holds_only_the_reviewed_candidates(tmp_path):
+    """A regenerated set may give an id another question: the labels of the older question stay in the
+    labels file but not in the export, which holds one label per id."""
+    from ragbench.review.labels import LabelStore
+    from ragbench.runs.review import testset_labels_jsonl
+
+    old, new = (
+        candidate_item(EvalCase(id="gen-1", question=q, reference_answer="Blue."), "p", "s.md", {}, {})
+        for q in ("What colour is the sky?", "Which colour has the sky at noon?")
+    )
+    session = ReviewSession([old, new], LabelStore(tmp_path / "labels.jsonl"), title="sets")
+    session.label(old.key, 1)
+    session.label(new.key, 0, "asks the same twice")
+    (line,) = testset_labels_jsonl(session.store.labels, [new]).splitlines()
+    assert json.loads(line) == {
+        "id": "gen-1",
+        "question": "Which colour has the sky at noon?",
+        "human_keep": False,
+        "reason": "asks the same twice",
+    }

@@ -111,7 +111,7 @@ def label_through_the_cli(tmp_path: Path, labels_file: Path) -> str:
     return "".join(printed) + rest
 
 
-def test_labels_from_the_page_align_the_judge_in_the_next_run(tmp_path, monkeypatch):
+def test_labels_from_the_page_align_the_judge_in_the_next_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     judge = LenientJudge()
@@ -130,6 +130,12 @@ def test_labels_from_the_page_align_the_judge_in_the_next_run(tmp_path, monkeypa
         assert all(item["label"] is not None for item in session.state("disagreement")["items"])
 
         write(tmp_path, server, alignment=", judge_alignment: {labels: review_labels, examples: 2}")
+        capsys.readouterr()
+        assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        # the judges' steps ran before, but an aligned judge asks anew: 3 calls per cell, none reused
+        assert "2 cells: 2 new, 0 reused" in plan and "New LLM calls: 6" in plan
+        assert "Judge alignment (review_labels)" in plan
         before = server.request_count
         # an aligned judge is another judge: the gate sees the wrong reader's correctness fall from 1 to 0
         # against the run graded by the lenient judge (as after any change of a rubric's prompt)

@@ -131,11 +131,17 @@ def plan_rows(
     scoring = config.scoring()
     pairwise = config.evaluation.pairwise
     candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
+    # an aligned judge's prompts hold the person's examples: its step's earlier runs are no reuse
+    aligned = config.evaluation.judge_alignment is not None and config.evaluation.judge_alignment.examples > 0
     rows = []
     for cell in cells:
         stages = STAGES[: STAGES.index(cell.last_stage) + 1]
         chunking = [cell.step_id("chunk")] if cell.external is None else []
-        new_steps = [step for step in [*chunking, *cell.step_ids()] if step not in finished_steps]
+        new_steps = [
+            step
+            for step in [*chunking, *cell.step_ids()]
+            if step not in finished_steps or (aligned and step == cell.step_id("judge"))
+        ]
         row: dict = {
             "cell": labels[cell.id],
             "status": "new" if new_steps else "reused",
@@ -146,7 +152,8 @@ def plan_rows(
             step_id = cell.step_id(stage) if role != "pairwise" else f"pairwise_{cell.upto('judge').id}"
             if role == "pairwise" and cell.upto("answer").id not in candidates:
                 continue
-            if stage not in stages or step_id in priced or step_id in finished_steps:
+            reused = step_id in finished_steps and not (aligned and role == "judge")
+            if stage not in stages or step_id in priced or reused:
                 continue
             if role == "reader" and cell.external is not None:
                 priced.add(step_id)
@@ -183,6 +190,24 @@ def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | No
     return (
         f"Judge card: at most {calls} calls for each of {len(judges)} judge(s), on {sampled} sampled cases "
         "(cached: a later run on the same cases pays nothing)."
+    )
+
+
+def judge_alignment_calls(config: BenchmarkConfig) -> str | None:
+    """What aligning the judges adds, or None without `evaluation.judge_alignment`."""
+    alignment = config.evaluation.judge_alignment
+    judges = {key.judge.result_key for key in distinct_at(expand_grid(config), "judge") if key.judge}
+    if alignment is None or not judges:
+        return None
+    sides = (
+        "as it is and aligned (the aligned calls are the grid judge's own"
+        if alignment.examples
+        else "as it is ("
+    )
+    return (
+        f"Judge alignment ({alignment.labels}): each of {len(judges)} judge(s) also grades every labelled "
+        f"answer {sides}; calls of answers an earlier run judged are cached). Labels are read by the run, "
+        "not counted here."
     )
 
 

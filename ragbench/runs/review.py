@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,11 @@ def candidate_items_of_run(run_name: str | None) -> tuple[str, list[ReviewItem]]
     return run.name, items
 
 
-def testset_labels_jsonl(labels: ReviewLabels) -> str:
-    """The candidates' labels in the `testset.labels` format the filters are measured against."""
+def testset_labels_jsonl(labels: ReviewLabels, items: Sequence[ReviewItem]) -> str:
+    """The labels of the reviewed run's candidates (`items`) in the `testset.labels` format the filters are
+    measured against. Labels of other runs' candidates are left out: a regenerated set may give an id
+    another question, and the format holds one label per id."""
+    reviewed = {item.key for item in items}
     lines = [
         json.dumps(
             {
@@ -126,6 +130,7 @@ def testset_labels_jsonl(labels: ReviewLabels) -> str:
             ensure_ascii=False,
         )
         for label in labels.of(CANDIDATE_RUBRIC, CANDIDATE_RUBRIC, "candidate")
+        if "|".join(label.key) in reviewed
     ]
     return "".join(line + "\n" for line in lines)
 

@@ -40,15 +40,15 @@ lint: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The dashboard test drives a real Chromium: install Debian's package when it is missing and we can
-# (root with apt-get); otherwise that one test is skipped and says why.
+# The dashboard and review-page tests drive a real Chromium: install Debian's package when it is missing and we can
+# (root with apt-get); otherwise those tests are skipped and say why.
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's chromium for the dashboard browser test"; \
+	    echo "installing Debian's chromium for the browser tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-	      || echo "could not install chromium: the dashboard browser test will be skipped"; \
-	  else echo "no chromium and no root apt-get: the dashboard browser test will be skipped"; fi; }
+	      || echo "could not install chromium: the browser tests will be skipped"; \
+	  else echo "no chromium and no root apt-get: the browser tests will be skipped"; fi; }
 
 # The shared LLM cache tests run a real PostgreSQL server: install Debian's package when it is missing and
 # we can (root with apt-get); otherwise those tests are skipped and say why.

@@ -582,3 +582,58 @@ def test_the_testset_labels_export_holds_only_the_reviewed_candidates(tmp_path):
         "human_keep": False,
         "reason": "asks the same twice",
     }
+
+
+def test_human_correctness_labels_get_the_same_figures():
+    """The eval-case file's `human_correctness` labels are measured like the page's: kappa with its
+    bootstrap interval and the labels still needed, in the run's judge reliability lines."""
+    from ragbench.analysis.judge_reliability import human_agreement
+
+    pairs = [(5, 5), (4, 5), (1, 2), (2, 1), (5, 4), (3, 3), (1, 1), (5, 5)]
+    (found,) = human_agreement({"judge-a": pairs})
+    expected = agreement(pairs, rubric="correctness", criterion="correctness", judge="judge-a")
+    assert found.kappa == pytest.approx(expected.kappa)
+    assert (found.kappa_low, found.kappa_high) == (expected.kappa_low, expected.kappa_high)
+    assert found.kappa_low < found.kappa <= found.kappa_high and found.labels_needed > 0
+    from ragbench.analysis.judge_reliability import JudgeReliability
+
+    (line,) = JudgeReliability(keyword=None, judge_pairs=[], human=[found]).lines()
+    assert f"[{found.kappa_low:.2f}, {found.kappa_high:.2f}]" in line and "more labels for +/-0.1" in line
+
+
+def test_an_aligned_rubric_shows_disagreements_first_and_never_the_graded_case():
+    from ragbench.review.alignment import aligned_rubric
+    from ragbench.review.labels import ReviewLabels
+    from ragbench.scoring.rubrics import CORRECTNESS
+
+    # judge-a said 5 to every answer; the person disagrees most on "c", then "b", agrees on "a"
+    people = {"a": 5, "b": 3, "c": 1}
+    labels = ReviewLabels(
+        labels=[
+            label_of(make_item(case, f"answer {case}", {"judge-a": 5}), score)
+            for case, score in people.items()
+        ]
+    )
+    aligned = aligned_rubric(CORRECTNESS, labels, "judge-a", examples=2)
+    assert [e.case_id for e in aligned.examples] == ["c", "b", "a"]
+    assert aligned != CORRECTNESS and aligned.examples[0].scores == {"correctness": 1}
+    graded = make_item("c", "another answer of c").input
+    prompt = aligned.messages(graded)[1]["content"]
+    assert "question of b?" in prompt and "question of a?" in prompt
+    assert prompt.count("question of c?") == 1  # the graded question only: its own example is left out
+    assert '"score": 3' in prompt and prompt.index("question of b?") < prompt.index(
+        "Now the answer to grade."
+    )
+    assert aligned_rubric(CORRECTNESS, labels, "judge-a", examples=0) == CORRECTNESS
+
+
+def test_the_kappa_change_is_paired_over_the_same_labels():
+    from ragbench.review.agreement import kappa_change
+
+    person = [1, 2, 3, 4, 5] * 6
+    lenient = [5] * 30  # says 5 to everything: kappa 0
+    same = kappa_change(person, lenient, lenient, seed=1)
+    assert (same.difference, same.low, same.high) == (0.0, 0.0, 0.0)
+    better = kappa_change(person, lenient, [max(1, p - (i % 2)) for i, p in enumerate(person)], seed=1)
+    assert better.difference > 0.5 and 0 < better.low <= better.difference <= better.high
+    assert "kappa change +" in better.text() and kappa_change([1, 2], [1, 2], [2, 1]).difference is None

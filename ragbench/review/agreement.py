@@ -77,6 +77,55 @@ def _kappas(person: np.ndarray, judge: np.ndarray, categories: Sequence[int], we
     return kappa
 
 
+class KappaChange(BaseModel):
+    """How much a second judge's kappa with the person differs from a first judge's, on the same labels:
+    the difference and its paired percentile bootstrap interval (both judges resampled together)."""
+
+    difference: float | None
+    low: float | None
+    high: float | None
+    confidence: float
+
+    def text(self) -> str:
+        if self.difference is None:
+            return "kappa change not defined"
+        interval = (
+            f" [{self.low:+.2f}, {self.high:+.2f}]" if self.low is not None and self.high is not None else ""
+        )
+        return f"kappa change {self.difference:+.2f}{interval} (paired bootstrap, {self.confidence:.0%})"
+
+
+def kappa_change(
+    person: Sequence[int],
+    first: Sequence[int],
+    second: Sequence[int],
+    *,
+    scale: str = "1-5",
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> KappaChange:
+    """kappa(person, second) - kappa(person, first) over the same labelled answers."""
+    categories = SCALES[scale]
+    index = {value: position for position, value in enumerate(categories)}
+    rows = [np.array([index[v] for v in values], dtype=int) for values in (person, first, second)]
+    n, weighted = len(person), scale == "1-5"
+    if n < 5:
+        return KappaChange(difference=None, low=None, high=None, confidence=confidence)
+    whole = [_kappas(rows[0][None, :], rows[k][None, :], categories, weighted)[0] for k in (1, 2)]
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    boot = _kappas(rows[0][draws], rows[2][draws], categories, weighted) - _kappas(
+        rows[0][draws], rows[1][draws], categories, weighted
+    )
+    boot = boot[np.isfinite(boot)]
+    difference = float(whole[1] - whole[0])
+    if not math.isfinite(difference) or len(boot) < resamples // 2:
+        return KappaChange(difference=None, low=None, high=None, confidence=confidence)
+    tail = (1 - confidence) / 2 * 100
+    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    return KappaChange(difference=difference, low=low, high=high, confidence=confidence)
+
+
 def agreement(
     pairs: Sequence[tuple[int, int]],
     *,

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ragbench.inputs.eval_cases import seeded_rank
 from ragbench.llm.client import LLMClient
-from ragbench.review.agreement import Agreement, agreement
+from ragbench.review.agreement import Agreement, KappaChange, agreement, kappa_change
 from ragbench.review.labels import Label, ReviewLabels
 from ragbench.scoring.judge import judge_answers
 from ragbench.scoring.rubrics import Rubric, RubricExample
@@ -90,6 +90,7 @@ class CriterionAlignment(BaseModel):
     criterion: str
     before: Agreement
     after: Agreement | None  # None when the judge was only measured (examples: 0)
+    change: KappaChange | None = None  # after - before, paired over the same labels
 
 
 class JudgeAlignment(BaseModel):
@@ -108,6 +109,8 @@ class JudgeAlignment(BaseModel):
             lines.append(f"before alignment: {c.before.sentence()}")
             if c.after is not None:
                 lines.append(f"after alignment, held out: {c.after.sentence()}")
+            if c.change is not None:
+                lines.append(f"alignment on {c.criterion}: {c.change.text()}")
         return lines
 
 
@@ -165,6 +168,15 @@ def measure_alignment(
                         [(r.person, r.after) for r in both],
                         judge=aligned_name(judge, examples),
                         **common,
+                        **stats,
+                    )
+                    if after
+                    else None,
+                    change=kappa_change(
+                        [r.person for r in both],
+                        [r.before for r in both],
+                        [r.after for r in both],
+                        scale=criterion.scale,
                         **stats,
                     )
                     if after

@@ -97,7 +97,7 @@ class Wiring:
     retrievals: list = field(default_factory=list)
     reranker_numbers: dict[str, int] = field(default_factory=dict)
     rerankers: dict[str, Any] = field(default_factory=dict)
-    labels: Any = None  # a person's labels the judges are aligned with (`evaluation.judge_alignment`)
+    review_labels: Any = None  # a person's labels the judges are aligned with (evaluation.judge_alignment)
 
     def answer(self, key: CellSpec, *, first: int = 0, stop: int | None = None, id: str | None = None) -> Any:
         """The answer step of one answer key, over cases `first` to `stop` of the seeded order (default:
@@ -147,7 +147,7 @@ class Wiring:
             scorers=[scorer.identity() for scorer in scoring.scorers],
             embedding_model=self.settings.scoring_embedding_model,
             samples=self.settings.evaluation.judge_samples,
-            labels=self.labels if alignment is not None and alignment.examples else None,
+            review_labels=self.review_labels if alignment is not None and alignment.examples else None,
             alignment={"judge": self.judge_name(key), "examples": alignment.examples}
             if alignment is not None and alignment.examples
             else None,
@@ -165,7 +165,7 @@ class Wiring:
         judges = {key.judge.result_key: key.judge for key in distinct_at(self.cells, "judge") if key.judge}
         return [
             measure_judge_alignment(
-                self.labels,
+                self.review_labels,
                 self.operations,
                 judge=judge.result_fields(),
                 rubrics=[rubric.model_dump(mode="json") for rubric in self.settings.scoring().rubrics],
@@ -250,7 +250,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
         suite=suite,
         operations=pass_llm_operations(operations=run_operations(settings, cells)),
         reranker_numbers=reranker_numbers,
-        labels=review_labels_input(settings),
+        review_labels=review_labels_input(settings),
         rerankers={
             name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
                 checkpoint=name, id=f"reranker_{number}"

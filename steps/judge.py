@@ -32,19 +32,20 @@ def judge_answers_cell(
     scorers: list[dict] | None = None,
     embedding_model: str | None = None,
     samples: int = 1,
-    labels: ReviewLabels | None = None,
+    review_labels: ReviewLabels | None = None,
     alignment: dict | None = None,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers. The
     rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key; the
     scorers by their identity (name, version, source digest: `Scorer.identity`), so changing a scorer's
-    code or package version asks again. `embedding_model`: what scorers compare texts with. `labels` and
-    `alignment` ({judge, examples}): the judge aligned by a person's labels (`ragbench.review.alignment`)."""
+    code or package version asks again. `embedding_model`: what scorers compare texts with.
+    `review_labels` and `alignment` ({judge, examples}): the judge aligned by a person's labels
+    (`ragbench.review.alignment`)."""
     settings = Operations.model_validate(operations)
     chosen_rubrics = [Rubric.model_validate(rubric) for rubric in rubrics]
-    if labels is not None and alignment is not None:
+    if review_labels is not None and alignment is not None:
         chosen_rubrics = [
-            aligned_rubric(rubric, labels, alignment["judge"], alignment["examples"])
+            aligned_rubric(rubric, review_labels, alignment["judge"], alignment["examples"])
             for rubric in chosen_rubrics
         ]
     chosen = scorers_from_identities(scorers or [])
@@ -144,7 +145,7 @@ def check_judge_on_planted_errors(
 
 @step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
 def measure_judge_alignment(
-    labels: ReviewLabels,
+    review_labels: ReviewLabels,
     operations: dict,
     judge: dict,
     rubrics: list[dict],
@@ -161,7 +162,7 @@ def measure_judge_alignment(
     ) as client:
         measured = measure_alignment(
             client,
-            labels,
+            review_labels,
             [Rubric.model_validate(rubric) for rubric in rubrics],
             judge=name,
             examples=examples,

@@ -9,7 +9,7 @@ under `TARGET_HALF_WIDTH`, assuming it shrinks as 1/sqrt(n) (a planning figure, 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from pydantic import BaseModel
@@ -77,6 +77,27 @@ def _kappas(person: np.ndarray, judge: np.ndarray, categories: Sequence[int], we
     return kappa
 
 
+def _indices(values: Sequence[int], scale: str) -> np.ndarray:
+    """Scores as their positions on the scale: what `_kappas` counts with."""
+    index = {value: position for position, value in enumerate(SCALES[scale])}
+    return np.array([index[value] for value in values], dtype=int)
+
+
+def _bootstrap_interval(
+    statistic: Callable[[np.ndarray], np.ndarray], n: int, confidence: float, resamples: int, seed: int
+) -> tuple[float, float] | None:
+    """Percentile interval of `statistic` (of a draws x n matrix of item indices, resampled together);
+    None when fewer than half the draws give a defined value."""
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    boot = statistic(draws)
+    boot = boot[np.isfinite(boot)]
+    if len(boot) < resamples // 2:
+        return None
+    tail = (1 - confidence) / 2 * 100
+    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    return low, high
+
+
 class KappaChange(BaseModel):
     """How much a second judge's kappa with the person differs from a first judge's, on the same labels:
     the difference and its paired percentile bootstrap interval (both judges resampled together)."""
@@ -106,24 +127,28 @@ def kappa_change(
     seed: int = 0,
 ) -> KappaChange:
     """kappa(person, second) - kappa(person, first) over the same labelled answers."""
-    categories = SCALES[scale]
-    index = {value: position for position, value in enumerate(categories)}
-    rows = [np.array([index[v] for v in values], dtype=int) for values in (person, first, second)]
-    n, weighted = len(person), scale == "1-5"
+    categories, weighted, n = SCALES[scale], scale == "1-5", len(person)
+    rater, before, after = (_indices(values, scale) for values in (person, first, second))
+    undefined = KappaChange(difference=None, low=None, high=None, confidence=confidence)
     if n < 5:
-        return KappaChange(difference=None, low=None, high=None, confidence=confidence)
-    whole = [_kappas(rows[0][None, :], rows[k][None, :], categories, weighted)[0] for k in (1, 2)]
-    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    boot = _kappas(rows[0][draws], rows[2][draws], categories, weighted) - _kappas(
-        rows[0][draws], rows[1][draws], categories, weighted
+        return undefined
+    difference = float(
+        _kappas(rater[None, :], after[None, :], categories, weighted)[0]
+        - _kappas(rater[None, :], before[None, :], categories, weighted)[0]
     )
-    boot = boot[np.isfinite(boot)]
-    difference = float(whole[1] - whole[0])
-    if not math.isfinite(difference) or len(boot) < resamples // 2:
-        return KappaChange(difference=None, low=None, high=None, confidence=confidence)
-    tail = (1 - confidence) / 2 * 100
-    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
-    return KappaChange(difference=difference, low=low, high=high, confidence=confidence)
+    interval = _bootstrap_interval(
+        lambda draws: (
+            _kappas(rater[draws], after[draws], categories, weighted)
+            - _kappas(rater[draws], before[draws], categories, weighted)
+        ),
+        n,
+        confidence,
+        resamples,
+        seed,
+    )
+    if not math.isfinite(difference) or interval is None:
+        return undefined
+    return KappaChange(difference=difference, low=interval[0], high=interval[1], confidence=confidence)
 
 
 def agreement(
@@ -139,9 +164,7 @@ def agreement(
 ) -> Agreement:
     """`pairs`: (person's score, judge's score), one per labelled answer the judge scored."""
     categories = SCALES[scale]
-    index = {value: position for position, value in enumerate(categories)}
-    person = np.array([index[p] for p, _ in pairs], dtype=int)
-    judged = np.array([index[j] for _, j in pairs], dtype=int)
+    person, judged = _indices([p for p, _ in pairs], scale), _indices([j for _, j in pairs], scale)
     n = len(pairs)
     confusion = np.zeros((len(categories), len(categories)), dtype=int)
     np.add.at(confusion, (person, judged), 1)
@@ -151,12 +174,15 @@ def agreement(
         value = float(_kappas(person[None, :], judged[None, :], categories, weighted)[0])
         kappa = value if math.isfinite(value) else None
     if kappa is not None and n >= 5:
-        draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-        boot = _kappas(person[draws], judged[draws], categories, weighted)
-        boot = boot[np.isfinite(boot)]
-        if len(boot) >= resamples // 2:
-            tail = (1 - confidence) / 2 * 100
-            low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+        interval = _bootstrap_interval(
+            lambda draws: _kappas(person[draws], judged[draws], categories, weighted),
+            n,
+            confidence,
+            resamples,
+            seed,
+        )
+        if interval is not None:
+            low, high = interval
             half = (high - low) / 2
             needed = 0 if half <= TARGET_HALF_WIDTH else math.ceil(n * (half / TARGET_HALF_WIDTH) ** 2) - n
     return Agreement(

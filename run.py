@@ -241,7 +241,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence."""
     from pipelines.options import run_options, step_environment
-    from ragbench.config.dry_run import judge_alignment_calls, judge_card_calls, plan_rows
+    from ragbench.config.dry_run import judge_alignment_calls, judge_card_calls, plan_rows, reference_calls
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
 
@@ -274,6 +274,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(card_calls)
     if (alignment_calls := judge_alignment_calls(config)) is not None:
         print(alignment_calls)
+    if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
+        print(fetched)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)
         most = min(cases, search.max_cases or config.generation.sample_size or cases)

@@ -48,6 +48,7 @@ from steps import (
     measure_judge_alignment,
     pass_llm_operations,
     regression_gate,
+    resolve_references,
     retrieve_cell,
     start_cell_race,
 )
@@ -98,6 +99,7 @@ class Wiring:
     reranker_numbers: dict[str, int] = field(default_factory=dict)
     rerankers: dict[str, Any] = field(default_factory=dict)
     review_labels: Any = None  # a person's labels the judges are aligned with (evaluation.judge_alignment)
+    references: Any = None  # what the run fetched for the cases' reference_from (`resolve_references`)
 
     def answer(self, key: CellSpec, *, first: int = 0, stop: int | None = None, id: str | None = None) -> Any:
         """The answer step of one answer key, over cases `first` to `stop` of the seeded order (default:
@@ -212,6 +214,7 @@ class Wiring:
             judge_cards=judge_cards,
             race=race,
             judge_alignments=self.judge_alignments(),
+            references=self.references,
             title=f"RAG benchmark: {settings.name}",
             config_name=settings.name,
             metrics_k=settings.retrieval.metrics_k,
@@ -236,9 +239,14 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
         knowledge_base=settings.knowledge_base.model_dump(mode="json"),
         snapshot=knowledge_base_snapshot(settings),
     )
-    suite = load_eval_suite.with_options(output_materializers=EvalSuiteMaterializer)(
+    defined = load_eval_suite.with_options(output_materializers=EvalSuiteMaterializer)(
         eval_cases=settings.eval_cases.model_dump(mode="json"), snapshot=eval_cases_snapshot(settings)
     )
+    operations = pass_llm_operations(operations=run_operations(settings, cells))
+    readers = [cell.reader for cell in cells if cell.reader is not None]
+    suite, references = resolve_references.with_options(
+        output_materializers={"eval_cases_resolved": EvalSuiteMaterializer}
+    )(defined, operations, writer=readers[0].model_dump(mode="json") if readers else None)
     reranker_numbers = {
         name: number
         for number, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
@@ -248,8 +256,9 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
         cells=cells,
         corpus=corpus,
         suite=suite,
-        operations=pass_llm_operations(operations=run_operations(settings, cells)),
+        operations=operations,
         reranker_numbers=reranker_numbers,
+        references=references,
         review_labels=review_labels_input(settings),
         rerankers={
             name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(

@@ -6,7 +6,7 @@ from steps.colbert import encode_chunks_for_reranking
 from steps.gate import regression_gate
 from steps.generate import answer_external_system, answer_questions_cell, pass_llm_operations
 from steps.index import build_approximate_vector_index, build_vector_index
-from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite
+from steps.ingest import choose_reranker, ingest_knowledge_base, load_eval_suite, resolve_references
 from steps.judge import (
     check_judge_on_planted_errors,
     judge_answers_cell,
@@ -46,6 +46,7 @@ __all__ = [
     "measure_judge_alignment",
     "pass_llm_operations",
     "regression_gate",
+    "resolve_references",
     "retrieve_cell",
     "roundtrip_eval_candidates",
     "start_cell_race",

@@ -13,9 +13,14 @@ from zenml.client import Client
 
 from materializers.json_models import CorpusMaterializer
 from ragbench.config.model import KnowledgeBaseConfig
+from ragbench.generation.references import reference_writer
 from ragbench.inputs.eval_cases import EvalCasesConfig, EvalSuite, load_eval_suite_from
 from ragbench.inputs.knowledge_base import Corpus, load_corpus
+from ragbench.inputs.references import ReferenceResolutions, resolve_cases
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker
+from steps.caching import Operations
 
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)
@@ -46,6 +51,30 @@ def load_eval_suite(
     suite = snapshot or load_eval_suite_from(EvalCasesConfig.model_validate(eval_cases))
     log_metadata({"cases": len(suite.cases), "eval_fingerprint": suite.fingerprint})
     return suite
+
+
+@step(enable_cache=False)
+def resolve_references(
+    eval_suite: EvalSuite, operations: dict, writer: dict | None = None
+) -> tuple[Annotated[EvalSuite, "eval_cases_resolved"], Annotated[ReferenceResolutions, "references"]]:
+    """Every case's `reference_from` and `expected_sources_from` fetched now, where this step runs (never
+    cached: the truth may have changed since the last run). The resolved cases keep the eval set's
+    fingerprint (its definition), while their content, which every later step is keyed on, holds the fresh
+    values. `writer`: the LLM that writes a reference from a source's context (the grid's first reader).
+    A source that fails fails its case (`reference_error`), never the run."""
+    settings = Operations.model_validate(operations)
+    cases = eval_suite.cases
+    if writer is None:
+        resolved, resolutions = resolve_cases(cases, None)
+    else:
+        llm = LLMSettings.model_validate(writer)
+        llm = llm.model_copy(update=settings.llm.get(llm.result_key, {}))
+        with LLMClient(llm, cache_location=settings.llm_cache) as client:
+            resolved, resolutions = resolve_cases(cases, reference_writer(client))
+    failures = resolutions.failures()
+    log_metadata({"dynamic_references": len(resolutions.resolutions), "reference_failures": failures})
+    suite = eval_suite.model_copy(update={"cases": resolved})
+    return suite, resolutions
 
 
 @step(enable_cache=False)

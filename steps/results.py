@@ -13,6 +13,7 @@ from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
+from ragbench.inputs.references import ReferenceResolutions
 from ragbench.report.run_page import run_report
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment
@@ -49,6 +50,7 @@ def build_results_table(
     sample_size: int | None,
     seed: int,
     statistics: dict,
+    references: ReferenceResolutions | None = None,
 ) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
     """Never cached: it marks which cells came from the cache and logs the run's metadata every time."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
@@ -68,6 +70,7 @@ def build_results_table(
         judge_cards=judge_cards,
         race=race,
         judge_alignments=judge_alignments,
+        references=references,
     )
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id

@@ -3,8 +3,9 @@ eval set's label in the run notes: computed from hand-made per-case values, no m
 
 import pytest
 
+from ragbench.analysis.case_types import UNTYPED, case_type_rows
 from ragbench.analysis.notes import run_notes
-from ragbench.analysis.results import UNTYPED, CellResults, ResultsTable, build_results, case_type_rows
+from ragbench.analysis.results import CellResults, ResultsTable, build_results
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import CellSpec

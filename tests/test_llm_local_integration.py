@@ -13,6 +13,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, Field
 
+from ragbench.generation.references import reference_writer
 from ragbench.llm.client import LLMClient
 from ragbench.llm.readiness import check_llm_ready
 from ragbench.llm.types import LLMSettings
@@ -108,3 +109,14 @@ def test_a_reused_prompt_prefix_gives_the_reply_a_fresh_evaluation_gives() -> No
     prompt_tokens = fresh["usage"]["prompt_tokens"]
     assert model.reused_tokens % local.PROMPT_BLOCK == 0
     assert prompt_tokens - local.PROMPT_BLOCK - 40 < model.reused_tokens < prompt_tokens
+
+
+def test_the_reader_model_writes_a_reference_from_fresh_context(client: LLMClient) -> None:
+    """`reference_from` with `gives: context`: the 1.5B reader turns a status line into the reference, once
+    (the same context is served from the cache)."""
+    write = reference_writer(client)
+    context = "Roster for the week of 23 November: the on-call engineer is Priya Raman (payments team)."
+    reference = write("Who is on call this week?", context)
+    assert "Priya Raman" in reference
+    hits = client.stats.cache_hits
+    assert write("Who is on call this week?", context) == reference and client.stats.cache_hits == hits + 1

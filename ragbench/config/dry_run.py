@@ -82,7 +82,9 @@ def _usage(
             case_id=case.id,
             question=case.question,
             answer=answer,
-            reference_answer=case.reference_answer,
+            # a reference fetched at run time is priced as if it were there (a placeholder of its own)
+            reference_answer=case.reference_answer
+            or ("fetched at run time" if case.reference_from else None),
             contexts=[chunk.text for chunk in context],
             tags=case.tags,
         )
@@ -208,6 +210,24 @@ def judge_alignment_calls(config: BenchmarkConfig) -> str | None:
         f"Judge alignment ({alignment.labels}): each of {len(judges)} judge(s) also grades every labelled "
         f"answer {sides}; calls of answers an earlier run judged are cached). Labels are read by the run, "
         "not counted here."
+    )
+
+
+def reference_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:
+    """What fetching references at run time adds, or None when no case fetches one."""
+    fetched = [case for case in cases if case.reference_from or case.expected_sources_from]
+    if not fetched:
+        return None
+    written = sum(
+        case.reference_from is not None and case.reference_from.gives == "context" for case in fetched
+    )
+    readers = [cell.reader.model for cell in expand_grid(config) if cell.reader is not None]
+    writer = (
+        f" and up to {written} call(s) of {readers[0]} writing a reference from context" if written else ""
+    )
+    return (
+        f"References: {len(fetched)} case(s) fetch theirs when the run starts (not fetched here){writer}; "
+        "their judge calls are counted above as if the reference were stored."
     )
 
 

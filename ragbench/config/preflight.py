@@ -14,11 +14,13 @@ from pathlib import Path
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.systems import missing_environment
-from ragbench.grid.cell import pairwise_pairs
+from ragbench.grid.cell import CellSpec, pairwise_pairs
 from ragbench.inputs.chunking import overlap_tokens
-from ragbench.inputs.eval_cases import EvalSuite, load_eval_suite_from
+from ragbench.inputs.eval_cases import EvalCase, EvalSuite, load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
+from ragbench.inputs.references import dynamic_fields
 from ragbench.llm.readiness import check_llm_ready
+from ragbench.llm.redaction import refuse_url_credentials
 from ragbench.models.hub import check_model_available, hub_offline, resolvable_offline
 from ragbench.models.provision import embedding_dimension, provisioned_location
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec, pq_subquantizers
@@ -176,7 +178,8 @@ def run_preflight(
             f"{config.eval_cases.label}: expected sources not in the knowledge base: "
             f"{', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
         )
-    if not any(case.expected_sources for case in suite.cases):
+    check_references(suite.cases, cells, step_environment, plan_only)
+    if not any(case.expected_sources or case.expected_sources_from for case in suite.cases):
         raise PreflightError(
             f"{config.eval_cases.label}: no eval case names expected_sources, so retrieval cannot be measured"
         )
@@ -230,6 +233,36 @@ def check_systems(
         module = (system.python or "").partition(":")[0]
         if module and importlib.util.find_spec(module.split(".")[0]) is None:
             raise PreflightError(f"system {system.name}: python module {module!r} is not importable here")
+
+
+def check_references(
+    cases: list[EvalCase], cells: list[CellSpec], step_environment: Mapping[str, str] | None, plan_only: bool
+) -> None:
+    """Every `reference_from` and `expected_sources_from` usable before anything is indexed: a callable's
+    module importable, a URL free of credentials with its header variables set where the steps run, and a
+    reader in the grid to write a reference from a source that gives context."""
+    environment = os.environ if step_environment is None else step_environment
+    has_reader = any(cell.reader is not None for cell in cells)
+    for case in cases:
+        for name, source in dynamic_fields(case):
+            where = f"case {case.id}: {name.replace('reference_answer', 'reference')}_from"
+            try:
+                if source.url is not None:
+                    refuse_url_credentials(source.url, where, "name it in headers_env")
+            except ValueError as error:
+                raise PreflightError(str(error)) from None
+            module = (source.python or "").partition(":")[0]
+            if module and importlib.util.find_spec(module.split(".")[0]) is None:
+                raise PreflightError(f"{where}: python module {module!r} is not importable here")
+            missing = [var for var in source.headers_env.values() if not environment.get(var, "").strip()]
+            if missing and not plan_only:
+                raise PreflightError(
+                    f"{where}: environment variable(s) {', '.join(missing)} not set where the steps run"
+                )
+            if source.gives == "context" and name == "reference_answer" and not has_reader:
+                raise PreflightError(
+                    f"{where} gives context, but the grid has no reader model to write the reference"
+                )
 
 
 def run_testset_preflight(

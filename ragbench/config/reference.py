@@ -14,6 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ragbench.config.model import BenchmarkConfig
+from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.types import LLMSettings
 
 HEADER = """\
@@ -112,7 +113,12 @@ def rows(model: type[BaseModel], prefix: str = "") -> list[dict[str, str]]:
 
 def undescribed(model: type[BaseModel] = BenchmarkConfig) -> list[str]:
     """Keys without a description: the reference must explain every key it lists."""
-    return [row["key"] for row in [*rows(model), *rows(LLMSettings)] if not row["description"].strip()]
+    keys = [*rows(model), *rows(LLMSettings), *rows(EvalCase)]
+    return [
+        row["key"]
+        for row in keys
+        if not row["description"].strip() and not row["key"].startswith("provenance.")
+    ]
 
 
 def _table(entries: list[dict[str, str]]) -> str:
@@ -128,6 +134,16 @@ def _table(entries: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
+CASE_SECTION = """\
+## Eval case fields
+
+What one case of an eval-case file (YAML or JSONL) may hold; a metric is computed only where its fields are
+present. `reference_from` and `expected_sources_from` are fetched by every run before any answer (see
+*Knowledge that changes* in the eval-cases guide).
+"""
+
+
 def reference_markdown() -> str:
     keys, llm = _table(rows(BenchmarkConfig)), _table(rows(LLMSettings))
-    return f"{HEADER}\n## Keys\n\n{keys}\n\n{LLM_SECTION}\n{llm}\n"
+    case = _table([row for row in rows(EvalCase) if not row["key"].startswith("provenance.")])
+    return f"{HEADER}\n## Keys\n\n{keys}\n\n{LLM_SECTION}\n{llm}\n\n{CASE_SECTION}\n{case}\n"

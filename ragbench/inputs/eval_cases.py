@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragbench.inputs.references import ReferenceSource
 from ragbench.inputs.tables import (
     TableError,
     jsonl_records,
@@ -89,25 +90,59 @@ class EvalCase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str
-    question: str = Field(min_length=1)
-    reference_answer: str | None = None
-    expected_sources: list[str] = Field(default_factory=list)
-    good_words: list[str] = Field(default_factory=list)
-    bad_words: list[str] = Field(default_factory=list)
-    bad_first_words: list[str] = Field(default_factory=list)
-    # "word": whole words/phrases, case-insensitive ("local" does not match "locally");
-    # "substring": plain case-insensitive containment.
-    match: Literal["word", "substring"] = "word"
-    tags: list[str] = Field(default_factory=list)
-    # A person's verdict on one answer to this question, on the correctness rubric's 1-5 scale: every
-    # judge also grades `human_answer`, and the report measures how well it agrees with the person.
-    human_answer: str | None = None
-    human_correctness: int | None = Field(default=None, ge=1, le=5)
-    # "declines": the knowledge base does not answer the question, so the right answer is a refusal;
-    # the keyword suite `declines` fails every answer that is not one.
-    expected_behaviour: Literal["answers", "declines"] = "answers"
-    provenance: CaseProvenance | None = None
+    id: str = Field(description="unique within the eval set")
+    question: str = Field(min_length=1, description="the question asked of every cell")
+    reference_answer: str | None = Field(
+        default=None, description="a correct answer: rubrics that read one grade against it"
+    )
+    expected_sources: list[str] = Field(
+        default_factory=list, description="knowledge-base sources holding the answer (retrieval metrics)"
+    )
+    good_words: list[str] = Field(default_factory=list, description="a correct answer contains each")
+    bad_words: list[str] = Field(default_factory=list, description="an answer containing one fails")
+    bad_first_words: list[str] = Field(default_factory=list, description="an answer starting with one fails")
+    match: Literal["word", "substring"] = Field(
+        default="word",
+        description='"word": whole words/phrases, case-insensitive ("local" does not match "locally"); '
+        '"substring": plain case-insensitive containment',
+    )
+    tags: list[str] = Field(default_factory=list, description="what tag-limited rubrics and suites select")
+    human_answer: str | None = Field(
+        default=None,
+        description="an answer a person scored: every judge grades it too, and the report measures their "
+        "agreement (with human_correctness)",
+    )
+    human_correctness: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="the person's score of human_answer on the 1-5 correctness scale",
+    )
+    expected_behaviour: Literal["answers", "declines"] = Field(
+        default="answers",
+        description="declines: the knowledge base does not answer it, so the right answer is a refusal "
+        "(the keyword suite `declines` fails every other answer)",
+    )
+    provenance: CaseProvenance | None = Field(
+        default=None, description="set by `run.py testset`: where a generated case comes from"
+    )
+    reference_from: ReferenceSource | None = Field(
+        default=None,
+        description="fetch the reference answer when the run happens (knowledge that changes); replaces "
+        "reference_answer in that run",
+    )
+    expected_sources_from: ReferenceSource | None = Field(
+        default=None, description="fetch expected_sources when the run happens (a list, or one per line)"
+    )
+    tolerance: float | None = Field(
+        default=None,
+        ge=0,
+        description="relative: 0.3 = a number within 30% of the reference's counts as equal (decided "
+        "without the judge when both answers carry a number; told to the judge otherwise)",
+    )
+    reference_error: str | None = Field(
+        default=None, description="set by the run, never by hand: why a fetched reference failed"
+    )
 
     @property
     def case_type(self) -> str | None:
@@ -125,9 +160,16 @@ class EvalCase(BaseModel):
     def _human_label_complete(self) -> EvalCase:
         if (self.human_answer is None) != (self.human_correctness is None):
             raise ValueError("human_answer and human_correctness go together: the score is of that answer")
-        if self.human_answer is not None and not self.reference_answer:
+        if self.human_answer is not None and not (self.reference_answer or self.reference_from):
             raise ValueError("a human label needs reference_answer: the judge grades correctness against it")
-        if self.expected_behaviour == "declines" and (self.reference_answer or self.expected_sources):
+        if self.expected_sources_from is not None and self.expected_sources_from.gives != "answer":
+            raise ValueError("expected_sources_from gives the sources themselves (gives: answer)")
+        if self.expected_behaviour == "declines" and (
+            self.reference_answer
+            or self.expected_sources
+            or self.reference_from
+            or self.expected_sources_from
+        ):
             raise ValueError(
                 "a case whose expected behaviour is 'declines' has no reference_answer or expected_sources: "
                 "the knowledge base does not answer it"
@@ -137,7 +179,14 @@ class EvalCase(BaseModel):
 
 # Fields added after runs were recorded: left out of the fingerprint while at their default, so an
 # unchanged eval set keeps the fingerprint that lines its runs up.
-_LATER_DEFAULTS = {"expected_behaviour": "answers", "provenance": None}
+_LATER_DEFAULTS = {
+    "expected_behaviour": "answers",
+    "provenance": None,
+    "reference_from": None,
+    "expected_sources_from": None,
+    "tolerance": None,
+    "reference_error": None,
+}
 
 
 class EvalSuite(BaseModel):

@@ -16,7 +16,7 @@ from ragbench.report.effects import (
     index_section,
     tradeoff_section,
 )
-from ragbench.report.pages import document, page_header
+from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.report.race import race_section
 from ragbench.report.sections import (
     bar_chart_section,
@@ -50,12 +50,24 @@ def _navigation(report: ReportInput) -> str:
         ("tradeoffs", "Trade-offs"),
         *([("indexes", "Index speed vs recall")] if approximate_rows(report) else []),
         ("full", "All results"),
+        *([("references", "References")] if report.references else []),
     ]
     if report.cases:
         links.append(("cases", "Answers side by side"))
     if report.cases or report.keyword_failures or report.weak_answers:
         links.append(("failures", "Failures"))
     return "<nav>" + "".join(f'<a href="#{anchor}">{text}</a>' for anchor, text in links) + "</nav>"
+
+
+def references_section(report: ReportInput) -> str:
+    """What this run fetched for the cases whose reference is computed at run time, and from where."""
+    if not report.references:
+        return ""
+    return (
+        '<h2 id="references">References fetched at run time</h2><p class="note">Each was fetched once by '
+        "this run, before any answer; a case whose fetch failed is scored on nothing that needs it.</p>"
+        + rows_to_html_table(report.references)
+    )
 
 
 def script(name: str) -> str:
@@ -81,6 +93,7 @@ def render_report(report: ReportInput) -> str:
         tradeoff_section(report),
         index_section(report),
         full_table_section(report),
+        references_section(report),
         case_section(report),
         failure_sections(report),
     ]

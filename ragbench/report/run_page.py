@@ -38,6 +38,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             case_type_rows=table.case_type_rows,
             pairwise=table.pairwise,
             race=table.race,
+            references=table.references.rows() if table.references is not None else [],
         )
     )
 

@@ -58,3 +58,5 @@ class ReportInput(BaseModel):
     case_type_rows: list[dict] = []
     pairwise: list[PairwiseResult] = []
     race: RaceTrace | None = None  # search: race, its elimination trace
+    # references fetched at run time (`reference_from`): case, field, source, value, time, error
+    references: list[dict] = []

@@ -45,6 +45,9 @@ class Comparison(BaseModel):
     added_cells: list[str]
     removed_cells: list[str]
     dropped_metrics: list[str] = []  # the baseline's metrics the current config no longer asks for
+    # cases whose fetched reference (`reference_from`) differs from the baseline's: scored against a changed
+    # truth, so left out of every paired test (reported, never a regression by themselves)
+    changed_references: list[str] = []
 
     @property
     def regressions(self) -> list[dict]:
@@ -87,6 +90,7 @@ def compare_runs(
     value that the current run, whose grid still holds the cell, could not produce (`missing`)."""
     statistics = statistics or StatisticsConfig()
     same_eval_set = current.eval_fingerprint == baseline.eval_fingerprint
+    changed = changed_references(current, baseline)
     rows = []
     dropped = sorted(
         m for m in baseline.values if current.configured is not None and m not in current.configured
@@ -110,7 +114,14 @@ def compare_runs(
             worse_by = (before - now) if higher_is_better else (now - before)
             past_threshold = worse_by > threshold
             beyond, rule, p_value = _beyond_noise(
-                current, baseline, metric, cell, same_eval_set, higher_is_better, statistics
+                current,
+                baseline,
+                metric,
+                cell,
+                same_eval_set,
+                higher_is_better,
+                statistics,
+                frozenset(changed),
             )
             rows.append(
                 {
@@ -137,7 +148,14 @@ def compare_runs(
         added_cells=sorted(current.cells - baseline.cells),
         removed_cells=sorted(baseline.cells - current.cells),
         dropped_metrics=dropped,
+        changed_references=changed,
     )
+
+
+def changed_references(current: RunRecord, baseline: RunRecord) -> list[str]:
+    """The cases both runs fetched a reference for, whose fetched values differ."""
+    before, now = baseline.reference_digests, current.reference_digests
+    return sorted(case for case in set(before) & set(now) if before[case] != now[case])
 
 
 def _missing_row(cell: str, metric: str, before: float, threshold: float, why: str | None) -> dict:
@@ -189,6 +207,7 @@ def _beyond_noise(
     same_eval_set: bool,
     higher_is_better: bool,
     statistics: StatisticsConfig,
+    changed: frozenset[str] = frozenset(),
 ) -> tuple[bool, str, float | None]:
     """Is the change larger than the noise? (beyond, rule, p-value)
 
@@ -196,13 +215,14 @@ def _beyond_noise(
     test the run uses between cells), at `alpha`, uncorrected: each (cell, metric) is its own alarm.
     A test that cannot reach alpha at that number of cases (5 or fewer at 0.05) is no evidence of
     noise, so there the threshold decides and the rule says so. Otherwise, the two runs' intervals
-    must not overlap. Runs from before per-case values existed have neither: the threshold decides."""
+    must not overlap. Runs from before per-case values existed have neither: the threshold decides.
+    `changed`: cases whose reference changed between the runs, left out of the paired test (unlike)."""
     now_cases = current.case_values.get(metric, {}).get(cell)
     before_cases = baseline.case_values.get(metric, {}).get(cell)
     if same_eval_set and now_cases and before_cases:
         shared = [
             case
-            for case in sorted(set(now_cases) & set(before_cases))
+            for case in sorted(set(now_cases) & set(before_cases) - changed)
             if not (math.isnan(now_cases[case]) or math.isnan(before_cases[case]))
         ]
         test = current.tests.get(metric, "paired_permutation")
@@ -213,7 +233,9 @@ def _beyond_noise(
             seed=statistics.seed,
             resamples=statistics.resamples,
         )
-        rule = f"{TEST_NAMES[test]} on {len(shared)} cases"
+        rule = f"{TEST_NAMES[test]} on {len(shared)} cases" + (
+            f" ({len(changed)} with a changed reference left out)" if changed else ""
+        )
         if (floor := smallest_attainable_p(len(shared))) > statistics.alpha:
             return (
                 True,
@@ -262,6 +284,11 @@ def comparison_text(comparison: Comparison) -> str:
         )
     if not comparison.regressions:
         lines.append(f"no regression over {len(comparison.compared)} compared cell metrics")
+    lines += [
+        f"REFERENCE CHANGED for case {case}: scored against the fresh reference, left out of the paired "
+        "tests (not a regression)"
+        for case in comparison.changed_references
+    ]
     lines += [f"added cell: {cell}" for cell in comparison.added_cells]
     lines += [f"removed cell: {cell}" for cell in comparison.removed_cells]
     lines += [f"metric no longer configured: {metric}" for metric in comparison.dropped_metrics]

@@ -77,6 +77,10 @@ class GateResult(BaseModel):
             body += "<h2>Failing rows (regressions and missing values)</h2>"
             body += rows_to_html_table(self.comparison.regressions)
             body += "<h2>Every compared metric</h2>" + rows_to_html_table(self.comparison.rows)
+            body += (
+                "<h2>Cases whose reference changed (left out of the paired tests)</h2>"
+                + rows_to_html_table([{"case": case} for case in self.comparison.changed_references])
+            )
             body += "<h2>Cells</h2>" + rows_to_html_table(
                 [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
                 + [{"cell": cell, "change": "removed"} for cell in self.comparison.removed_cells]
@@ -113,6 +117,10 @@ def judge_run(
             **verdict, status="failed", reasons=[f"run {current.name} did not finish: {failure}"]
         )
     reasons = list(current.incomplete.values())
+    reasons += [
+        f"case {case} FAILED: its reference could not be fetched ({why}); the run completed without it"
+        for case, why in current.reference_failures.items()
+    ]
     comparison, fails = None, False  # fails: the comparison itself fails the gate
     if baseline is not None:
         comparison = compare_runs(
@@ -134,6 +142,12 @@ def judge_run(
             reasons.append(
                 f"{len(comparison.not_comparable)} (cell, metric) value(s) not comparable: "
                 f"{comparison.baseline} has no value for them (listed below; they were not gated)"
+            )
+        if comparison.changed_references:
+            reasons.append(
+                f"reference changed since {comparison.baseline} for {len(comparison.changed_references)} "
+                f"case(s): {', '.join(comparison.changed_references)}; they are scored against the fresh "
+                "reference and left out of the paired tests (reported, not a regression)"
             )
         if not comparison.same_eval_set:
             change = (

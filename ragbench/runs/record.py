@@ -61,6 +61,9 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     flat["eval_set"] = table.eval_set
     flat["knowledge_base_fingerprint"] = table.knowledge_base_fingerprint
     flat["warnings"] = table.warnings
+    if table.references is not None:  # each dynamic case's identity for this run, and the cases that failed
+        flat["reference_digests"] = table.references.digests()
+        flat["reference_failures"] = table.references.failures()
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
     flat["judge_cards"] = [card.model_dump(mode="json", exclude={"verdicts"}) for card in table.judge_cards]
     if table.judge_alignments:
@@ -111,6 +114,10 @@ class RunRecord(BaseModel):
     # the metric keys the run's config asked for, computed or not (None for older runs): a metric the
     # baseline has and the config no longer asks for is dropped from the comparison, not missing
     configured: list[str] | None = None
+    # case id -> digest of the references this run fetched for it (`reference_from`): a case whose digest
+    # differs from the baseline's is scored against a changed truth, so it is left out of the paired test
+    reference_digests: dict[str, str] = {}
+    reference_failures: dict[str, str] = {}  # case id -> why its reference could not be fetched
 
     @classmethod
     def from_metadata(
@@ -152,6 +159,8 @@ class RunRecord(BaseModel):
             grid_cells=metadata.get("cell_ids") or [],
             incomplete=metadata.get("incomplete_cells") or {},
             configured=metadata.get("configured_metrics"),
+            reference_digests=metadata.get("reference_digests") or {},
+            reference_failures=metadata.get("reference_failures") or {},
         )
 
     @property

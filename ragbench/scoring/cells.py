@@ -88,6 +88,7 @@ def judge_cell(
             reference_answer=by_id[answer.case_id].reference_answer,
             contexts=[chunk.text for chunk in answer.contexts],
             tags=by_id[answer.case_id].tags,
+            tolerance=by_id[answer.case_id].tolerance,
         )
         for answer in answer_set.answers
         if answer.answer is not None
@@ -166,6 +167,7 @@ def calibration_inputs(cases: Sequence[EvalCase]) -> list[JudgeInput]:
             reference_answer=case.reference_answer,
             contexts=[],
             tags=case.tags,
+            tolerance=case.tolerance,
         )
         for case in cases
         if case.human_answer is not None

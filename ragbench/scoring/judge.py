@@ -53,7 +53,7 @@ def build_judge_calls(
         for sample in range(samples)
         for index, item in enumerate(inputs)
         for scorer in scorers
-        if scorer.missing(item) is None
+        if scorer.missing(item) is None and scorer.numeric(item) is None
     ]
 
 

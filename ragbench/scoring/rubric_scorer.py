@@ -11,6 +11,7 @@ from ragbench.llm.types import LLMRequest
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import DEFAULT_CONTEXT_CHAR_BUDGET, JudgeInput, Rubric
 from ragbench.scoring.scorer import CaseScore, ScoreContext, Scorer
+from ragbench.scoring.tolerance import NumericVerdict, numeric_verdict
 
 
 class RubricScorer(Scorer):
@@ -47,7 +48,23 @@ class RubricScorer(Scorer):
         """The call `score` makes for `case` (its `sample`-th repeat), without making it."""
         return LLMRequest(self.messages(case), response_schema=self.rubric.reply_schema, sample=sample)
 
+    def numeric(self, case: JudgeInput) -> NumericVerdict | None:
+        """The verdict a case's `tolerance` decides without the judge: for a rubric with one criterion,
+        the correctness score the judge is checked on, when both answers carry a number to compare."""
+        criteria = self.rubric.criteria
+        if case.tolerance is None or len(criteria) != 1 or not criteria[0].checks_judge:
+            return None
+        return numeric_verdict(case.reference_answer or "", case.answer, case.tolerance)
+
     def score(self, case: JudgeInput, context: ScoreContext) -> CaseScore:
+        if (decided := self.numeric(case)) is not None:
+            criterion = self.rubric.criteria[0]
+            verdict = (5 if decided.within else 1) if criterion.scale == "1-5" else int(decided.within)
+            return CaseScore(
+                values={criterion.column: criterion.case_value(verdict)},
+                verdicts={criterion.name: verdict},
+                reasoning=decided.reason,
+            )
         reply = context.ask(self.messages(case), self.rubric.reply_schema)
         verdicts = self.rubric.scores(reply)
         return CaseScore(

@@ -45,6 +45,7 @@ class JudgeInput(BaseModel):
     reference_answer: str | None = None
     contexts: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+    tolerance: float | None = None  # relative: numbers within it of the reference's count as equal
 
     @property
     def has_reference(self) -> bool:
@@ -165,7 +166,12 @@ class Rubric(BaseModel):
         sections = {
             "question": f"Question:\n{item.question.strip()}",
             "reference_answer": "Reference answer (correct):\n"
-            + data_section("reference_answer", item.reference_answer or ""),
+            + data_section("reference_answer", item.reference_answer or "")
+            + (
+                f"\nA number within {item.tolerance * 100:g}% of the reference's counts as equal to it."
+                if item.tolerance is not None
+                else ""
+            ),
             "passages": "Context passages:\n"
             + format_passages(item.contexts, char_budget=context_char_budget),
             "answer": f"{self.answer_heading}:\n{data_section('answer', item.answer)}",

@@ -109,7 +109,9 @@ def test_the_reference_follows_a_changing_truth_and_the_gate_says_so(tmp_path, m
         )
         assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
         plan = capsys.readouterr().out
-        assert "References: 3 case(s) fetch theirs when the run starts (not fetched here); their judge" in plan
+        assert (
+            "References: 3 case(s) fetch theirs when the run starts (not fetched here); their judge" in plan
+        )
         assert run.main(["--config", "config.yaml"]) == 0
         first = row(tmp_path)
         assert float(first["correctness_0to1"]) == 1.0 and first["correctness_0to1_cases"] == "2"

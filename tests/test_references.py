@@ -115,7 +115,7 @@ def test_resolution_fills_the_fields_records_where_and_when_and_fails_only_the_c
     assert by_id["down"].reference_answer is None and by_id["down"].expected_sources == ["kept.md"]
     assert "ConnectionError: the status service is down" in by_id["down"].reference_error
     assert "not a non-empty text" in by_id["empty"].reference_error
-    assert "cannot import tests.no_such_module:fn" in by_id["missing"].reference_error
+    assert "tests.no_such_module:fn: cannot import it here" in by_id["missing"].reference_error
     assert by_id["static"] is cases[-1]
     failures = resolutions.failures()
     assert set(failures) == {"down", "empty", "missing"} and failures["down"].startswith("reference_answer: ")

@@ -10,7 +10,6 @@ sent only to the system's own URL and redacted from every error text.
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -28,6 +27,7 @@ from ragbench.generation.systems import (
     ExternalSystemError,
     missing_environment,
 )
+from ragbench.inputs.callables import load_callable
 from ragbench.llm.cache import cache_key, open_result_cache, remember_outcome
 from ragbench.llm.redaction import redact
 from ragbench.llm.retry import backoff_s, parse_retry_after
@@ -323,13 +323,7 @@ class ExternalClient:
 
 
 def _load_callable(target: str) -> Callable[[str], Any]:
-    module_name, _, attribute = target.partition(":")
     try:
-        value: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            value = getattr(value, part)
-    except Exception as error:  # the user's module may fail to import in any way
-        raise ExternalSystemError(f"python system {target}: cannot import it here ({error})") from None
-    if not callable(value):
-        raise ExternalSystemError(f"python system {target} is not callable")
-    return value
+        return load_callable(target)
+    except ImportError as error:
+        raise ExternalSystemError(f"python system {error}") from None

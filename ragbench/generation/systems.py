@@ -12,9 +12,9 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import jmespath
 from pydantic import Field, field_validator, model_validator
 
+from ragbench.inputs.callables import checked_jmespath, checked_target
 from ragbench.llm.redaction import is_credential_key, refuse_url_credentials
 from ragbench.section import Section
 
@@ -122,12 +122,7 @@ class HttpSystem(Section):
     @field_validator("answer", "contexts", "sources")
     @classmethod
     def _check_path(cls, path: str | None) -> str | None:
-        if path is not None:
-            try:
-                jmespath.compile(path)
-            except jmespath.exceptions.JMESPathError as error:
-                raise ValueError(f"JMESPath {path!r}: {error}") from None
-        return path
+        return checked_jmespath(path)
 
     @model_validator(mode="after")
     def _question_in_body(self) -> HttpSystem:
@@ -175,9 +170,7 @@ class ExternalSystem(Section):
     @field_validator("python")
     @classmethod
     def _check_target(cls, target: str | None) -> str | None:
-        if target is not None and not re.match(r"^[\w.]+:[\w.]+$", target):
-            raise ValueError(f"python {target!r} is not 'package.module:function'")
-        return target
+        return checked_target(target)
 
     @model_validator(mode="after")
     def _one_kind(self) -> ExternalSystem:

@@ -12,17 +12,18 @@ case, with the reason, never the run.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+import jmespath
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from tqdm.auto import tqdm
+
+from ragbench.inputs.callables import checked_jmespath, checked_target, load_callable
 
 ReferenceField = Literal["reference_answer", "expected_sources"]
 
@@ -36,7 +37,7 @@ class ReferenceSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    python: str | None = Field(
+    python: Annotated[str | None, AfterValidator(checked_target)] = Field(
         default=None,
         description="'package.module:function', importable where the run's steps run, called with `args` "
         "as keyword arguments; returns a string (or, for expected_sources_from, a list of sources)",
@@ -48,7 +49,7 @@ class ReferenceSource(BaseModel):
         description="header -> environment variable holding its value (read where the step runs, never "
         "stored), e.g. {Authorization: STATUS_API_TOKEN}",
     )
-    path: str | None = Field(
+    path: Annotated[str | None, AfterValidator(checked_jmespath)] = Field(
         default=None,
         description="JMESPath into the reply's JSON (url), or into the callable's returned mapping; "
         "none: the whole reply text (url) or the returned value",
@@ -59,13 +60,6 @@ class ReferenceSource(BaseModel):
         "the output by the grid's first reader model (a prompt of its own, cached by the context's text)",
     )
     timeout_s: float = Field(default=30.0, gt=0, description="seconds an HTTP fetch may take")
-
-    @field_validator("python")
-    @classmethod
-    def _check_target(cls, target: str | None) -> str | None:
-        if target is not None and not re.match(r"^[\w.]+:[\w.]+$", target):
-            raise ValueError(f"python {target!r} is not 'package.module:function'")
-        return target
 
     @field_validator("url")
     @classmethod
@@ -78,18 +72,6 @@ class ReferenceSource(BaseModel):
         if parts.username or parts.password:
             raise ValueError("url: a credential must not ride in the URL; name it in headers_env")
         return url
-
-    @field_validator("path")
-    @classmethod
-    def _check_path(cls, path: str | None) -> str | None:
-        if path is not None:
-            import jmespath
-
-            try:
-                jmespath.compile(path)
-            except jmespath.exceptions.JMESPathError as error:
-                raise ValueError(f"JMESPath {path!r}: {error}") from None
-        return path
 
     @model_validator(mode="after")
     def _one_kind(self) -> ReferenceSource:
@@ -114,19 +96,14 @@ class ReferenceSource(BaseModel):
         environment = os.environ if environment is None else environment
         value = self._call() if self.python is not None else self._get(environment)
         if self.path is not None:
-            import jmespath
-
             value = jmespath.search(self.path, value)
         return value
 
     def _call(self) -> Any:
-        module_name, _, attribute = str(self.python).partition(":")
         try:
-            function: Any = importlib.import_module(module_name)
-            for part in attribute.split("."):
-                function = getattr(function, part)
-        except Exception as error:  # the user's module may fail to import in any way
-            raise ReferenceFetchError(f"cannot import {self.python} here ({error})") from None
+            function = load_callable(str(self.python))
+        except ImportError as error:
+            raise ReferenceFetchError(str(error)) from None
         try:
             return function(**self.args)
         except Exception as error:  # the user's function may fail in any way: its case fails, not the run

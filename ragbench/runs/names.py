@@ -8,4 +8,5 @@ RESULTS_STEP = "build_results_table"
 GATE_STEP = "regression_gate"
 EVAL_SET_STEP = "assemble_eval_set"
 EVAL_CASES_STEP = "load_eval_suite"
+RESOLVED_CASES_STEP = "resolve_references"  # the cases as the run used them (references fetched)
 REVIEW_LABELS_ARTIFACT = "review_labels"  # what the review page publishes, one version per changed set

@@ -20,6 +20,7 @@ from ragbench.runs.names import (
     BENCHMARK_PIPELINE,
     EVAL_CASES_STEP,
     EVAL_SET_STEP,
+    RESOLVED_CASES_STEP,
     RESULTS_STEP,
     REVIEW_LABELS_ARTIFACT,
     TESTSET_PIPELINE,
@@ -72,7 +73,11 @@ def answer_items_of_run(
     results = run.steps[RESULTS_STEP]
     table = results.outputs["results"][0].load()
     records = results.outputs["case_records"][0].load().records
-    cases = run.steps[EVAL_CASES_STEP].outputs["eval_cases"][0].load().cases
+    resolved = run.steps.get(RESOLVED_CASES_STEP)  # runs before references were fetched have none
+    step, output = (
+        (resolved, "eval_cases_resolved") if resolved else (run.steps[EVAL_CASES_STEP], "eval_cases")
+    )
+    cases = step.outputs[output][0].load().cases
     rubrics: dict[str, Rubric] = {}
     for step in run.steps.values():
         if "judgements" in step.outputs:

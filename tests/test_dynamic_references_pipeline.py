@@ -145,3 +145,53 @@ def test_the_reference_follows_a_changing_truth_and_the_gate_says_so(tmp_path, m
         assert float(row(tmp_path)["correctness_0to1"]) == 0.0
         out = capsys.readouterr().out
         assert "REGRESSION correctness_0to1 in ext_status_bot" in out and "reference changed" not in out
+
+
+def writer_and_judge(request: dict) -> str:
+    """The reader writes references and answers; the judge scores 5 when the written reference is seen."""
+    system = request["messages"][0]["content"]
+    user = last_user_text(request)
+    if "You write the correct answer to a question from a context" in system:
+        return "Chen Wei is on call."
+    if not request.get("response_format"):
+        return "Chen Wei [1]."
+    if "faithfulness" in system:
+        return json.dumps(
+            {"reasoning": "ok", "faithfulness": 4, "relevance": 4, "helpfulness": 4, "toxicity": 1}
+        )
+    return json.dumps({"reasoning": "compared", "score": 5 if "Chen Wei is on call." in user else 1})
+
+
+def test_a_context_source_has_its_reference_written_by_the_grids_reader(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    status = tmp_path / "status.json"
+    set_status(status, 3, "Chen Wei")
+    case = {
+        "id": "oncall",
+        "question": "Who is on call this week?",
+        "reference_from": {"python": f"{SOURCES}:on_call", "args": {"path": str(status)}, "gives": "context"},
+        "expected_sources": ["status.md"],
+    }
+    with FakeOpenAIServer(responder=writer_and_judge) as llm:
+        settings = f"{{api_base: {llm.base_url}, max_retries: 0, json_retries: 0}}"
+        write_project(
+            tmp_path,
+            {"status.md": "# Status\nChen Wei is on call this week."},
+            [case],
+            "grid: {chunk_size: [64], retriever: [bm25], top_k: 1, top_n: 1, reader: [openai/reader], "
+            "judge: [openai/fake-judge]}\n"
+            f"generation: {{reader: {settings}, sample_size: null}}\n"
+            f"evaluation: {{judge: {settings}, judge_check: null}}\nretrieval: {{metrics_k: 1}}\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        assert run.main(["--config", "config.yaml"]) == 0
+        writes = [r for r in llm.requests if "You write the correct answer" in r["messages"][0]["content"]]
+        assert len(writes) == 1 and "Chen Wei is on call this week." in last_user_text(writes[0])
+        assert writes[0]["model"] == "reader"
+        assert float(row(tmp_path)["correctness_0to1"]) == 1.0
+        html = (tmp_path / "out" / "latest" / "results.html").read_text()
+        assert "References fetched at run time" in html and "Chen Wei is on call." in html
+        # an unchanged context is written from the LLM cache, never asked again
+        assert run.main(["--config", "config.yaml"]) == 0
+        assert sum("You write the correct answer" in r["messages"][0]["content"] for r in llm.requests) == 1

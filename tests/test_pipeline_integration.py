@@ -97,6 +97,7 @@ def test_second_run_is_cached_and_a_changed_knowledge_base_invalidates(project):
     uncached = {
         "ingest_knowledge_base",
         "load_eval_suite",
+        "resolve_references",
         "build_results_table",
         "pass_llm_operations",
         "regression_gate",

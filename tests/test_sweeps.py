@@ -34,6 +34,7 @@ for case, source, reference in zip(CASES, DOCUMENTS, REFERENCES, strict=True):
 ALWAYS_RUN = {  # read inputs, assemble, pass operational settings, gate
     "ingest_knowledge_base",
     "load_eval_suite",
+    "resolve_references",
     "build_results_table",
     "pass_llm_operations",
     "regression_gate",

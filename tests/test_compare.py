@@ -350,3 +350,17 @@ def test_a_baseline_table_this_version_cannot_load_falls_back_to_intervals(caplo
     )
     assert run_case_values(old_run) == {}
     assert "old-night" in caplog.text and "compared by intervals" in caplog.text
+
+
+def test_a_latency_that_rounds_to_zero_is_tracked_not_missing():
+    """A fast system's p95 of 0.0 s (rounded) is a value: the next run must not find it missing."""
+    from ragbench.analysis.results import ResultsTable
+    from ragbench.runs.record import run_metadata
+
+    table = ResultsTable(
+        title="t", rows=[{"cell": "c1", "latency_p95_s": 0.0}], headline=[], notes=[], warnings=[]
+    )
+    flat = run_metadata(table)
+    assert flat["latency_p95_s__c1"] == 0.0 and flat["metric_directions"]["latency_p95_s"] == "lower"
+    before = record("a", {("latency_p95_s", "c1"): 0.001})
+    assert not compare_runs(RunRecord.from_metadata("b", "now", flat, {}), before, {}, 0.0).missing

@@ -48,7 +48,9 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     which cells could not score one of them, `judge_cards` each judge's detection of planted errors, and
     the eval and knowledge-base fingerprints what it was measured on."""
     flat: dict[str, Any] = {}
-    tracked = [*table.headline, *([LATENCY] if any(row.get(LATENCY.column) for row in table.rows) else [])]
+    # a latency that rounds to 0.0 (a fast system) is a value: tracked like any other, never "missing"
+    timed = any(row.get(LATENCY.column) is not None for row in table.rows)
+    tracked = [*table.headline, *([LATENCY] if timed else [])]
     flat["metric_directions"] = {
         metric_key(m.column): "higher" if m.higher_is_better else "lower" for m in tracked
     }

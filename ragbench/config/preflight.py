@@ -254,8 +254,7 @@ def check_references(
             module = (source.python or "").partition(":")[0]
             if module and importlib.util.find_spec(module.split(".")[0]) is None:
                 raise PreflightError(f"{where}: python module {module!r} is not importable here")
-            missing = [var for var in source.headers_env.values() if not environment.get(var, "").strip()]
-            if missing and not plan_only:
+            if (missing := source.missing_environment(environment)) and not plan_only:
                 raise PreflightError(
                     f"{where}: environment variable(s) {', '.join(missing)} not set where the steps run"
                 )

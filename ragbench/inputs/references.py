@@ -91,6 +91,10 @@ class ReferenceSource(BaseModel):
             return f"{self.python}({arguments})"
         return str(self.url).split("?", 1)[0]
 
+    def missing_environment(self, environment: Mapping[str, str]) -> list[str]:
+        """The header variables unset or empty in `environment` (names only)."""
+        return [name for name in self.headers_env.values() if not environment.get(name, "").strip()]
+
     def fetch(self, environment: Mapping[str, str] | None = None) -> Any:
         """The source's output, read where this runs; `ReferenceFetchError` says why it failed."""
         environment = os.environ if environment is None else environment
@@ -112,8 +116,7 @@ class ReferenceSource(BaseModel):
     def _get(self, environment: Mapping[str, str]) -> Any:
         import httpx
 
-        missing = [name for name in self.headers_env.values() if not environment.get(name, "").strip()]
-        if missing:
+        if missing := self.missing_environment(environment):
             raise ReferenceFetchError(
                 f"environment variable(s) {', '.join(missing)} not set where the run's steps run"
             )

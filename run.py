@@ -26,7 +26,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from ragbench.analysis.judge_card import card_lines
 from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
-from ragbench.config.preflight import PreflightError, run_preflight, run_testset_preflight
+from ragbench.config.preflight import (
+    PreflightError,
+    run_preflight,
+    run_testset_preflight,
+    run_training_preflight,
+)
 from ragbench.inputs.eval_cases import EvalCaseError
 from ragbench.inputs.knowledge_base import KnowledgeBaseError
 from ragbench.llm.types import LLMConfigError
@@ -41,6 +46,7 @@ from ragbench.runs.names import (
     GATE_STEP,
     RESULTS_STEP,
     TESTSET_PIPELINE,
+    TRAIN_RERANKER_PIPELINE,
 )
 from ragbench.runs.review import ReviewSourceError
 from ragbench.section import validation_message
@@ -76,7 +82,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default="run",
         choices=[
             *("run", "race", "init", "testset", "compare", "promote", "schedule", "dashboard", "review"),
-            "config",
+            *("config", "train-reranker"),
         ],
         help="run the benchmark (default); race: run it with the cells raced (the config's `search`, or a "
         "race on its first end-to-end headline metric); init FILE: write a starter config that runs from "
@@ -85,7 +91,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "(exit 1 when the gate fails); promote RUN to its config's champion (--config: only a run of that "
         "config); schedule runs; dashboard: ZenML's on 127.0.0.1; review: label a run's answers (or, with "
         "--testset, a generated eval set's candidates) on a page on 127.0.0.1; config: print the effective "
-        "config (--reference: every key)",
+        "config (--reference: every key); train-reranker: fine-tune a ColBERT reranker on questions "
+        "written from the knowledge base (use it as reranker: trained:<name>)",
     )
     parser.add_argument(
         "run_name", nargs="?", help="promote: the run to mark as champion; init: the config file to write"
@@ -326,6 +333,24 @@ def launch(
     return pipeline_run
 
 
+def run_train_reranker(config: BenchmarkConfig, use_cache: bool) -> int:
+    """Write questions, mine pairs and train; print what the checkpoint reached and how to use it."""
+    from ragbench.models.trained import artifact_name
+
+    pipeline_run = launch(TRAIN_RERANKER_PIPELINE, config, use_cache, run_training_preflight, [])
+    name = config.trained_reranker_name
+    artifact = pipeline_run.steps["train_reranker_checkpoint"].outputs[artifact_name(name)][0]
+    summary = artifact.run_metadata
+    rows = [{"field": key, "value": value} for key, value in summary.items() if key != "held_out_case_ids"]
+    print(rows_to_text(rows))
+    print(
+        f"\nZenML artifact: {artifact_name(name)} version {artifact.version} ({summary.get('label')}); "
+        f"{len(summary.get('held_out_case_ids', []))} eval case(s) held out of training.\n"
+        f"Benchmark it: grid.reranker: [off, trained:{name}]  (or trained:{name}@{artifact.version})"
+    )
+    return 0
+
+
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     from ragbench.runs.compare import config_tag
     from ragbench.runs.gate import GateResult
@@ -417,7 +442,7 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
         f"\nAt most {sum(row['calls'] for row in rows)} LLM calls, cost {cost} (every candidate generated "
         "and checked by every configured filter, completions of max_tokens, passages as long as the chunk "
         f"size; cached calls are free). The knowledge base makes about {chunks} chunks of "
-        f"{config.testset_chunking()[0]} tokens."
+        f"{config.section_chunking(config.testset)[0]} tokens."
     )
     return 0
 
@@ -849,6 +874,8 @@ def main(argv: list[str] | None = None) -> int:
             return compare_command(config, args.against, args.last, args.tag)
         if args.command == "schedule":
             return schedule_command(args, config)
+        if args.command == "train-reranker":
+            return run_train_reranker(config, not args.no_cache)
         if args.command == "testset":
             return print_testset_plan(config) if args.dry_run else run_testset(config, not args.no_cache)
         if args.dry_run:

@@ -66,8 +66,12 @@ def testset_operations(settings: BenchmarkConfig) -> dict[str, Any]:
 def rag_testset(config: dict):
     """`config` is a `BenchmarkConfig` as JSON; its `testset` section says what to generate."""
     settings = BenchmarkConfig.model_validate(config)
-    size, overlap = settings.testset_chunking()
-    key = CellSpec(chunk_size=size, chunk_overlap=overlap, embedding_model=settings.testset_embedding_model)
+    size, overlap = settings.section_chunking(settings.testset)
+    key = CellSpec(
+        chunk_size=size,
+        chunk_overlap=overlap,
+        embedding_model=settings.section_embedding_model(settings.testset),
+    )
     testset = testset_identity(settings)
     operations = pass_llm_operations(operations=testset_operations(settings))
     corpus = ingest_knowledge_base(

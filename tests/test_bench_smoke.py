@@ -225,6 +225,20 @@ def check_racing(stdout: str) -> None:
     assert stdout.rstrip().endswith("(smoke: criteria not enforced) -> PASS")
 
 
+def check_trained_reranker(stdout: str) -> None:
+    """Every stage ran (questions, pairs, training, reranking on both checkpoints), no eval case reached
+    training, and each reranker's MRR and nDCG@10 came with an interval and a paired gain over no
+    reranking with its interval and p-value."""
+    assert stdout.rstrip().endswith("PASS: every stage ran; no eval case reached training"), stdout
+    number = r"[-+]?\d\.\d{3}"
+    interval = rf"{number} \[{number}, {number}\]"
+    gain = rf"[-+]\d\.\d{{3}} \[{number}, {number}\] p=\d\.\d{{3}}"
+    assert re.search(rf"^off +{interval} +{interval}\s*$", stdout, re.M), stdout
+    for name in (r"colbert-standin \(UNTRAINED\)", "trained"):
+        assert re.search(rf"^{name} +{interval} +{gain} +{interval} +{gain}\s*$", stdout, re.M), stdout
+    assert re.search(r"training: \d+ s, [1-9]\d* steps", stdout), stdout
+
+
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # The first document ('assert') is the expected source of one case; two chunk sizes make two index
     # steps and two top_k values two retrieve steps per index, so re-embedding would show in the count.
@@ -248,6 +262,11 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     "bench_colbert_rerank.py": (
         ["--documents=4", "--chunk-size=128", "--questions=3", "--smoke"],
         check_colbert_rerank,
+    ),
+    # The first 6 documents, cloze questions only (no LLM), a few steps of training.
+    "bench_trained_reranker.py": (
+        ["--documents=6", "--chunks=0", "--max-minutes=0.2", "--smoke"],
+        check_trained_reranker,
     ),
     # The fake server as the judge on the first two labelled answers.
     "bench_statement_judge.py": (["--smoke"], check_statement_judge),

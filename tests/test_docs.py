@@ -76,7 +76,7 @@ def test_every_config_key_is_on_the_config_page(site):
 
 def test_every_command_and_option_is_on_the_cli_page(site):
     help_text = cli_help()
-    commands = re.search(r"\{([a-z,]+)\}", help_text).group(1).split(",")
+    commands = re.search(r"\{([a-z,-]+)\}", help_text).group(1).split(",")
     options = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", help_text)) - {"--help"}
     assert {"run", "init", "testset", "compare", "promote", "schedule", "dashboard", "config"} <= set(
         commands

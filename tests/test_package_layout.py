@@ -25,6 +25,7 @@ ALLOWED = {
     "report": {"analysis", "grid", "inputs", "retrieval", "review", "scoring"},
     "runs": {"analysis", "report", "review", "scoring"},
     "testset": {"generation", "inputs", "llm", "report", "retrieval", "scoring"},
+    "training": {"inputs", "llm", "models", "retrieval", "testset"},
     "config": {
         "analysis",
         "generation",
@@ -36,6 +37,7 @@ ALLOWED = {
         "runs",
         "scoring",
         "testset",
+        "training",
     },
 }
 

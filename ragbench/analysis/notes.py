@@ -6,6 +6,7 @@ from __future__ import annotations
 from ragbench.analysis.results import CellResults
 from ragbench.generation.answers import ExternalAnswers
 from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.scoring.judge import judge_warnings
 
 
@@ -78,6 +79,8 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
     """Everything that should change how the numbers are read, found in the results themselves."""
     warnings = [f"knowledge base: skipped {reason}" for reason in skipped_documents]
     for choice in {a.reranker.used: a.reranker for a in results.answer_sets.values() if a.reranker}.values():
+        if choice.trained_label:
+            warnings.append(trained_reranker_note(choice, results))
         if choice.is_standin:
             warnings.append(
                 f"RERANKER IS AN UNTRAINED STAND-IN ({choice.label}) for {choice.requested}: "
@@ -92,3 +95,17 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
             )
     rubrics = {rubric.name: rubric for result in results.judged.values() for rubric in result.rubrics}
     return list(dict.fromkeys(warnings)) + judge_warnings(results.judgements(), rubrics.values())
+
+
+def trained_reranker_note(choice: RerankerChoice, results: CellResults) -> str:
+    """What a locally trained reranker is (never colbertv2.0) and whether this run's cases were held out of
+    its training: a case that was not could have leaked into it, and is named."""
+    asked = {a.case_id for s in results.answer_sets.values() if s.reranker == choice for a in s.answers}
+    leaked = sorted(asked - set(choice.held_out_cases))
+    text = (
+        f"RERANKER {choice.used} is {choice.trained_label} ({choice.reason}), not colbert-ir/colbertv2.0; "
+        f"{len(asked) - len(leaked)} of this run's {len(asked)} reranked case(s) were held out of training"
+    )
+    if leaked:
+        return f"{text}. NOT held out (it was trained beside another eval set): {', '.join(leaked)}"
+    return text + "."

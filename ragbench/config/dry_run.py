@@ -246,7 +246,7 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
     Every candidate counts as generated (`questions_per_chunk` per sampled chunk); passages are as long
     as the chunk size allows and completions `max_tokens` long."""
     settings = config.testset
-    size, _ = config.testset_chunking()
+    size, _ = config.section_chunking(config.testset)
     kinds = assign_kinds(
         min(settings.chunks, available_chunks),
         settings.evolutions,

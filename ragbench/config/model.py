@@ -9,13 +9,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    Field,
-    PositiveInt,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from ragbench.analysis.columns import is_results_column
 from ragbench.analysis.racing import RaceConfig, race_metric
@@ -38,6 +32,7 @@ from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
 from ragbench.section import Section, validation_message
 from ragbench.testset.settings import TestsetConfig
+from ragbench.training.settings import RerankerTrainingConfig
 
 logger = logging.getLogger("ragbench")
 
@@ -248,6 +243,7 @@ class BenchmarkConfig(Section):
     )
     regression: RegressionConfig = RegressionConfig()
     testset: TestsetConfig = TestsetConfig()
+    reranker_training: RerankerTrainingConfig = RerankerTrainingConfig()
     orchestration: OrchestrationConfig = OrchestrationConfig()
     llm_cache_dir: str | None = Field(
         default=None,
@@ -295,11 +291,12 @@ class BenchmarkConfig(Section):
                     raise ValueError(
                         f"chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
                     )
-        size, tokens = self.testset_chunking()
-        if tokens >= size:
-            raise ValueError(
-                f"testset: chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
-            )
+        for name in ("testset", "reranker_training"):
+            size, tokens = self.section_chunking(getattr(self, name))
+            if tokens >= size:
+                raise ValueError(
+                    f"{name}: chunk overlap ({tokens} tokens) must be smaller than chunk size ({size} tokens)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -422,13 +419,11 @@ class BenchmarkConfig(Section):
     def eval_set_name(self) -> str:
         return self.testset.name or re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{self.name}-eval-set")
 
-    def testset_chunking(self) -> tuple[int, int]:
-        """(chunk size, overlap in tokens) of the chunks cases are written from: by default the grid's
-        largest chunks, so a benchmark run has usually made them already (ZenML reuses the step)."""
-        size = self.testset.chunk_size or max(self.grid.chunk_size)
-        overlap = (
-            self.grid.chunk_overlap[0] if self.testset.chunk_overlap is None else self.testset.chunk_overlap
-        )
+    def section_chunking(self, section: TestsetConfig | RerankerTrainingConfig) -> tuple[int, int]:
+        """(chunk size, overlap in tokens) of a section's chunks: by default the grid's largest chunks, so a
+        benchmark run has usually made them already (ZenML reuses the step)."""
+        size = section.chunk_size or max(self.grid.chunk_size)
+        overlap = self.grid.chunk_overlap[0] if section.chunk_overlap is None else section.chunk_overlap
         return size, overlap_tokens(size, overlap)
 
     @property
@@ -438,9 +433,12 @@ class BenchmarkConfig(Section):
             return None
         return self.evaluation.embedding_model or self.grid.embedding_model[0]
 
+    def section_embedding_model(self, section: TestsetConfig | RerankerTrainingConfig) -> str:
+        return section.embedding_model or self.grid.embedding_model[0]
+
     @property
-    def testset_embedding_model(self) -> str:
-        return self.testset.embedding_model or self.grid.embedding_model[0]
+    def trained_reranker_name(self) -> str:
+        return self.reranker_training.name or re.sub(r"[^A-Za-z0-9_.-]+", "-", self.name)
 
 
 def _set_dotted(data: dict[str, Any], dotted_key: str, value: Any) -> None:

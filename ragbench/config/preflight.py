@@ -276,14 +276,35 @@ def run_testset_preflight(
     except ValueError as error:
         raise PreflightError(str(error)) from None
     if not plan_only:
-        for name in dict.fromkeys([config.chunking_tokenizer, config.testset_embedding_model]):
+        for name in dict.fromkeys(
+            [config.chunking_tokenizer, config.section_embedding_model(config.testset)]
+        ):
             check_model_available(name)
         for settings in (config.testset.generator_settings(), config.testset.critic_settings()):
             check_llm_ready(settings, step_environment)
     corpus = load_corpus(config.knowledge_base)
     for reason in corpus.skipped:
         logger.warning("knowledge base: skipped %s", reason)
-    size, overlap = config.testset_chunking()
+    size, overlap = config.section_chunking(config.testset)
     # per document, rounded up: a knowledge base of many short pages makes at least one chunk of each
     step = _CHARACTERS_PER_TOKEN * (size - overlap)
     return max(1, sum(max(1, math.ceil(len(document.text) / step)) for document in corpus.documents))
+
+
+def run_training_preflight(
+    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
+) -> None:
+    """Check what `run.py train-reranker` needs before any model loads: the models, the generator (when it
+    writes questions), a knowledge base with documents, and the eval cases training must leave out."""
+    training = config.reranker_training
+    for name in dict.fromkeys([config.chunking_tokenizer, config.section_embedding_model(training)]):
+        check_model_available(name)
+    if training.chunks:
+        check_llm_ready(training.generator_settings(), step_environment)
+    elif not training.cloze:
+        raise PreflightError("reranker_training: chunks is 0 and cloze is off: there is nothing to train on")
+    corpus = load_corpus(config.knowledge_base)
+    for reason in corpus.skipped:
+        logger.warning("knowledge base: skipped %s", reason)
+    suite = load_eval_suite_from(config.eval_cases)
+    logger.info("reranker training holds out the %d eval case(s) of %s", len(suite.cases), suite.label)

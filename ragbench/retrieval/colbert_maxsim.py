@@ -37,8 +37,13 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ragbench.inputs.chunking import ChunkSet
-from ragbench.models.provision import resolve_model
-from ragbench.retrieval.rerank import ColbertReranker, RerankerChoice, _load, _with_score
+from ragbench.retrieval.rerank import (
+    ColbertReranker,
+    RerankerChoice,
+    _load,
+    _with_score,
+    checkpoint_location,
+)
 from ragbench.retrieval.search import RetrievedChunk
 
 __all__ = ["ColbertEncodings", "PrecomputedColbertReranker", "encode_chunk_set", "maxsim_scores"]
@@ -117,7 +122,7 @@ def encode_chunk_set(
     """
     if not chunks.chunks:
         raise ValueError(f"chunk set (size {chunks.chunk_size}) is empty: nothing to encode")
-    loaded = _load(resolve_model(choice.used).location)  # the same model object ColbertReranker uses
+    loaded = _load(checkpoint_location(choice))  # the same model object ColbertReranker uses
     colbert = loaded.model.model  # ragatouille.models.colbert.ColBERT
     checkpoint = colbert.inference_ckpt  # colbert.modeling.checkpoint.Checkpoint
     doc_maxlen = int(colbert.base_model_max_tokens)

@@ -30,6 +30,7 @@ from ragbench.models.errors import ModelResolutionError
 from ragbench.models.hub import check_model_available
 from ragbench.models.provision import is_untrained_standin, resolve_model
 from ragbench.models.registry import COLBERT_STANDIN_NAME, find_packaged_model
+from ragbench.models.trained import TRAINED_PREFIX, TrainedReranker, artifact_name, parse_trained
 from ragbench.retrieval.search import RetrievedChunk
 
 __all__ = [
@@ -61,12 +62,20 @@ class RerankerChoice(BaseModel):
     used: str
     is_standin: bool
     reason: str
+    # A checkpoint `run.py train-reranker` made: its artifact version, how it was trained (for the label)
+    # and the eval cases kept out of its training.
+    trained_artifact: str | None = None
+    trained_label: str | None = None
+    held_out_cases: tuple[str, ...] = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def label(self) -> str:
-        """Short name for tables: the stand-in is always marked UNTRAINED."""
-        return STANDIN_LABEL if self.is_standin else self.used
+        """Short name for tables: the stand-in is always marked UNTRAINED, a locally trained checkpoint says
+        what it was trained on."""
+        if self.is_standin:
+            return STANDIN_LABEL
+        return f"{self.used} ({self.trained_label})" if self.trained_label else self.used
 
     def identity(self) -> dict[str, str]:
         """What decides every encoding and ranking made with this choice: the checkpoint used. `requested`
@@ -94,6 +103,9 @@ def resolve_reranker(model_name: str = DEFAULT_RERANKER_MODEL) -> RerankerChoice
     name = model_name.strip()
     if not name:
         raise ValueError("reranker model name is empty")
+    trained = parse_trained(name)
+    if trained is not None:
+        return _resolve_trained(name, *trained)
     spec = find_packaged_model(name)
     if spec is not None and spec.kind != "colbert":
         raise ValueError(f"{name!r} is a packaged {spec.kind} model, not a ColBERT checkpoint")
@@ -111,6 +123,49 @@ def resolve_reranker(model_name: str = DEFAULT_RERANKER_MODEL) -> RerankerChoice
         return RerankerChoice(requested=model_name, used=COLBERT_STANDIN_NAME, is_standin=True, reason=reason)
     where = "a local path" if Path(name).expanduser().exists() else "available"
     return RerankerChoice(requested=model_name, used=name, is_standin=False, reason=f"{name!r} is {where}")
+
+
+def _resolve_trained(requested: str, name: str, version: str | None) -> RerankerChoice:
+    """The newest (or the named) version of the checkpoint artifact `run.py train-reranker` stored; its
+    weights are not loaded here, only its record."""
+    from zenml.client import Client
+
+    try:
+        artifact = Client().get_artifact_version(artifact_name(name), version)
+    except KeyError:
+        which = "no trained reranker" if version is None else f"no version {version} of trained reranker"
+        raise ModelResolutionError(
+            f"reranker {requested!r}: {which} {name!r}; train it with `run.py train-reranker` "
+            f"(reranker_training.name: {name})"
+        ) from None
+    metadata = artifact.run_metadata
+    label = metadata.get("label")
+    if not isinstance(label, str):
+        raise ModelResolutionError(
+            f"reranker {requested!r}: artifact {artifact_name(name)} is not a trained reranker"
+        )
+    return RerankerChoice(
+        requested=requested,
+        used=f"{TRAINED_PREFIX}{name}@{artifact.version}",
+        is_standin=False,
+        reason=f"artifact {artifact_name(name)} version {artifact.version}",
+        trained_artifact=str(artifact.id),
+        trained_label=label,
+        held_out_cases=tuple(metadata.get("held_out_case_ids", [])),
+    )
+
+
+def checkpoint_location(choice: RerankerChoice) -> str:
+    """Where the checkpoint's files are on this machine: a provisioned model's folder, or a trained one's
+    artifact loaded here (its materializer copies the files out of the artifact store once)."""
+    if choice.trained_artifact is None:
+        return resolve_model(choice.used).location
+    from zenml.client import Client
+
+    trained = Client().get_artifact_version(choice.trained_artifact).load()
+    if not isinstance(trained, TrainedReranker) or not trained.location:
+        raise ModelResolutionError(f"{choice.used}: artifact {choice.trained_artifact} holds no checkpoint")
+    return trained.location
 
 
 class Reranker(Protocol):
@@ -182,7 +237,7 @@ class ColbertReranker:
         self._loaded()
 
     def _loaded(self) -> _Loaded:
-        return _load(resolve_model(self.choice.used).location)
+        return _load(checkpoint_location(self.choice))
 
     def rerank(self, question: str, chunks: Sequence[RetrievedChunk], top_n: int) -> list[RetrievedChunk]:
         """The `top_n` best of `chunks` for `question` by ColBERT score, best first."""

@@ -4,6 +4,7 @@ them: that would import ZenML and every model library at start-up)."""
 
 BENCHMARK_PIPELINE = "rag_benchmark"
 TESTSET_PIPELINE = "rag_testset"
+TRAIN_RERANKER_PIPELINE = "rag_train_reranker"
 RESULTS_STEP = "build_results_table"
 GATE_STEP = "regression_gate"
 EVAL_SET_STEP = "assemble_eval_set"

@@ -1,0 +1,142 @@
+"""The reranker-training pipeline's own steps; ingest, chunk, both indexes and the eval suite are the
+benchmark's (the same cache). Each gets the `reranker_training` section as its cache-keyed identity and the
+`operations` (LLM concurrency, timeouts, retries, LLM cache, device) outside the key."""
+
+from pathlib import Path
+from tempfile import mkdtemp
+from typing import Annotated
+
+from zenml import ArtifactConfig, log_metadata, step
+
+from materializers.trained_reranker import HANDOVER_PREFIX, TrainedRerankerMaterializer
+from ragbench.inputs.chunking import ChunkSet
+from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.llm.client import LLMClient
+from ragbench.models.provision import resolve_model
+from ragbench.models.registry import COLBERT_STANDIN_NAME
+from ragbench.models.trained import TrainedReranker
+from ragbench.retrieval.index import VectorIndex, load_embedder
+from ragbench.retrieval.lexical import LexicalIndex
+from ragbench.testset.plan import sample_chunks
+from ragbench.training.colbert import train_colbert
+from ragbench.training.pairs import TrainingPairs, build_pairs
+from ragbench.training.questions import TrainingQuestions, cloze_questions, without_leaks, write_questions
+from ragbench.training.settings import RerankerTrainingConfig
+from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+
+RERANKER_ARTIFACT = "reranker_artifact"  # the substitution that names the checkpoint artifact
+CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
+
+
+@step(cache_policy=CACHE_POLICY)
+def write_training_questions(
+    chunks: ChunkSet, operations: dict, training: dict
+) -> Annotated[TrainingQuestions, "training_questions"]:
+    """One generator question per sampled chunk (cached per call in the LLM cache), and the inverse-cloze
+    pseudo-questions of every chunk."""
+    settings = RerankerTrainingConfig.model_validate(training)
+    ops = Operations.model_validate(operations)
+    positions = sample_chunks(
+        chunks.chunks,
+        settings.chunks,
+        sampling="even",
+        seed=settings.seed,
+        min_chars=settings.min_chunk_chars,
+    )
+    llm = settings.generator_settings()
+    questions, errors = [], []
+    if positions:
+        llm = llm.model_copy(update=ops.llm.get(llm.result_key, {}))
+        with LLMClient(llm, cache_location=ops.llm_cache) as client:
+            questions, errors = write_questions(client, chunks.chunks, positions, audience=settings.audience)
+    if settings.cloze:
+        questions += cloze_questions(chunks.chunks)
+    log_metadata(
+        {"generator_calls": len(positions), "questions": len(questions), "generator_failures": len(errors)}
+    )
+    if errors:
+        never_reuse_this_step_run()
+    return TrainingQuestions(generator=llm.model, questions=questions, errors=errors)
+
+
+@step(cache_policy=CACHE_POLICY)
+def mine_training_pairs(
+    questions: TrainingQuestions,
+    chunks: ChunkSet,
+    index: VectorIndex,
+    bm25: LexicalIndex,
+    eval_suite: EvalSuite,
+    operations: dict,
+    training: dict,
+    knowledge_base: str,
+) -> Annotated[TrainingPairs, "training_pairs"]:
+    """Drop questions resembling an eval case, keep those retrieval finds again, mine negatives, split."""
+    settings = RerankerTrainingConfig.model_validate(training)
+    ops = Operations.model_validate(operations)
+    kept, leaked = without_leaks(questions.questions, eval_suite.cases)
+    pairs = build_pairs(
+        kept,
+        chunks,
+        index,
+        bm25,
+        load_embedder(index.manifest.embedding_model, device=ops.device),
+        knowledge_base=knowledge_base,
+        held_out_cases=[case.id for case in eval_suite.cases],
+        dropped_as_leaks=leaked,
+        generator_errors=questions.errors,
+        negatives=settings.negatives,
+        roundtrip_top_k=settings.roundtrip_top_k,
+        candidates_k=settings.candidates_k,
+        validation_share=settings.validation_share,
+        seed=settings.seed,
+    )
+    log_metadata(pairs.summary())
+    return pairs
+
+
+def _device(setting: str) -> str:
+    if setting != "auto":
+        return setting
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@step(cache_policy=CACHE_POLICY, output_materializers=TrainedRerankerMaterializer)
+def train_reranker_checkpoint(
+    pairs: TrainingPairs, chunks: ChunkSet, operations: dict, training: dict, name: str
+) -> Annotated[TrainedReranker, ArtifactConfig(name=f"{{{RERANKER_ARTIFACT}}}")]:
+    """Fine-tune from the shipped MiniLM weights (the stand-in's layout); a new version of the named
+    checkpoint artifact, with its training data's fingerprint, steps, curves and time."""
+    settings = RerankerTrainingConfig.model_validate(training)
+    if pairs.generator_errors:
+        raise RuntimeError(
+            f"{len(pairs.generator_errors)} generator call(s) failed ({pairs.generator_errors[0]}); run "
+            "train-reranker again (only the failed calls are made) before training on a partial set"
+        )
+    recipe = settings.recipe()
+    dest = Path(mkdtemp(prefix=HANDOVER_PREFIX)) / "checkpoint"  # moved into the artifact store on return
+    log = train_colbert(
+        pairs,
+        chunks,
+        start_location=resolve_model(COLBERT_STANDIN_NAME).location,
+        dest=dest,
+        recipe=recipe,
+        device=_device(settings.device),
+    )
+    summary = pairs.summary()
+    log_metadata({key: value for key, value in log.model_dump().items() if "curve" not in key})
+    return TrainedReranker(
+        name=name,
+        knowledge_base=pairs.knowledge_base,
+        training_pairs=len(pairs.training),
+        generator_questions=int(summary["generator_questions"]),
+        cloze_questions=int(summary["cloze_questions"]),
+        training_data_fingerprint=pairs.fingerprint,
+        chunk_set_fingerprint=pairs.chunk_set_fingerprint,
+        held_out_cases=pairs.held_out_cases,
+        validation_sources=pairs.validation_sources,
+        recipe=recipe.model_dump(),
+        log=log.model_dump(),
+        location=str(dest),
+    )

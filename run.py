@@ -333,6 +333,21 @@ def launch(
     return pipeline_run
 
 
+def print_training_plan(config: BenchmarkConfig) -> int:
+    """What `train-reranker` would do, calling nothing."""
+    training = config.reranker_training
+    size, _ = config.section_chunking(training)
+    model = training.generator_settings().model
+    print(
+        f"train-reranker {config.trained_reranker_name}: up to {training.chunks} call(s) of {model} writing "
+        f"one question per chunk of {size} tokens (cached calls are free)"
+        + (", plus an inverse-cloze question per chunk (no call)" if training.cloze else "")
+        + f"; then at most {training.epochs} epoch(s) or {training.max_minutes:g} min of training on "
+        f"{training.device}. Eval cases held out: those of {config.eval_cases.label}."
+    )
+    return 0
+
+
 def run_train_reranker(config: BenchmarkConfig, use_cache: bool) -> int:
     """Write questions, mine pairs and train; print what the checkpoint reached and how to use it."""
     from ragbench.models.trained import artifact_name
@@ -875,6 +890,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "schedule":
             return schedule_command(args, config)
         if args.command == "train-reranker":
+            if args.dry_run:
+                return print_training_plan(config)
             return run_train_reranker(config, not args.no_cache)
         if args.command == "testset":
             return print_testset_plan(config) if args.dry_run else run_testset(config, not args.no_cache)

@@ -41,15 +41,11 @@ from ragbench.retrieval.index import build_index, load_embedder  # noqa: E402
 from ragbench.retrieval.lexical import build_lexical_index  # noqa: E402
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker  # noqa: E402
 from ragbench.retrieval.search import RetrievedChunk, retrieval_metrics  # noqa: E402
-from ragbench.testset.plan import sample_chunks  # noqa: E402
 from ragbench.training.colbert import train_colbert  # noqa: E402
-from ragbench.training.pairs import build_pairs  # noqa: E402
+from ragbench.training.prepare import training_pairs, training_questions  # noqa: E402
 from ragbench.training.questions import (  # noqa: E402
-    cloze_questions,
     held_out_texts,
     leaks,
-    without_leaks,
-    write_questions,
 )
 
 COLUMNS = ("mrr", "ndcg@10")
@@ -107,36 +103,19 @@ def main() -> int:
     lexical = build_lexical_index(chunks)
 
     started = time.perf_counter()
-    positions = sample_chunks(
-        chunks.chunks,
-        settings.chunks,
-        sampling="even",
-        seed=settings.seed,
-        min_chars=settings.min_chunk_chars,
+    questions = training_questions(
+        chunks, settings, lambda: LLMClient(settings.generator_settings(), cache_location=config.llm_cache)
     )
-    questions, errors = [], []
-    if positions:
-        with LLMClient(settings.generator_settings(), cache_location=config.llm_cache) as client:
-            questions, errors = write_questions(client, chunks.chunks, positions, audience=settings.audience)
     written_seconds = time.perf_counter() - started
-    if settings.cloze:
-        questions += cloze_questions(chunks.chunks)
-    kept, dropped = without_leaks(questions, cases)
-    pairs = build_pairs(
-        kept,
+    pairs = training_pairs(
+        questions,
         chunks,
         index,
         lexical,
         embedder,
+        cases=cases,
+        settings=settings,
         knowledge_base=config.knowledge_base.kind,
-        held_out_cases=[c.id for c in cases],
-        dropped_as_leaks=dropped,
-        generator_errors=errors,
-        negatives=settings.negatives,
-        roundtrip_top_k=settings.roundtrip_top_k,
-        candidates_k=settings.candidates_k,
-        validation_share=settings.validation_share,
-        seed=settings.seed,
     )
     held_out = held_out_texts(cases)
     leaked = [e.question for e in pairs.training if leaks(e.question, held_out)]
@@ -186,9 +165,20 @@ def main() -> int:
         f"generator, {pairs.summary()['cloze_questions']} cloze) from {config.knowledge_base.kind}"
     )
     print(
-        f"question writing: {written_seconds:.0f} s ({len(positions)} calls, cached calls are free); "
+        f"question writing: {written_seconds:.0f} s ({questions.calls} calls, cached calls are free); "
         f"training: {log.seconds:.0f} s, {log.steps} steps (best {log.best_step}), "
         f"stopped: {log.stopped_because}"
+    )
+    kept = (
+        f"the best-validated weights (step {log.best_step})"
+        if log.kept == "best"
+        else "the last step's weights: no validation beat the untrained start"
+        if log.beat_the_start is False
+        else "the last step's weights (nothing validated)"
+    )
+    print(
+        f"trained row: {kept}; validation MRR by step {log.validation_curve}, first stage "
+        f"{log.validation_mrr_first_stage}"
     )
     print(rows_to_text(rows))
     problems = []

@@ -5,6 +5,7 @@ The steps are keyed on what can change the eval set (`testset_identity`); the LL
 and retries, the LLM cache's location and the embedding shard size and device reach them in the
 `operations` artifact their cache keys ignore (`testset_operations`)."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from zenml import pipeline
@@ -12,6 +13,7 @@ from zenml import pipeline
 from pipelines.inputs import knowledge_base_snapshot
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import CellSpec
+from ragbench.llm.types import LLMSettings
 from ragbench.runs.names import TESTSET_PIPELINE
 from ragbench.testset.labels import load_labels
 from steps import (
@@ -47,19 +49,40 @@ def testset_identity(settings: BenchmarkConfig) -> dict[str, Any]:
     }
 
 
-def testset_operations(settings: BenchmarkConfig) -> dict[str, Any]:
-    """The `operations` artifact of a testset run (see `steps.caching.Operations`). Should the generator
-    and the critic be the same model with the same result settings, the critic's operations apply to both."""
-    testset = settings.testset
+def llm_operations(settings: BenchmarkConfig, llms: Sequence[LLMSettings]) -> dict[str, Any]:
+    """The `operations` artifact of a run whose steps call `llms` (see `steps.caching.Operations`). Should two
+    be the same model with the same result settings, the last one's operations apply to both."""
     return Operations(
-        llm={
-            llm.result_key: llm.operations()
-            for llm in (testset.generator_settings(), testset.critic_settings())
-        },
+        llm={llm.result_key: llm.operations() for llm in llms},
         llm_cache=settings.llm_cache,
         device=settings.embedding.device,
         shard_size=settings.embedding.shard_size,
     ).model_dump(mode="json")
+
+
+def testset_operations(settings: BenchmarkConfig) -> dict[str, Any]:
+    return llm_operations(
+        settings, [settings.testset.generator_settings(), settings.testset.critic_settings()]
+    )
+
+
+def indexed_chunks(settings: BenchmarkConfig, key: CellSpec, operations: Any) -> tuple[Any, Any]:
+    """The benchmark's ingest, chunk and dense index steps for `key` (same ids, so the same cache)."""
+    corpus = ingest_knowledge_base(
+        knowledge_base=settings.knowledge_base.model_dump(mode="json"),
+        snapshot=knowledge_base_snapshot(settings),
+    )
+    chunks = chunk_knowledge_base(
+        corpus,
+        chunk_size=key.chunk_size,
+        chunk_overlap=key.chunk_overlap,
+        tokenizer=settings.chunking_tokenizer,
+        id=key.step_id("chunk"),
+    )
+    index = build_vector_index(
+        chunks, operations, embedding_model=key.embedding_model, id=key.step_id("index")
+    )
+    return chunks, index
 
 
 @pipeline(name=TESTSET_PIPELINE)
@@ -74,20 +97,7 @@ def rag_testset(config: dict):
     )
     testset = testset_identity(settings)
     operations = pass_llm_operations(operations=testset_operations(settings))
-    corpus = ingest_knowledge_base(
-        knowledge_base=settings.knowledge_base.model_dump(mode="json"),
-        snapshot=knowledge_base_snapshot(settings),
-    )
-    chunks = chunk_knowledge_base(
-        corpus,
-        chunk_size=size,
-        chunk_overlap=overlap,
-        tokenizer=settings.chunking_tokenizer,
-        id=key.step_id("chunk"),
-    )
-    index = build_vector_index(
-        chunks, operations, embedding_model=key.embedding_model, id=key.step_id("index")
-    )
+    chunks, index = indexed_chunks(settings, key, operations)
     candidates = generate_eval_candidates(chunks, index, operations, testset=testset)
     filters = settings.testset.filters
     critiques = (

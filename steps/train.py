@@ -2,6 +2,7 @@
 benchmark's (the same cache). Each gets the `reranker_training` section as its cache-keyed identity and the
 `operations` (LLM concurrency, timeouts, retries, LLM cache, device) outside the key."""
 
+import shutil
 from pathlib import Path
 from tempfile import mkdtemp
 from typing import Annotated
@@ -17,10 +18,10 @@ from ragbench.models.registry import COLBERT_STANDIN_NAME
 from ragbench.models.trained import TrainedReranker
 from ragbench.retrieval.index import VectorIndex, load_embedder
 from ragbench.retrieval.lexical import LexicalIndex
-from ragbench.testset.plan import sample_chunks
 from ragbench.training.colbert import train_colbert
-from ragbench.training.pairs import TrainingPairs, build_pairs
-from ragbench.training.questions import TrainingQuestions, cloze_questions, without_leaks, write_questions
+from ragbench.training.pairs import TrainingPairs
+from ragbench.training.prepare import training_pairs, training_questions
+from ragbench.training.questions import TrainingQuestions
 from ragbench.training.settings import RerankerTrainingConfig
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
 
@@ -36,27 +37,20 @@ def write_training_questions(
     pseudo-questions of every chunk."""
     settings = RerankerTrainingConfig.model_validate(training)
     ops = Operations.model_validate(operations)
-    positions = sample_chunks(
-        chunks.chunks,
-        settings.chunks,
-        sampling="even",
-        seed=settings.seed,
-        min_chars=settings.min_chunk_chars,
-    )
     llm = settings.generator_settings()
-    questions, errors = [], []
-    if positions:
-        llm = llm.model_copy(update=ops.llm.get(llm.result_key, {}))
-        with LLMClient(llm, cache_location=ops.llm_cache) as client:
-            questions, errors = write_questions(client, chunks.chunks, positions, audience=settings.audience)
-    if settings.cloze:
-        questions += cloze_questions(chunks.chunks)
+    llm = llm.model_copy(update=ops.llm.get(llm.result_key, {}))
+    written = training_questions(chunks, settings, lambda: LLMClient(llm, cache_location=ops.llm_cache))
+    failures = len(written.errors)
     log_metadata(
-        {"generator_calls": len(positions), "questions": len(questions), "generator_failures": len(errors)}
+        {
+            "generator_calls": written.calls,
+            "questions": len(written.questions),
+            "generator_failures": failures,
+        }
     )
-    if errors:
+    if failures:
         never_reuse_this_step_run()
-    return TrainingQuestions(generator=llm.model, questions=questions, errors=errors)
+    return written
 
 
 @step(cache_policy=CACHE_POLICY)
@@ -73,22 +67,15 @@ def mine_training_pairs(
     """Drop questions resembling an eval case, keep those retrieval finds again, mine negatives, split."""
     settings = RerankerTrainingConfig.model_validate(training)
     ops = Operations.model_validate(operations)
-    kept, leaked = without_leaks(questions.questions, eval_suite.cases)
-    pairs = build_pairs(
-        kept,
+    pairs = training_pairs(
+        questions,
         chunks,
         index,
         bm25,
         load_embedder(index.manifest.embedding_model, device=ops.device),
+        cases=eval_suite.cases,
+        settings=settings,
         knowledge_base=knowledge_base,
-        held_out_cases=[case.id for case in eval_suite.cases],
-        dropped_as_leaks=leaked,
-        generator_errors=questions.errors,
-        negatives=settings.negatives,
-        roundtrip_top_k=settings.roundtrip_top_k,
-        candidates_k=settings.candidates_k,
-        validation_share=settings.validation_share,
-        seed=settings.seed,
     )
     log_metadata(pairs.summary())
     return pairs
@@ -126,6 +113,14 @@ def train_reranker_checkpoint(
     )
     summary = pairs.summary()
     log_metadata({key: value for key, value in log.model_dump().items() if "curve" not in key})
+    if log.beat_the_start is False:
+        shutil.rmtree(dest.parent, ignore_errors=True)
+        raise RuntimeError(
+            f"training never beat the untrained start on its {log.validation_questions} validation questions "
+            f"(MRR {log.validation_mrr_before} at the start; {log.validation_curve[1:]} after (step, MRR)); "
+            "no checkpoint is stored. Try more generator questions (reranker_training.chunks), a lower "
+            "learning_rate, or see docs/how-to/train-reranker.md"
+        )
     return TrainedReranker(
         name=name,
         knowledge_base=pairs.knowledge_base,

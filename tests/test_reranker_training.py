@@ -77,7 +77,7 @@ def test_a_trained_checkpoint_is_labelled_with_what_it_learned_from_never_as_col
         held_out_cases=["walrus"],
         validation_sources=[],
         recipe={},
-        log={"validation_curve": [(0, 0.5), (40, 0.7)]},
+        log={"validation_curve": [(0, 0.5), (40, 0.7)], "validation_questions": 20},
     )
     assert trained.label == "trained locally on 812 synthetic pairs from pydoc_topics"
     assert trained.summary()["validation_mrr_best"] == 0.7
@@ -101,3 +101,12 @@ def test_the_section_is_checked_before_anything_runs(tmp_path) -> None:
     config = load_config(None, [])
     assert config.trained_reranker_name == "python-reference-default"
     assert config.section_chunking(config.reranker_training) == (256, 26)
+
+
+def test_a_dry_run_says_what_training_would_call_and_calls_nothing(capsys) -> None:
+    import run
+
+    assert run.main(["train-reranker", "--dry-run", "--set", "reranker_training.chunks=7"]) == 0
+    out = capsys.readouterr().out
+    assert "up to 7 call(s) of local/qwen2.5-coder-1.5b-instruct writing one question per chunk of 256" in out
+    assert "Eval cases held out: those of " in out

@@ -76,7 +76,7 @@ def test_train_a_reranker_hold_out_the_eval_cases_and_benchmark_it(tmp_path, mon
             "grid: {chunk_size: [48], chunk_overlap: [0], embedding_model: [all-MiniLM-L6-v2], "
             "top_k: 4, top_n: 2, reranker: [off], reader: [openai/fake-reader], judge: []}\n"
             f"generation: {{reader: {{{llm}}}}}\n"
-            "reranker_training: {name: docs, chunks: 6, min_chunk_chars: 0, validation_share: 0.2, "
+            "reranker_training: {name: docs, chunks: 6, min_chunk_chars: 0, validation_share: 0, "
             "epochs: 1, batch_size: 4, negatives: 1, validate_every: 2, doc_maxlen: 64, "
             f"generator: {{model: openai/fake-writer, {llm}}}}}\n",
         )
@@ -88,15 +88,16 @@ def test_train_a_reranker_hold_out_the_eval_cases_and_benchmark_it(tmp_path, mon
         artifact = client.get_artifact_version("reranker-docs")
         trained = artifact.load()
         assert trained.held_out_cases == ["assert", "break"]
-        assert trained.label.startswith("trained locally on ") and trained.label.endswith(" from folder")
-        assert trained.log["steps"] >= 1 and trained.log["validation_curve"]
+        # no validation split here (a few steps on six pages decide nothing): the last weights, said so
+        assert trained.label.startswith("trained locally on ")
+        assert trained.label.endswith(" from folder, never validated")
+        assert trained.log["steps"] >= 1 and trained.log["kept"] == "last"
         run_view = client.get_pipeline_run(artifact.producer_pipeline_run_id)
         pairs = run_view.steps["mine_training_pairs"].outputs["training_pairs"][0].load()
         assert any(LEAKED in line for line in pairs.dropped_as_leaks)
         trained_questions = {example.question for example in pairs.training}
         assert not trained_questions & {case["question"] for case in CASES}
         assert {e.origin for e in pairs.training} == {"generator", "cloze"}
-        assert all(e.source not in pairs.validation_sources for e in pairs.training)
 
         # a second run makes no writer call (cached) and reuses every step
         assert run.main(["train-reranker", "--config", "config.yaml"]) == 0

@@ -30,7 +30,10 @@ class TrainedReranker(BaseModel):
 
     @property
     def label(self) -> str:
-        return f"trained locally on {self.training_pairs} synthetic pairs from {self.knowledge_base}"
+        unchecked = "" if self.log.get("validation_questions") else ", never validated"
+        return (
+            f"trained locally on {self.training_pairs} synthetic pairs from {self.knowledge_base}{unchecked}"
+        )
 
     def summary(self) -> dict[str, Any]:
         """What the artifact's metadata shows (and what naming it in a grid reads without its weights)."""

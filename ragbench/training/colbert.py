@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +58,12 @@ class TrainingLog(BaseModel):
     validation_mrr_first_stage: float  # the dense candidates' own order (no reranking)
     validation_questions: int
     device: str
+    kept: str  # "best": the best-validated weights; "last": the last step's (none validated, or none better)
+
+    @property
+    def beat_the_start(self) -> bool | None:
+        """Whether a validation beat the untrained start (None: nothing was validated)."""
+        return None if self.validation_questions == 0 else self.best_step > 0
 
 
 def _mrr(
@@ -211,7 +216,7 @@ def train_colbert(
                     validation_curve.append((step, round(mrr, 4)))
                     if on_validation is not None:
                         on_validation(step, mrr)
-                    if mrr > best or math.isnan(best):
+                    if mrr > best:
                         best, best_step, checks_without_gain = mrr, step, 0
                         best_state = {
                             k: v.detach().clone() for k, v in model.checkpoint.model.state_dict().items()
@@ -230,7 +235,9 @@ def train_colbert(
         bar.close()
     if losses:
         loss_curve.append((step, round(float(np.mean(losses)), 4)))
-    _save(best_state, start_location, dest, recipe.doc_maxlen)
+    kept = "best" if best_step > 0 else "last"
+    last_state = model.checkpoint.model.state_dict()
+    _save(best_state if kept == "best" else last_state, start_location, dest, recipe.doc_maxlen)
     return TrainingLog(
         steps=step,
         best_step=best_step,
@@ -242,6 +249,7 @@ def train_colbert(
         validation_mrr_first_stage=round(first_stage, 4),
         validation_questions=len(pairs.validation),
         device=device,
+        kept=kept,
     )
 
 

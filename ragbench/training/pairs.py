@@ -39,6 +39,7 @@ class ValidationQuestion(BaseModel):
     """A held-out question with the dense index's candidates, in its order, for early stopping."""
 
     question: str
+    origin: str
     source: str
     candidates: list[int]
 
@@ -126,7 +127,12 @@ def build_pairs(
         if chunk.source in held:
             candidates = [int(p) for p in dense[row, :candidates_k] if p >= 0]
             validation.append(
-                ValidationQuestion(question=question.question, source=chunk.source, candidates=candidates)
+                ValidationQuestion(
+                    question=question.question,
+                    origin=question.origin,
+                    source=chunk.source,
+                    candidates=candidates,
+                )
             )
             continue
         mined: list[int] = []
@@ -147,6 +153,8 @@ def build_pairs(
                 negatives=mined[:negatives],
             )
         )
+    if any(q.origin == "generator" for q in validation):  # what eval questions resemble, when there are some
+        validation = [q for q in validation if q.origin == "generator"]
     return TrainingPairs(
         chunk_set_fingerprint=chunks.fingerprint,
         knowledge_base=knowledge_base,

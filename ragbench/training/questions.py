@@ -51,6 +51,7 @@ class TrainingQuestions(BaseModel):
     """What the question step made: the questions, and the calls that gave none (never reused from cache)."""
 
     generator: str
+    calls: int
     questions: list[TrainingQuestion]
     errors: list[str]
 

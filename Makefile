@@ -75,6 +75,7 @@ bench: $(READY)
 	$(BIN)/python bench/bench_statement_judge.py  # the local 1.5B judge against a person's labels
 	$(BIN)/python bench/bench_local_prefix.py  # the local judge's prompt-prefix reuse: speed, same replies
 	$(BIN)/python bench/bench_racing.py  # racing cells: best kept, false eliminations, share of calls
+	$(BIN)/python bench/bench_trained_reranker.py  # a reranker trained on the knowledge base vs no reranking (~20 min)
 	$(BIN)/python bench/bench_scale.py  # 1-2 h on 2 cores; installs linux-doc-6.1 with apt-get as root
 
 clean:

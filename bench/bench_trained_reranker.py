@@ -70,6 +70,14 @@ def per_case(cases, rankings, top_k: int) -> dict[str, list[float]]:
     return {column: [trace.values[column] for trace in report.cases] for column in COLUMNS}
 
 
+def paired_gain(reference: dict[str, list[float]], candidate: dict[str, list[float]], column: str) -> str:
+    """Mean paired difference with its 95% bootstrap interval and permutation p-value."""
+    gain, low, high, p = paired_difference_test(
+        reference[column], candidate[column], test="paired_permutation"
+    )
+    return f"{gain:+.3f} [{low:+.3f}, {high:+.3f}] p={p:.3f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/default.yaml")
@@ -151,13 +159,9 @@ def main() -> int:
         for column in COLUMNS:
             interval = mean_interval(columns[column])
             row[column] = f"{interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
-            if name != "off":
-                gain, low, high, p = paired_difference_test(
-                    values["off"][column], columns[column], test="paired_permutation"
-                )
-                row[f"{column} gain vs off"] = f"{gain:+.3f} [{low:+.3f}, {high:+.3f}] p={p:.3f}"
-            else:
-                row[f"{column} gain vs off"] = ""
+            row[f"{column} gain vs off"] = (
+                "" if name == "off" else paired_gain(values["off"], columns, column)
+            )
         rows.append(row)
     print(
         f"\nTrained reranker vs no reranking: {len(cases)} eval cases, chunk size {size}, top_k {top_k}; "
@@ -181,6 +185,11 @@ def main() -> int:
         f"{log.validation_mrr_first_stage}"
     )
     print(rows_to_text(rows))
+    standin = values["colbert-standin (UNTRAINED)"]
+    print(
+        "trained vs the UNTRAINED stand-in: "
+        + "; ".join(f"{c} {paired_gain(standin, values['trained'], c)}" for c in COLUMNS)
+    )
     problems = []
     if leaked:
         problems.append(f"{len(leaked)} training question(s) resemble an eval case: {leaked[:3]}")

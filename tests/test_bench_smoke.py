@@ -237,6 +237,8 @@ def check_trained_reranker(stdout: str) -> None:
     for name in (r"colbert-standin \(UNTRAINED\)", "trained"):
         assert re.search(rf"^{name} +{interval} +{gain} +{interval} +{gain}\s*$", stdout, re.M), stdout
     assert re.search(r"training: \d+ s, [1-9]\d* steps", stdout), stdout
+    versus = rf"^trained vs the UNTRAINED stand-in: mrr {gain}; ndcg@10 {gain}$"
+    assert re.search(versus, stdout, re.M), stdout
 
 
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {

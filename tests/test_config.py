@@ -14,14 +14,16 @@ def test_default_config_is_valid_and_sweeps_chunk_size_and_retriever_with_real_m
     config = load_config()
     assert config.grid.chunk_size == [128, 256]
     assert config.grid.retriever == ["dense", "bm25", "hybrid"]
-    assert config.grid.reranker == [None]  # the UNTRAINED stand-in is in configs/rerank_standin.yaml
+    assert config.grid.reranker == [None]  # reranking is in configs/rerank_trained.yaml
     assert overlap_tokens(256, config.grid.chunk_overlap[0]) == 26
 
 
-def test_the_reranking_example_config_is_valid_and_names_the_standin():
-    path = DEFAULT_CONFIG_PATH.parent / "rerank_standin.yaml"
-    assert load_config(path).grid.reranker == [None, "colbert-ir/colbertv2.0"]
-    assert "UNTRAINED" in path.read_text()
+def test_the_reranking_example_config_is_valid_and_names_the_trained_reranker_it_trains():
+    path = DEFAULT_CONFIG_PATH.parent / "rerank_trained.yaml"
+    config = load_config(path)
+    assert config.grid.reranker == [None, "trained:python-reference"]
+    assert config.trained_reranker_name == "python-reference"
+    assert "run.py train-reranker --config configs/rerank_trained.yaml" in path.read_text()
 
 
 def test_set_overrides_parse_yaml_values(tmp_path):

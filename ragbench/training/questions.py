@@ -69,15 +69,17 @@ def question_request(chunk: Chunk, audience: str) -> LLMRequest:
 def write_questions(
     client: LLMClient, chunks: Sequence[Chunk], positions: Sequence[int], *, audience: str
 ) -> tuple[list[TrainingQuestion], list[str]]:
-    """One generator question per chunk position, and the errors of the calls that gave none (counted by
-    the caller: a run with failures is never reused from the step cache)."""
+    """One generator question per chunk position, and the errors of the calls that failed (counted by the
+    caller: a run with failures is never reused from the step cache). A chunk whose replies never made a
+    valid question (e.g. one that mentions "the passage") just gets none."""
     results = client.complete_many(
         [question_request(chunks[p], audience) for p in positions], desc="training questions"
     )
     questions, errors = [], []
     for position, result in zip(positions, results, strict=True):
         if result.parsed is None:
-            errors.append(f"chunk {position}: {result.error or 'no valid reply'}")
+            if not result.invalid_reply:  # a reply that never passed the schema is the model's: not retried
+                errors.append(f"chunk {position}: {result.error or 'no reply'}")
             continue
         questions.append(
             TrainingQuestion(question=result.parsed["question"].strip(), chunk=position, origin="generator")

@@ -54,7 +54,7 @@ class RerankerTrainingConfig(Section):
         ge=1,
         description="a question is kept when BM25 or the dense index ranks its chunk this high",
     )
-    negatives: int = Field(default=2, ge=0, le=16, description="mined hard negatives per question")
+    negatives: int = Field(default=1, ge=0, le=16, description="mined hard negatives per question")
     validation_share: float = Field(
         default=0.15,
         ge=0.0,
@@ -62,12 +62,12 @@ class RerankerTrainingConfig(Section):
         description="share of sources held out for validation and early stopping",
     )
     candidates_k: int = Field(default=10, ge=2, description="dense candidates a validation question reranks")
-    epochs: int = Field(default=3, ge=1, description="passes over the training pairs at most")
+    epochs: int = Field(default=6, ge=1, description="passes over the training pairs at most")
     batch_size: int = Field(default=8, ge=2, description="questions per step (each with its negatives)")
-    learning_rate: float = Field(default=3e-5, gt=0, description="AdamW peak rate (linear warm-up and decay)")
+    learning_rate: float = Field(default=1e-5, gt=0, description="AdamW peak rate (linear warm-up and decay)")
     doc_maxlen: int = Field(default=300, ge=32, le=508, description="document tokens seen in training")
-    validate_every: int = Field(default=40, ge=1, description="steps between validations")
-    patience: int = Field(default=3, ge=1, description="validations without a gain before training stops")
+    validate_every: int = Field(default=24, ge=1, description="steps between validations")
+    patience: int = Field(default=4, ge=1, description="validations without a gain before training stops")
     max_minutes: float = Field(default=40.0, gt=0, description="training stops here at the latest")
     device: str = Field(default="auto", description="auto: a GPU if the step has one, else the CPU")
 

@@ -13,6 +13,7 @@ from materializers.trained_reranker import HANDOVER_PREFIX, TrainedRerankerMater
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.llm.client import LLMClient
+from ragbench.models.devices import torch_device
 from ragbench.models.provision import resolve_model
 from ragbench.models.registry import COLBERT_STANDIN_NAME
 from ragbench.models.trained import TrainedReranker
@@ -81,14 +82,6 @@ def mine_training_pairs(
     return pairs
 
 
-def _device(setting: str) -> str:
-    if setting != "auto":
-        return setting
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 @step(cache_policy=CACHE_POLICY, output_materializers=TrainedRerankerMaterializer)
 def train_reranker_checkpoint(
     pairs: TrainingPairs, chunks: ChunkSet, operations: dict, training: dict, name: str
@@ -109,7 +102,7 @@ def train_reranker_checkpoint(
         start_location=resolve_model(COLBERT_STANDIN_NAME).location,
         dest=dest,
         recipe=recipe,
-        device=_device(settings.device),
+        device=torch_device(settings.device, "reranker_training.device"),
     )
     summary = pairs.summary()
     log_metadata({key: value for key, value in log.model_dump().items() if "curve" not in key})

@@ -25,6 +25,7 @@ from ragbench.llm.cache import check_cache_url, is_database_url
 from ragbench.llm.local import DEFAULT_LOCAL_LLM
 from ragbench.llm.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
 from ragbench.llm.types import LLMEntry, llm_settings
+from ragbench.models.devices import Device
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
 from ragbench.retrieval.rerank import DEFAULT_RERANKER
 from ragbench.runs.gate import RegressionConfig
@@ -54,7 +55,7 @@ class ChunkingConfig(Section):
 class EmbeddingConfig(Section):
     """How indexes are built (not what they contain: vectors do not depend on these)."""
 
-    device: Literal["auto", "cpu", "cuda"] = Field(
+    device: Device = Field(
         default="auto", description="where the index step encodes: auto = a GPU where the step has one"
     )
 

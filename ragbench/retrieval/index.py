@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragbench.inputs.chunking import ChunkSet
+from ragbench.models.devices import torch_device
 from ragbench.models.provision import resolve_model
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec, build_faiss_index, index_bytes
 
@@ -93,13 +94,7 @@ class Embedder:
 def load_embedder(model_name: str, device: str = "auto") -> Embedder:
     """Loaded once per process and device (the local orchestrator runs every step in one process); `device`
     auto = a GPU where the step has one."""
-    import torch
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("embedding.device is cuda, but torch sees no CUDA device where this step runs")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return _load_embedder(model_name, device)
+    return _load_embedder(model_name, torch_device(device, "embedding.device"))
 
 
 @lru_cache(maxsize=4)

@@ -8,6 +8,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from ragbench.llm.local import DEFAULT_LOCAL_LLM
 from ragbench.llm.types import LLMEntry, LLMSettings, llm_settings
+from ragbench.models.devices import Device
 from ragbench.section import Section, validation_message
 from ragbench.training.colbert import TrainingRecipe
 
@@ -69,7 +70,7 @@ class RerankerTrainingConfig(Section):
     validate_every: int = Field(default=24, ge=1, description="steps between validations")
     patience: int = Field(default=4, ge=1, description="validations without a gain before training stops")
     max_minutes: float = Field(default=40.0, gt=0, description="training stops here at the latest")
-    device: str = Field(default="auto", description="auto: a GPU if the step has one, else the CPU")
+    device: Device = Field(default="auto", description="auto: a GPU if the step has one, else the CPU")
 
     @model_validator(mode="after")
     def _check_generator(self) -> RerankerTrainingConfig:

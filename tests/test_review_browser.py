@@ -1,6 +1,7 @@
 """The review page in a real browser: a person labels answers with the keyboard, the judges' verdicts show
 only after each label, a note is written, and the labels survive a reload and a restart of the server; an
-answer that holds markup shows as text and its script never runs."""
+answer that holds markup shows as text and its script never runs. The answer comes before the passages,
+which are folded, with the spans the answer shares with them marked (as text, whatever they hold)."""
 
 import json
 import shutil
@@ -49,6 +50,73 @@ def review_items() -> list[ReviewItem]:
             )
         )
     return items
+
+
+# A typical item: the answer draws one run of words from the second of three long passages.
+SHARED = "for two to three minutes in water at about 80 degrees Celsius"
+LAYOUT_ANSWER = (
+    f"Green tea should steep {SHARED}. Boiling water scorches the leaves and makes the cup bitter; "
+    "a second infusion of the same leaves can take a minute longer."
+)
+LAYOUT_PASSAGES = [
+    (
+        "green-tea.md",
+        "Green tea is made from the leaves of Camellia sinensis that are not oxidised after picking. "
+        "Most of it comes from China and Japan, where it is pan-fired or steamed soon after the harvest "
+        "to keep its colour. Sencha, gyokuro, matcha and longjing are among the best known kinds. " * 4,
+    ),
+    (
+        "brewing-guide.md#temperature",
+        "Weigh about two grams of leaves per cup and warm the pot first. " * 3
+        + f"Steep green tea {SHARED}, cooler for the finest shaded leaves. "
+        + "Water straight off the boil scalds them and brings out tannins. " * 3,
+    ),
+    (
+        "history.md",
+        "Tea drinking spread from southern China along trade routes to Korea and Japan, and reached Europe "
+        "in the seventeenth century through Portuguese and Dutch merchants. " * 5,
+    ),
+]
+# An item whose passage holds markup inside the span it shares with the answer (in another case, punctuated).
+MARKUP_MARKED = f"brew it HOT, {PLANTED} then strain the leaves"
+MARKUP_PASSAGE = f"Some say: {MARKUP_MARKED}, and drink it."
+
+
+def layout_items() -> list[ReviewItem]:
+    def item(case_id, question, answer, passages, verdicts):
+        return ReviewItem(
+            rubric="correctness",
+            criterion="correctness",
+            criterion_label="Is the answer correct?",
+            scale="1-5",
+            input=JudgeInput(
+                case_id=case_id,
+                question=question,
+                answer=answer,
+                reference_answer="Two to three minutes at 70-80 degrees Celsius; never boiling water.",
+                contexts=[text for _, text in passages],
+            ),
+            sources=[source for source, _ in passages],
+            verdicts=verdicts,
+            reasoning={judge: f"{judge} read the passage" for judge in verdicts},
+        )
+
+    return [
+        item(
+            "green-tea",
+            "How long should green tea steep, and how hot should the water be?",
+            LAYOUT_ANSWER,
+            LAYOUT_PASSAGES,
+            {"judge-a": 1, "judge-b": 5},  # a disagreement: first under the default order
+        ),
+        item(
+            "markup",
+            "How is the tea brewed?",
+            f"You brew it hot {PLANTED} then strain the leaves.",
+            [("notes.md", MARKUP_PASSAGE), ("other.md", "Nothing here.")],
+            {"judge-a": 3},
+        ),
+    ]
 
 
 def serve(items: list[ReviewItem], path) -> ReviewServer:
@@ -165,6 +233,111 @@ def test_a_person_labels_with_the_keyboard_and_the_labels_survive_a_reload_and_a
         stop(server)
     assert errors == []
     assert len(labels_path.read_text().splitlines()) == LABELLED  # reloads and a restart wrote nothing
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (see the test above)")
+def test_the_answer_comes_first_and_the_passages_are_folded_with_the_spans_it_shares_marked(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    items = layout_items()
+    queue = ordered(items, "disagreement", SEED)
+    assert [item.input.case_id for item in queue] == ["green-tea", "markup"]
+    server = serve(items, tmp_path / "labels.jsonl")
+    errors: list[str] = []
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 800})
+                page.set_default_timeout(TIMEOUT)
+                page.on("pageerror", lambda error: errors.append(str(error)))
+                page.goto(server.url)
+                answer, progress = page.locator("#answer"), page.locator("#progress")
+                folds = page.locator("#passages details")
+                expect(answer).to_have_text(LAYOUT_ANSWER, timeout=TIMEOUT)
+                expect(folds).to_have_count(3, timeout=TIMEOUT)
+
+                # question, answer, reference and the scale come first, all in the window before any scrolling
+                def bottom(selector: str) -> float:
+                    box = page.locator(selector).bounding_box()
+                    assert box is not None, f"{selector} is not laid out"
+                    return box["y"] + box["height"]
+
+                assert page.evaluate("window.scrollY") == 0
+                first_passage = folds.first.bounding_box()
+                assert first_passage is not None
+                assert bottom("#answer") <= first_passage["y"]
+                assert bottom("#question") <= page.locator("#answer").bounding_box()["y"]
+                assert bottom("#answer") <= page.locator("#reference").bounding_box()["y"]
+                assert bottom("#reference") <= page.locator("#scale").bounding_box()["y"]
+                assert bottom("#scale") <= 800
+                expect(page.locator("#scale button")).to_have_text(["1", "2", "3", "4", "5"], timeout=TIMEOUT)
+
+                # folded at load, each with its source; the shared run is marked in the passage that holds it
+                assert open_folds(page) == [False, False, False]
+                summaries = folds.locator("summary")
+                for n, (source, _) in enumerate(LAYOUT_PASSAGES):
+                    expect(summaries.nth(n)).to_contain_text(f"[{n + 1}] {source}", timeout=TIMEOUT)
+                mark = folds.nth(1).locator("mark")
+                expect(mark).to_have_text([SHARED], timeout=TIMEOUT)
+                expect(folds.nth(0).locator("mark")).to_have_count(0, timeout=TIMEOUT)
+                expect(folds.nth(2).locator("mark")).to_have_count(0, timeout=TIMEOUT)
+                expect(summaries.nth(1)).to_contain_text("1 marked span", timeout=TIMEOUT)
+                expect(summaries.nth(0)).not_to_contain_text("marked", timeout=TIMEOUT)
+                expect(page.locator("#cites")).to_contain_text("1 span with passage [2]", timeout=TIMEOUT)
+                expect(mark).to_be_hidden(timeout=TIMEOUT)
+
+                # m: to the marked span (its passage unfolds, the others stay folded); o: all, then none
+                page.keyboard.press("m")
+                expect(mark).to_be_visible(timeout=TIMEOUT)
+                expect(mark).to_be_in_viewport(timeout=TIMEOUT)
+                expect(mark).to_have_class("current", timeout=TIMEOUT)
+                assert open_folds(page) == [False, True, False]
+                page.keyboard.press("o")
+                expect(folds.nth(2).locator(".text")).to_be_visible(timeout=TIMEOUT)
+                assert open_folds(page) == [True, True, True]
+                page.keyboard.press("o")
+                expect(mark).to_be_hidden(timeout=TIMEOUT)
+                assert open_folds(page) == [False, False, False]
+                # a click on the summary line, and Enter on a focused one, unfold it too (and do not move on)
+                summaries.nth(1).click()
+                expect(mark).to_be_visible(timeout=TIMEOUT)
+                summaries.nth(1).click()
+                expect(mark).to_be_hidden(timeout=TIMEOUT)
+                summaries.nth(1).focus()
+                page.keyboard.press("Enter")
+                expect(mark).to_be_visible(timeout=TIMEOUT)
+                expect(progress).to_have_text("item 1 of 2 (0 labelled)", timeout=TIMEOUT)
+                page.evaluate("document.activeElement.blur()")
+
+                # a score by its button; the label leaves the passage the person unfolded open
+                page.locator("#scale button", has_text="4").click()
+                expect(page.locator("#status")).to_have_text("saved: 4 / 5", timeout=TIMEOUT)
+                expect(page.locator("#revealed")).to_contain_text("judge-b: 5 / 5", timeout=TIMEOUT)
+                expect(page.locator("#scale button[aria-pressed=true]")).to_have_text("4", timeout=TIMEOUT)
+                assert open_folds(page) == [False, True, False]
+                page.keyboard.press("Enter")  # the click left no focus on the button: Enter moves on
+                expect(progress).to_have_text("item 2 of 2 (1 labelled)", timeout=TIMEOUT)
+
+                # markup inside a marked span shows as text, and its script never runs
+                assert open_folds(page) == [False, False]
+                marked = folds.nth(0).locator("mark")
+                expect(marked).to_have_text([MARKUP_MARKED], timeout=TIMEOUT)
+                expect(folds.nth(1).locator("mark")).to_have_count(0, timeout=TIMEOUT)
+                page.keyboard.press("m")
+                expect(marked).to_be_visible(timeout=TIMEOUT)
+                expect(folds.nth(0).locator(".text")).to_have_text(MARKUP_PASSAGE, timeout=TIMEOUT)
+                assert page.locator("#passages script, #passages b, #answer script, #answer b").count() == 0
+                assert page.evaluate("typeof window.pwned") == "undefined"
+            finally:
+                browser.close()
+    finally:
+        stop(server)
+    assert errors == []
+
+
+def open_folds(page) -> list[bool]:
+    return page.evaluate("Array.from(document.querySelectorAll('#passages details'), (d) => d.open)")
 
 
 def check_labels_kept(page, expect, queue: list[ReviewItem], given: dict[str, int]) -> None:

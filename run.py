@@ -248,7 +248,13 @@ def print_plan(config: BenchmarkConfig) -> int:
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence."""
     from pipelines.options import run_options, step_environment
-    from ragbench.config.dry_run import judge_alignment_calls, judge_card_calls, plan_rows, reference_calls
+    from ragbench.config.dry_run import (
+        judge_alignment_calls,
+        judge_card_calls,
+        label_correction_line,
+        plan_rows,
+        reference_calls,
+    )
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
 
@@ -281,6 +287,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(card_calls)
     if (alignment_calls := judge_alignment_calls(config)) is not None:
         print(alignment_calls)
+    if (correction := label_correction_line(config)) is not None:
+        print(correction)
     if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
         print(fetched)
     if (search := config.search) is not None:
@@ -783,6 +791,7 @@ def dashboard_command(port: int, stop: bool) -> int:
 def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
     """Serve the review page until Ctrl-C, then publish the labels as a new `review_labels` version."""
     from ragbench.review.labels import LabelStore
+    from ragbench.review.sampling import SAMPLE_ORDERS, sample_progress_sentence
     from ragbench.review.server import ReviewServer, ReviewSession
     from ragbench.runs import review
 
@@ -793,7 +802,14 @@ def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
         run_name, items = review.candidate_items_of_run(args.run)
     else:
         run_name, items = review.answer_items_of_run(args.run, args.rubric, config.name)
-    session = ReviewSession(items, store, title=f"review of {run_name}", seed=config.generation.seed)
+    correction = config.evaluation.label_correction
+    session = ReviewSession(
+        items,
+        store,
+        title=f"review of {run_name}",
+        seed=config.generation.seed,
+        target_width=correction.target_width if correction is not None else 0.2,
+    )
     server = ReviewServer(session, port=REVIEW_PORT if args.port is None else args.port)
     # Ctrl-C, or SIGTERM from a process manager, stops serving; then the labels are published
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -807,6 +823,10 @@ def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
         server.server_close()
     for found in session.agreement():
         print(found.sentence())
+    for order in SAMPLE_ORDERS:
+        for progress in session.state(order)["progress"]:
+            if progress["sampled_cases"]:
+                print(sample_progress_sentence(order, progress))
     if args.testset:
         exported = review.write_text(
             labels_path.with_name("testset_labels.jsonl"), review.testset_labels_jsonl(store.labels, items)
@@ -814,7 +834,10 @@ def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
         print(f"candidate labels for testset.labels: {exported}")
     published = review.publish_labels(store.labels)
     if published:
-        print(f"labels published as the artifact {published} (evaluation.judge_alignment.labels)")
+        print(
+            f"labels published as the artifact {published} (evaluation.judge_alignment.labels, "
+            "evaluation.label_correction.labels)"
+        )
     return 0
 
 

@@ -4,9 +4,9 @@ Replays `ragbench.analysis.racing` exactly as the pipeline runs it (start_race, 
 round of `batch` shared cases, each case order seeded), many times over:
 - synthetic cells with known differences. Each case has a difficulty z ~ N(0, 1), each answer its own
   noise e ~ N(0, 0.7); cell k's latent quality on a case is q_k - z + e, with q = +gap for the first cell
-  (the truly best) and 0 for the others. A judge-like score is clip(round(3 + latent), 1, 5), compared
-  with Wilcoxon's signed-rank test; a binary score (pass/fail) is latent > 0, compared with the paired
-  permutation test. Every cell answers and is judged: 2 calls per case per cell.
+  (the truly best) and 0 for the others. A judge-like score is clip(round(3 + latent), 1, 5), a binary
+  score (pass/fail) latent > 0; both are compared, as every metric is, with the paired permutation test of
+  the mean. Every cell answers and is judged: 2 calls per case per cell.
 - equal cells (every q = 0): any elimination is a false one, the leader being picked from the same data
   included (Holm alone does not cover that).
 - a real full evaluation's per-case values (`case_values.csv` as a run writes it: cell, label, metric,
@@ -32,7 +32,7 @@ Criteria (PASS/FAIL; `--smoke` runs a tiny version and reports them without enfo
 
     python bench/bench_racing.py [--replays 200] [--harder-replays 100] [--null-replays 400]
         [--binary-replays 20] [--real-replays 100] [--tie-replays 100] [--case-values PATH] [--metric mrr]
-        [--lower-is-better] [--test paired_permutation] [--margin M] [--alpha 0.05] [--batch 8] [--jobs 2]
+        [--lower-is-better] [--margin M] [--alpha 0.05] [--batch 8] [--jobs 2]
         [--smoke]
 """
 
@@ -57,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragbench.analysis.racing import RaceConfig, RaceTrace, look, start_race  # noqa: E402
-from ragbench.analysis.stats import StatisticsConfig, Test, wilson_interval  # noqa: E402
+from ragbench.analysis.stats import StatisticsConfig, wilson_interval  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES  # noqa: E402
 
@@ -83,7 +83,6 @@ class Scenario:
     name: str
     cells: int
     cases: int
-    test: Test
     replays: int
     settings: RaceConfig
     higher_is_better: bool = True
@@ -160,7 +159,7 @@ def race(
         scenario.settings,
         metric_label=scenario.settings.metric,
         higher_is_better=scenario.higher_is_better,
-        test=scenario.test,
+        test="paired_permutation",
     )
     seen: dict[str, dict[str, float]] = {cell: {} for cell in values}
     while (span := trace.next_cases()) is not None:
@@ -263,12 +262,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--lower-is-better", action="store_true", help="for a --metric that is not a retrieval metric"
     )
-    parser.add_argument(
-        "--test",
-        choices=["paired_permutation", "wilcoxon"],
-        default="paired_permutation",
-        help="the paired test of --metric (wilcoxon for 1-5 judge scores)",
-    )
     parser.add_argument("--margin", type=float, help="search.margin: equivalence within it ends a race")
     parser.add_argument("--alpha", type=float, default=RaceConfig.model_fields["alpha"].default)
     parser.add_argument("--batch", type=int, default=RaceConfig.model_fields["batch"].default)
@@ -303,16 +296,14 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     def synthetic(name: str, gap: float, binary: bool, replays: int, seed: int) -> Scenario:
         expected = [expected_score(q, binary=binary) for q in (gap, 0.0)]
         if binary:
-            about = f"pass/fail, paired_permutation; pass rate {expected[0]:.2f} vs {expected[1]:.2f}"
+            about = f"pass/fail; pass rate {expected[0]:.2f} vs {expected[1]:.2f}"
         else:
-            about = f"judge-like 1-5 scores, wilcoxon; expected score {expected[0]:.2f} vs {expected[1]:.2f}"
+            about = f"judge-like 1-5 scores; expected score {expected[0]:.2f} vs {expected[1]:.2f}"
         lead = f"c0's latent +{gap} SD" if gap else "every cell's latent 0"
-        test: Test = "paired_permutation" if binary else "wilcoxon"
         return Scenario(
             name,
             cells,
             cases,
-            test,
             replays,
             settings("score"),
             gap=gap,
@@ -324,7 +315,7 @@ def scenarios(args: argparse.Namespace) -> list[Scenario]:
     best = sorted(good_cells(means(real), higher, args.margin), key=labels.__getitem__)
     real_cases = len({case for by_case in real.values() for case in by_case})
     direction = "higher" if higher else "lower"
-    common = {"cells": len(real), "cases": real_cases, "test": args.test, "settings": settings(metric)}
+    common = {"cells": len(real), "cases": real_cases, "settings": settings(metric)}
     common |= {"higher_is_better": higher, "calls_per_case": 1, "values": real}
     return [
         synthetic("clear", 1.0, False, args.replays, 1),
@@ -369,7 +360,6 @@ def main() -> int:
                 "scenario": scenario.name,
                 "cells": scenario.cells,
                 "cases": scenario.cases,
-                "test": scenario.test,
                 "replays": scenario.replays,
                 "best_kept": "-" if scenario.null else float(np.mean([r.kept_best for r in replays])),
                 "any_eliminated": float(np.mean([r.any_eliminated for r in replays])),

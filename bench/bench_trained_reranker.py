@@ -71,10 +71,8 @@ def per_case(cases, rankings, top_k: int) -> dict[str, list[float]]:
 
 
 def paired_gain(reference: dict[str, list[float]], candidate: dict[str, list[float]], column: str) -> str:
-    """Mean paired difference with its 95% bootstrap interval and permutation p-value."""
-    gain, low, high, p = paired_difference_test(
-        reference[column], candidate[column], test="paired_permutation"
-    )
+    """Mean paired difference with its 95% interval and p-value, both from the paired permutation test."""
+    gain, low, high, p = paired_difference_test(reference[column], candidate[column])
     return f"{gain:+.3f} [{low:+.3f}, {high:+.3f}] p={p:.3f}"
 
 

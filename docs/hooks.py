@@ -289,7 +289,6 @@ def _direction(higher_is_better: bool) -> str:
 
 
 _TESTS = {
-    "wilcoxon": "Wilcoxon signed-rank",
     "paired_permutation": "paired permutation",
 }
 

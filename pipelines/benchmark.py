@@ -215,6 +215,7 @@ class Wiring:
             race=race,
             judge_alignments=self.judge_alignments(),
             references=self.references,
+            review_labels=self.review_labels if settings.evaluation.label_correction is not None else None,
             title=f"RAG benchmark: {settings.name}",
             config_name=settings.name,
             metrics_k=settings.retrieval.metrics_k,

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ragbench.config.model import BenchmarkConfig
 from ragbench.inputs.eval_cases import load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
-from ragbench.review.labels import LabelFileError, load_labels_file
+from ragbench.review.labels import LabelFileError, ReviewLabels, check_labels, load_labels_file
 
 KNOWLEDGE_BASE_SNAPSHOT = "knowledge_base_snapshot"
 EVAL_CASES_SNAPSHOT = "eval_cases_snapshot"
@@ -33,15 +33,16 @@ def eval_cases_snapshot(settings: BenchmarkConfig) -> Any:
 
 
 def review_labels_input(settings: BenchmarkConfig) -> Any:
-    """The labels a judge is aligned with: a file the review page wrote (stored as a snapshot, like the
-    client's eval cases), or a version of the artifact `run.py review` publishes (`name` or
-    `name:version`, the newest by default)."""
-    alignment = settings.evaluation.judge_alignment
-    if alignment is None:
+    """The labels a judge is aligned with and the numbers are corrected by: a file the review page wrote
+    (stored as a snapshot, like the client's eval cases), or a version of the artifact `run.py review`
+    publishes (`name` or `name:version`, the newest by default)."""
+    source = settings.evaluation.labels_source
+    if source is None:
         return None
-    source = alignment.labels
     if source.endswith(".jsonl"):
-        return _stored(REVIEW_LABELS_SNAPSHOT, load_labels_file(source))
+        labels = load_labels_file(source)
+        _check(labels, settings, source)
+        return _stored(REVIEW_LABELS_SNAPSHOT, labels)
     from zenml.client import Client
 
     name, _, version = source.partition(":")
@@ -54,10 +55,18 @@ def review_labels_input(settings: BenchmarkConfig) -> Any:
     )
     if not found.items:
         raise LabelFileError(
-            f"evaluation.judge_alignment.labels: no artifact {source!r} (label answers with run.py review, "
-            "or give the labels file, a .jsonl path)"
+            f"evaluation labels: no artifact {source!r} (label answers with run.py review, or give the "
+            "labels file, a .jsonl path)"
         )
+    _check(found.items[0].load(), settings, source)
     return found.items[0]
+
+
+def _check(labels: ReviewLabels, settings: BenchmarkConfig, source: str) -> None:
+    """Labels of another scale or eval set fail the run before any step starts."""
+    cases = load_eval_suite_from(settings.eval_cases).cases
+    rubrics = settings.scoring().rubrics
+    check_labels(labels, rubrics, {case.id for case in cases}, f"labels {source}")
 
 
 def _stored(name: str, value: BaseModel) -> Any:

@@ -17,6 +17,7 @@ from ragbench.inputs.references import ReferenceResolutions
 from ragbench.report.run_page import run_report
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment
+from ragbench.review.labels import ReviewLabels
 from ragbench.runs.compare import config_tag
 from ragbench.runs.record import run_metadata
 from ragbench.scoring.cells import JudgeResult
@@ -51,10 +52,12 @@ def build_results_table(
     seed: int,
     statistics: dict,
     references: ReferenceResolutions | None = None,
+    review_labels: ReviewLabels | None = None,
 ) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
     """Never cached: it marks which cells came from the cache and logs the run's metadata every time."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
-    scoring = EvaluationConfig.model_validate(evaluation).scoring(metrics_k)
+    settings = EvaluationConfig.model_validate(evaluation)
+    scoring = settings.scoring(metrics_k)
     results = CellResults.collect(specs, retrievals, answer_sets, judged, eval_suite.cases, scoring.suites)
     table, records = build_results(
         results,
@@ -71,6 +74,8 @@ def build_results_table(
         race=race,
         judge_alignments=judge_alignments,
         references=references,
+        labels_given=review_labels,
+        label_correction=settings.label_correction,
     )
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id

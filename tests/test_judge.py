@@ -653,7 +653,7 @@ def test_custom_rubric_metrics() -> None:
         True,
     )
     assert cites.case_value(4) == 4.0  # a custom 1-5 score is kept raw
-    assert cites.metric.paired_test == "wilcoxon"
+    assert cites.metric.paired_test == "paired_permutation"  # a 1-5 score is tested on its mean too
     [polite] = POLITE.rubric().criteria
     assert (polite.column, polite.label, polite.scale) == (
         "polite_refusal",

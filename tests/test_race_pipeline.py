@@ -65,7 +65,7 @@ def test_a_race_stops_the_losing_readers_and_a_rerun_asks_nothing(tmp_path, monk
         write(tmp_path, server)
         assert run.main(["--config", "config.yaml"]) == 0
         # 24 cases in batches of 6: 4 planned looks, alpha 0.05 / 4 per look, Holm over 2 comparisons.
-        # Round 1 (6 paired cases, every difference -1): the exact signed-rank p 2/2^6 = 0.031 is above
+        # Round 1 (6 paired cases, every difference -1): the exact permutation p 2/2^6 = 0.031 is above
         # 0.0063; round 2 (12 cases): p 2/2^12 = 0.00049 stops both. 3 readers x 12 answers + 12
         # verdicts each = 72 calls, not 144.
         assert server.request_count == 72

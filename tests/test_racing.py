@@ -25,7 +25,7 @@ def new_race(
     order: list[str] = CASES,
     *,
     higher_is_better: bool = True,
-    test: Test = "wilcoxon",
+    test: Test = "paired_permutation",
     **fields: object,
 ) -> RaceTrace:
     return start_race(
@@ -91,7 +91,7 @@ def test_rounds_are_consecutive_batches_until_the_cases_are_exhausted() -> None:
 
 
 def test_a_clearly_worse_cell_is_eliminated_with_its_evidence() -> None:
-    """b scores 1 where the leader a scores 4 or 5: every signed rank negative (exact p = 2 / 2^10); c is
+    """b scores 1 where the leader a scores 4 or 5: every difference negative (exact p = 2 / 2^10); c is
     a's twin and is kept."""
     values = {"a": by_case(GOOD), "b": by_case([1.0] * 30), "c": by_case(GOOD)}
     trace = round_of(new_race(["a", "b", "c"], batch=10), values, {"a": 2, "b": 2, "c": 2})
@@ -114,14 +114,17 @@ def test_a_clearly_worse_cell_is_eliminated_with_its_evidence() -> None:
 
 def behind(positive_rank: int | None) -> dict[str, float]:
     """10 cases 1..10 points behind a leader at 20, the difference of rank `positive_rank` ahead instead:
-    exact signed-rank p 2/1024 with none ahead, 0.0371 with rank 7, 0.0488 with rank 8."""
+    exact p 2/1024 with none ahead, 0.0371 with rank 7, 0.0488 with rank 8 (differences that are their own
+    ranks: the permutation test of their mean is the signed-rank test)."""
     return by_case([20.0 + (d if d == positive_rank else -d) for d in range(1, 11)])
 
 
 @pytest.mark.parametrize(
     ("b", "c", "eliminated", "thresholds"),
     [
-        (7, 8, [], {"b": 0.025, "c": 0.05}),  # 0.0371 x 2 > 0.05: Holm stops at its first step
+        # 0.0371 x 2 > 0.05: Holm stops at its first step, and c, though 0.0488 < 0.05, is held to the
+        # level it stopped at, so that c's interval, like b's, holds zero
+        (7, 8, [], {"b": 0.025, "c": 0.025}),
         (None, 7, ["b", "c"], {"b": 0.025, "c": 0.05}),  # step down: 0.0371 < 0.05 once b is out
     ],
 )
@@ -134,6 +137,9 @@ def test_holm_steps_down_over_the_survivors_of_a_look(
     assert only.alpha == 0.05 and only.leader == "a"
     assert only.eliminated == eliminated
     assert {c.cell: c.threshold for c in only.comparisons} == pytest.approx(thresholds)
+    for comparison in only.comparisons:  # the last look: every interval shown, the verdict's own test
+        assert comparison.low is not None and comparison.high is not None
+        assert comparison.eliminated == (not comparison.low <= 0 <= comparison.high)
 
 
 def test_identical_cells_are_never_eliminated() -> None:
@@ -167,8 +173,9 @@ def test_a_round_that_would_pass_the_call_budget_is_not_run() -> None:
 
 
 def test_survivors_within_the_margin_end_the_race_as_equivalent() -> None:
-    """b is a except one case in eight a point lower: its difference's interval lies inside [-1, 0] (a
-    bootstrap interval never leaves the observed range), within a margin of 1, and is not significant."""
+    """b is a except one case in eight a point lower: its difference's interval lies inside [-1, 0] (past
+    the observed differences only the observed sign pattern is as extreme, p = 2/2^8, under the look's
+    0.05/4), within a margin of 1, and is not significant."""
     worse = [v - 1.0 if i % 8 == 3 else v for i, v in enumerate(GOOD)]
     values = {"a": by_case(GOOD), "b": by_case(worse)}
     trace = race_to_end(new_race(["a", "b"], batch=8, margin=1.0), values)
@@ -186,13 +193,11 @@ def test_survivors_within_the_margin_end_the_race_as_equivalent() -> None:
 
 def test_a_lower_is_better_metric_eliminates_the_cell_with_the_larger_values() -> None:
     failures = {"a": by_case([0.0, 0.1] * 15), "b": by_case([1.0] * 30)}
-    trace = race_to_end(
-        new_race(["b", "a"], batch=10, higher_is_better=False, test="paired_permutation"), failures
-    )
+    trace = race_to_end(new_race(["b", "a"], batch=10, higher_is_better=False), failures)
     assert trace.looks[0].leader == "a"
     assert trace.cells["b"].status == "eliminated" and trace.cells["a"].status == "winner"
     assert trace.cells["b"].difference == pytest.approx(1.0 - 0.05)
-    flipped = race_to_end(new_race(["b", "a"], batch=10, test="paired_permutation"), failures)
+    flipped = race_to_end(new_race(["b", "a"], batch=10), failures)
     assert flipped.cells["a"].status == "eliminated" and flipped.cells["b"].status == "winner"
 
 

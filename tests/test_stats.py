@@ -16,6 +16,7 @@ import pytest
 import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
+from ragbench.analysis.permutation import SignFlipTest
 from ragbench.analysis.stats import (
     cases_needed,
     compare_to_best,
@@ -64,12 +65,12 @@ def null_pair(rng: np.random.Generator, n: int, kind: str) -> tuple[np.ndarray, 
     return a, b
 
 
-def rejection_rate(test: str, kind: str, n: int = 30, seed: int = 2) -> float:
+def rejection_rate(kind: str, n: int = 30, seed: int = 2) -> float:
     rng = np.random.default_rng(seed)
     rejected = 0
     for sim in range(SIMS):
         a, b = null_pair(rng, n, kind)
-        *_, p_value = paired_difference_test(a.tolist(), b.tolist(), test=test, seed=sim, resamples=RESAMPLES)
+        *_, p_value = paired_difference_test(a.tolist(), b.tolist(), seed=sim, resamples=RESAMPLES)
         rejected += p_value < 0.05
     return rejected / SIMS
 
@@ -90,15 +91,13 @@ def exact_differences(n: int = 200) -> list[float]:
     return (DIFFERENCE + SPREAD * (z - z.mean()) / z.std(ddof=1)).tolist()
 
 
-def detection_rate(test: str, n: int, seed: int = 4) -> float:
+def detection_rate(n: int, seed: int = 4) -> float:
     rng = np.random.default_rng(seed)
     detected = 0
     for sim in range(SIMS):
         base = rng.normal(0.5, 0.2, n)
         better = base + rng.normal(DIFFERENCE, SPREAD, n)
-        *_, p_value = paired_difference_test(
-            base.tolist(), better.tolist(), test=test, seed=sim, resamples=RESAMPLES
-        )
+        *_, p_value = paired_difference_test(base.tolist(), better.tolist(), seed=sim, resamples=RESAMPLES)
         detected += p_value < 0.05
     return detected / SIMS
 
@@ -113,17 +112,15 @@ def test_intervals_cover_the_true_mean_at_about_the_nominal_rate(draw, true_mean
     assert low <= rate <= high, rate
 
 
-@pytest.mark.parametrize("test", ["paired_permutation", "wilcoxon"])
-def test_identical_configurations_differ_at_the_nominal_false_positive_rate(test):
+def test_identical_configurations_differ_at_the_nominal_false_positive_rate():
     low, high = bounds(0.05)
-    rate = rejection_rate(test, "continuous")
+    rate = rejection_rate("continuous")
     assert low <= rate <= high, rate
 
 
-@pytest.mark.parametrize("test", ["paired_permutation", "wilcoxon"])
-def test_tied_judge_scores_give_no_more_false_positives_than_nominal(test):
-    """Ties and zero differences make both tests conservative (fewer distinct outcomes), never liberal."""
-    rate = rejection_rate(test, "judge")
+def test_tied_judge_scores_give_no_more_false_positives_than_nominal():
+    """Ties and zero differences make the test conservative (fewer distinct outcomes), never liberal."""
+    rate = rejection_rate("judge")
     assert rate <= bounds(0.05)[1], rate
 
 
@@ -133,14 +130,11 @@ def test_cases_needed_is_the_paired_t_test_sample_size():
     assert n == 73  # the textbook answer for d = 1/3, alpha 0.05 two-sided, 80% power
 
 
-@pytest.mark.parametrize("test", ["paired_permutation", "wilcoxon"])
-def test_a_planted_difference_is_found_at_the_power_the_estimate_predicts(test):
+def test_a_planted_difference_is_found_at_the_power_the_estimate_predicts():
     n = cases_needed(exact_differences())
-    # the permutation test of the mean matches the t-test at this size; Wilcoxon's efficiency
-    # relative to it on normal data is 3/pi, as if it had 3/pi of the cases
-    effective = n if test == "paired_permutation" else n * 3 / math.pi
-    low, high = bounds(t_test_power(1 / 3, effective))
-    rate = detection_rate(test, n)
+    # the permutation test of the mean matches the t-test at this size
+    low, high = bounds(t_test_power(1 / 3, n))
+    rate = detection_rate(n)
     assert low <= rate <= high, rate
 
 
@@ -192,21 +186,27 @@ def test_interval_falls_back_to_percentile_when_bca_is_undefined(monkeypatch):
 
 def test_paired_test_known_answers_and_edge_cases():
     with pytest.raises(ValueError, match="equally many"):
-        paired_difference_test([1.0, 2.0], [1.0], test="wilcoxon")
-    for test in ("paired_permutation", "wilcoxon"):
-        assert paired_difference_test([3.0, 4.0, 5.0], [3.0, 4.0, 5.0], test=test) == (0.0, 0.0, 0.0, 1.0)
-        # five cases all better: 2 of the 32 sign patterns are as extreme, exactly, in both tests
-        *_, p_value = paired_difference_test([0.0] * 5, [0.1, 0.2, 0.3, 0.4, 0.5], test=test)
-        assert p_value == pytest.approx(2 / 32)
-    difference, *_, p_value = paired_difference_test(
-        [1.0, math.nan, 0.0], [0.0, 1.0, 0.0], test="paired_permutation"
-    )
+        paired_difference_test([1.0, 2.0], [1.0])
+    assert paired_difference_test([], []) == (0.0, 0.0, 0.0, 1.0)
+    # three identical pairs: no evidence (p = 1), and too few pairs for the test to reject any difference
+    # at 0.05 (its smallest p on 3 pairs is 2/8): the interval spans all that values from 3 to 5 allow
+    assert paired_difference_test([3.0, 4.0, 5.0], [3.0, 4.0, 5.0]) == (0.0, -2.0, 2.0, 1.0)
+    # five cases all better: 2 of the 32 sign patterns are as extreme, exactly
+    *_, p_value = paired_difference_test([0.0] * 5, [0.1, 0.2, 0.3, 0.4, 0.5])
+    assert p_value == pytest.approx(2 / 32)
+    difference, *_, p_value = paired_difference_test([1.0, math.nan, 0.0], [0.0, 1.0, 0.0])
     assert difference == -0.5 and p_value == 1.0  # the NaN pair is dropped; one moved case is no evidence
-    assert paired_difference_test([0.25], [0.75], test="wilcoxon") == (0.5, 0.5, 0.5, 1.0)
+    assert paired_difference_test([0.25], [0.75]) == (0.5, -0.5, 0.5, 1.0)  # one pair: nothing rejected
     reference, candidate = [0.1, 0.5, 0.3, 0.9, 0.4], [0.3, 0.4, 0.6, 0.9, 0.8]
-    difference, low, high, _ = paired_difference_test(reference, candidate, test="wilcoxon", seed=3)
-    bootstrap = mean_interval([c - r for r, c in zip(reference, candidate, strict=True)], seed=3)
-    assert (difference, low, high) == pytest.approx((bootstrap.mean, bootstrap.low, bootstrap.high))
+    inverted = SignFlipTest(np.subtract(candidate, reference), seed=3, resamples=2000)  # exact: 32 patterns
+    for confidence in (0.6, 0.8, 0.95):
+        difference, low, high, p_value = paired_difference_test(
+            reference, candidate, seed=3, confidence=confidence
+        )
+        assert (difference, p_value) == (inverted.mean, inverted.p_value()) == (pytest.approx(0.16), 0.25)
+        assert (low, high) == inverted.interval(1 - confidence, 0.9 - 0.1)  # at most the values' range
+        assert (low <= 0 <= high) == (p_value >= 1 - confidence)  # excludes zero at 60%, not at 80%
+    assert (low, high) == (-0.8, 0.8)  # 5 pairs cannot reach p < 0.05: no difference is rejected
 
 
 def test_compare_to_best_in_each_direction_with_the_tie_set():
@@ -215,7 +215,7 @@ def test_compare_to_best_in_each_direction_with_the_tie_set():
     close = {c: 1.0 if i else 0.0 for i, c in enumerate(cases)}  # one case worse: tied
     weak = {c: 0.0 if i < 10 else 1.0 for i, c in enumerate(cases)}  # ten worse: told apart
     best, comparisons = compare_to_best(
-        {"weak": weak, "strong": strong, "close": close}, higher_is_better=True, test="paired_permutation"
+        {"weak": weak, "strong": strong, "close": close}, higher_is_better=True
     )
     by_cell = {c.candidate: c for c in comparisons}
     assert best == "strong"
@@ -226,25 +226,25 @@ def test_compare_to_best_in_each_direction_with_the_tie_set():
     assert by_cell["weak"].low <= by_cell["weak"].difference <= by_cell["weak"].high < 0
     # failure rates: lower is better
     failures = {"few": {c: 1.0 - v for c, v in strong.items()}, "many": {c: 1.0 - v for c, v in weak.items()}}
-    best, (versus,) = compare_to_best(failures, higher_is_better=False, test="paired_permutation")
+    best, (versus,) = compare_to_best(failures, higher_is_better=False)
     assert best == "few" and versus.verdict == "worse" and versus.difference > 0
-    assert compare_to_best({"only": strong}, higher_is_better=True, test="wilcoxon") is None
+    assert compare_to_best({"only": strong}, higher_is_better=True) is None
     unscored = {"only": strong, "unscored": {"q0": math.nan}}
-    assert compare_to_best(unscored, higher_is_better=True, test="wilcoxon") is None
+    assert compare_to_best(unscored, higher_is_better=True) is None
 
 
 def test_compare_to_best_ties_missing_cases_and_too_few_pairs():
     identical = {f"q{i}": float(i % 5 + 1) for i in range(20)}
     same = {"b": identical, "a": dict(identical)}
-    best, (versus,) = compare_to_best(same, higher_is_better=True, test="wilcoxon")
+    best, (versus,) = compare_to_best(same, higher_is_better=True)
     assert best == "a"  # equal means: the first label, every time
     assert (versus.difference, versus.p_value, versus.verdict) == (0.0, 1.0, "tied")
     sparse = {"q1": 0.0, "q2": math.nan, "q3": 0.0, "elsewhere": 0.0}
     cells = {"full": dict.fromkeys(["q1", "q2", "q3"], 1.0), "sparse": sparse}
-    best, (versus,) = compare_to_best(cells, higher_is_better=True, test="paired_permutation")
+    best, (versus,) = compare_to_best(cells, higher_is_better=True)
     assert best == "full" and versus.n == 2  # only q1 and q3 are scored by both
     one_shared = {"x": {"q1": 1.0}, "y": {"q1": 0.0, "q2": 0.0}}
-    best, (versus,) = compare_to_best(one_shared, higher_is_better=True, test="wilcoxon")
+    best, (versus,) = compare_to_best(one_shared, higher_is_better=True)
     assert (versus.n, versus.p_value, versus.verdict) == (1, 1.0, "tied")
 
 

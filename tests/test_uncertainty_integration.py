@@ -107,7 +107,7 @@ def test_a_run_reports_intervals_the_tie_set_cases_needed_and_judge_reliability(
     assert correctness.name(correctness.best) in strong
     assert {correctness.name(cell) for cell in correctness.tied} == strong  # the weak reader is told apart
     weak_comparisons = [c for c in correctness.comparisons if "weak" in correctness.name(c.candidate)]
-    assert all(c.verdict == "worse" and c.test == "wilcoxon" for c in weak_comparisons)
+    assert all(c.verdict == "worse" and c.test == "paired_permutation" for c in weak_comparisons)
     assert correctness.cases_needed is not None and str(correctness.cases_needed) in correctness.sentence()
 
     reliability = table.judge_reliability

@@ -26,7 +26,7 @@ ROW_COLUMNS = frozenset(
 )
 # A metric's intervals and case counts (`<column>_low`, `_high`, `_cases`), the suites' failure rates
 # (`fail_<suite>`), and the usage, latency and index columns.
-RESERVED_SUFFIXES = ("_cases", "_low", "_high")
+RESERVED_SUFFIXES = ("_cases", "_low", "_high", "_corrected", "_labels")
 RESERVED_PREFIXES = ("fail_", "reader_", "judge_", "index_", "latency_")
 
 

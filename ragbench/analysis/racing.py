@@ -1,6 +1,7 @@
 """Racing a grid's cells on shared cases: every surviving cell answers the next `batch` cases of one seeded
-order, then each survivor is compared with the current leader on the race's metric by the metric's own
-paired test, and the cells that are significantly behind stop. The cases spent go where they decide.
+order, then each survivor is compared with the current leader on the race's metric by the paired
+permutation test of the mean, and the cells that are significantly behind stop. The cases spent go where
+they decide.
 
 Error control, over cells and over the repeated looks, by a Bonferroni split of alpha over the planned
 looks (`planned_looks`: one per batch of `max_cases`), Holm over the survivors' comparisons within a look.
@@ -22,7 +23,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from ragbench.analysis.stats import Test, holm, mean_interval, paired_differences, paired_p_value
+from ragbench.analysis.permutation import SignFlipTest
+from ragbench.analysis.stats import Test, holm, holm_levels, sign_flip_tests
 from ragbench.retrieval.measures import is_retrieval_column
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.section import Section
@@ -78,12 +80,13 @@ class RaceComparison(BaseModel):
     cell: str
     n: int
     difference: float  # mean(cell - leader)
-    # paired-bootstrap interval at the comparison's level (1 - threshold); computed where it is read: at an
-    # elimination, at the last look, and at every look when a margin is set (None: not computed)
+    # interval at the comparison's level (1 - threshold), the look's own test inverted (stored before: a
+    # paired bootstrap); computed where it is read: at an elimination, at the last look, and at every look
+    # when a margin is set (None: not computed)
     low: float | None = None
     high: float | None = None
     p_value: float
-    threshold: float  # Holm's level for this comparison at this look
+    threshold: float  # Holm's level for this comparison at this look (`holm_levels`)
     eliminated: bool
 
 
@@ -319,32 +322,31 @@ def look(
         new_look = RaceLook(
             round=number, cases=span[1], alpha=alpha, leader=survivors[0], means={}, comparisons=[]
         )
-        return _after(trace, new_look, cells, {}, seed=seed, resamples=resamples)
+        return _after(trace, new_look, cells, {})
     leader = min(scored, key=lambda cell: (sign * means[cell], cell))
     others = [cell for cell in survivors if cell != leader]
-    differences = {}
-    for cell in others:
-        shared = [c for c in cases if c in values[leader] and c in values[cell]]
-        differences[cell] = paired_differences(
-            [values[leader][c] for c in shared], [values[cell][c] for c in shared]
-        )
     needed = min(MAX_RESAMPLES, max(resamples, math.ceil(RESAMPLES_PER_THRESHOLD * len(others) / alpha)))
-    p_values = [
-        paired_p_value(differences[cell], test=trace.test, seed=seed, resamples=needed) for cell in others
+    shared = {cell: [c for c in cases if c in values[leader] and c in values[cell]] for cell in others}
+    pairs = [
+        ([values[leader][c] for c in shared[cell]], [values[cell][c] for c in shared[cell]])
+        for cell in others
     ]
+    # each survivor's test against the leader, and its interval's widest bound
+    tests = dict(zip(others, sign_flip_tests(pairs, seed=seed, resamples=needed), strict=True))
+    p_values = [test.p_value() if test is not None else 1.0 for test, _ in tests.values()]
     adjusted = holm(p_values)
-    # Holm's step-down levels: the k-th smallest p is held against alpha / (m - k + 1)
-    thresholds = {}
-    for rank, index in enumerate(sorted(range(len(others)), key=lambda i: p_values[i])):
-        thresholds[others[index]] = alpha / (len(others) - rank)
+    # Holm's step-down levels: the k-th smallest p is held against alpha / (m - k + 1), up to the first
+    # that fails, whose level the rest keep
+    thresholds = dict(zip(others, holm_levels(p_values, alpha), strict=True))
     comparisons = []
     for cell, p_value, p_holm in zip(others, p_values, adjusted, strict=True):
-        difference = float(differences[cell].mean()) if differences[cell].size else 0.0
+        test = tests[cell][0]
+        difference = test.mean if test is not None else 0.0
         behind = difference != 0 and (difference < 0) == trace.higher_is_better
         comparisons.append(
             RaceComparison(
                 cell=cell,
-                n=int(differences[cell].size),
+                n=test.n if test is not None else 0,
                 difference=difference,
                 p_value=p_value,
                 threshold=thresholds[cell],
@@ -371,25 +373,23 @@ def look(
         means={cell: means[cell] for cell in scored},
         comparisons=comparisons,
     )
-    return _after(trace, new_look, cells, differences, seed=seed, resamples=resamples)
+    return _after(trace, new_look, cells, tests)
 
 
 def _with_intervals(
-    comparisons: list[RaceComparison], differences: Mapping[str, np.ndarray], *, seed: int, resamples: int
+    comparisons: list[RaceComparison], tests: Mapping[str, tuple[SignFlipTest | None, float]]
 ) -> list[RaceComparison]:
-    """Each comparison with the bootstrap interval of its mean difference at its own level (1 - its Holm
-    threshold): the evidence shown beside an elimination, and what equivalence within a margin reads. Only
-    where it is read: a bootstrap per comparison per look would cost more than the tests."""
+    """Each comparison with the interval of its mean difference at its own level (1 - its Holm threshold):
+    the evidence shown beside an elimination, and what equivalence within a margin reads. It is the look's
+    own test inverted, on the same sign patterns, so it excludes zero exactly when p < threshold: an
+    eliminated cell's interval never holds zero, and a kept cell's, behind the leader, always does."""
     out = []
     for comparison in comparisons:
-        interval = mean_interval(
-            differences[comparison.cell].tolist(),
-            resamples=resamples,
-            seed=seed,
-            confidence=1 - comparison.threshold,
-        )
+        test, bound = tests[comparison.cell]
         low, high = (
-            (interval.low, interval.high) if interval else (comparison.difference, comparison.difference)
+            test.interval(comparison.threshold, bound)
+            if test is not None
+            else (comparison.difference, comparison.difference)
         )
         out.append(comparison.model_copy(update={"low": low, "high": high}))
     return out
@@ -399,18 +399,13 @@ def _after(
     trace: RaceTrace,
     new_look: RaceLook,
     cells: dict[str, CellOutcome],
-    differences: Mapping[str, np.ndarray],
-    *,
-    seed: int,
-    resamples: int,
+    tests: Mapping[str, tuple[SignFlipTest | None, float]],
 ) -> RaceTrace:
     """The trace with the look added, and the race stopped if it is over; the look's intervals computed
     where they are read (an elimination, a margin to check, the last look)."""
     margin = trace.settings.margin
     if margin is not None:
-        new_look.comparisons = _with_intervals(
-            new_look.comparisons, differences, seed=seed, resamples=resamples
-        )
+        new_look.comparisons = _with_intervals(new_look.comparisons, tests)
     survivors = [cell for cell, outcome in cells.items() if outcome.status != "eliminated"]
     stop: StopReason | None = None
     if len(survivors) == 1:
@@ -430,14 +425,10 @@ def _after(
         if used + next_round > budget:
             stop = "budget_exhausted"
     if stop is not None and margin is None:
-        new_look.comparisons = _with_intervals(
-            new_look.comparisons, differences, seed=seed, resamples=resamples
-        )
+        new_look.comparisons = _with_intervals(new_look.comparisons, tests)
     elif margin is None:
         shown = [c for c in new_look.comparisons if c.eliminated]
-        with_interval = {
-            c.cell: c for c in _with_intervals(shown, differences, seed=seed, resamples=resamples)
-        }
+        with_interval = {c.cell: c for c in _with_intervals(shown, tests)}
         new_look.comparisons = [with_interval.get(c.cell, c) for c in new_look.comparisons]
     if stop == "decided":
         cells[survivors[0]] = cells[survivors[0]].model_copy(update={"status": "winner"})

@@ -13,6 +13,12 @@ from ragbench.analysis.case_types import case_type_rows
 from ragbench.analysis.columns import generation_case_values, generation_columns
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
+from ragbench.analysis.labelled import (
+    LabelCorrection,
+    correct_with_labels,
+    corrected_keys,
+    corrected_verdicts,
+)
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
@@ -24,12 +30,13 @@ from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment, aligned_judge
+from ragbench.review.labels import ReviewLabels
 from ragbench.scoring.cells import JudgeResult, keyword_report
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.keyword_tests import KeywordFailure, KeywordReport, Suite
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.pairwise import PairwiseResult
-from ragbench.scoring.registry import Scoring, present
+from ragbench.scoring.registry import LabelCorrectionConfig, Scoring, present
 from ragbench.scoring.rubrics import checked_criterion
 
 
@@ -319,6 +326,10 @@ class ResultsTable(BaseModel):
     race: RaceTrace | None = None  # search: race, the elimination trace (rows say each cell's outcome)
     judge_alignments: list[JudgeAlignment] = []  # each judge against a person's labels, before/after aligned
     references: ReferenceResolutions | None = None  # what this run fetched for reference_from cases
+    label_correction: LabelCorrection | None = None  # judged metrics corrected by a person's sampled labels
+    judge_only_verdicts: list[
+        MetricVerdict
+    ] = []  # the judge's own verdicts where corrected ones replace them
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
@@ -367,6 +378,12 @@ class ResultsTable(BaseModel):
                 low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
                 text = f"{value:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
                 kept[column] = text + (f" n={tested}" if tested is not None else "")
+                if (corrected := row.get(f"{column}_corrected")) is not None:  # the number decided on
+                    low, high = row[f"{column}_corrected_low"], row[f"{column}_corrected_high"]
+                    kept[column] = (
+                        f"{corrected:.2f} [{low:.2f}, {high:.2f}] label-corrected ({row[f'{column}_labels']} "
+                        f"labels; judge alone {value:.2f})"
+                    )
             rows.append(kept | {"reused": "yes" if row["reused"] else ""})
         return rows
 
@@ -387,6 +404,8 @@ def build_results(
     race: RaceTrace | None = None,
     judge_alignments: Sequence[JudgeAlignment] = (),
     references: ReferenceResolutions | None = None,
+    labels_given: ReviewLabels | None = None,
+    label_correction: LabelCorrectionConfig | None = None,
 ) -> tuple[ResultsTable, CaseRecords]:
     """The table and the per-case records of a run, from its stage results; the eval suite's cases give
     each case its type for the breakdown by case type. The report page is drawn from them by
@@ -421,6 +440,30 @@ def build_results(
     headline = present(scoring.headline(), rows)
     records = results.case_records()
     verdicts = compare_cells(headline, case_values, statistics, labels)
+    correction, judge_only = None, []
+    if label_correction is not None and labels_given is not None:
+        correction = correct_with_labels(
+            labels_given,
+            records=records.records,
+            cases=cases,
+            judge_of_cell={row["cell"]: str(row["judge"]) for row in rows if row.get("judge")},
+            rubrics=scoring.rubrics,
+            judge_values=case_values,
+            config=label_correction,
+            confidence=statistics.confidence,
+        )
+        rows = [row | correction.columns(row["cell"]) for row in rows]
+        corrected, why = corrected_verdicts(
+            correction,
+            headline,
+            case_values,
+            labels,
+            min_labels=label_correction.min_labels,
+            settings=statistics,
+        )
+        correction.notes.extend(why)
+        judge_only = [v for v in verdicts if v.column in corrected]
+        verdicts = [corrected.get(v.column, v) for v in verdicts]
     reliability = judge_reliability(
         results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores()
     )
@@ -444,10 +487,12 @@ def build_results(
         case_type_rows=by_type,
         incomplete=results.incomplete(labels),
         pairwise=list(pairwise),
-        configured_metrics=scoring.tracked_keys(),
+        configured_metrics=scoring.tracked_keys() + corrected_keys(headline, scoring, label_correction),
         judge_cards=list(judge_cards),
         race=race,
         judge_alignments=list(judge_alignments),
         references=references,
+        label_correction=correction,
+        judge_only_verdicts=judge_only,
     )
     return table, records

@@ -1,7 +1,9 @@
 """The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
 correction, sample-size estimates and rater agreement. Thin, seeded wrappers over scipy, statsmodels
-and scikit-learn, so the estimators are maintained code, not ours. Values that are NaN are cases a
-cell did not score: every function here drops them (pairs where either side is NaN).
+and scikit-learn, so the estimators are maintained code, not ours; the one exception, the paired test
+and its interval (ragbench.analysis.permutation), reproduces scipy's p-values and is checked against them.
+Values that are NaN are cases a cell did not score: every function here drops them (pairs where either
+side is NaN).
 """
 
 from __future__ import annotations
@@ -14,10 +16,15 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from ragbench.analysis.permutation import SignFlipTest
 from ragbench.section import Section
 
 CONFIDENCE = 0.95
-Test = Literal["paired_permutation", "wilcoxon"]
+# `paired_permutation`: the sign-flip permutation test of the mean paired difference, every raw metric's
+# test (ragbench.analysis.permutation). `wilcoxon`: the signed-rank test 1-5 scores had before; nothing
+# makes it any more, it stays so that results tables and race traces stored with it still load.
+# `prediction_powered`: a z-test of a label-corrected difference (ragbench.analysis.ppi)
+Test = Literal["paired_permutation", "wilcoxon", "prediction_powered"]
 
 
 class Interval(BaseModel):
@@ -70,74 +77,68 @@ def paired_difference_test(
     reference: Sequence[float],
     candidate: Sequence[float],
     *,
-    test: Test,
     seed: int = 0,
     resamples: int = 2000,
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float, float, float]:
-    """(mean difference candidate - reference, its paired-bootstrap interval low and high at
-    `confidence`, two-sided p-value), on per-case values paired by position; pairs where either value is
-    NaN are dropped here. With fewer than two pairs, or no pair that differs, there is no evidence:
-    p = 1, interval = mean.
-
-    `paired_permutation` flips the sign of each paired difference at random (exact when there are
-    fewer sign patterns than `resamples`); `wilcoxon` is the signed-rank test, for ordinal scores,
-    with zero differences split between the signs (zsplit), as 1-5 scores tie often."""
-    differences = paired_differences(reference, candidate)
-    if differences.size == 0:
+    """(mean difference candidate - reference, its interval low and high at `confidence`, two-sided
+    p-value), on per-case values paired by position; pairs where either value is NaN are dropped here.
+    Both from one sign-flip permutation test of the mean difference (`SignFlipTest`): the interval is
+    every difference that test does not reject, so it excludes zero exactly when p < 1 - confidence.
+    Without pairs: (0, 0, 0, 1)."""
+    ((test, bound),) = sign_flip_tests([(reference, candidate)], seed=seed, resamples=resamples)
+    if test is None:
         return 0.0, 0.0, 0.0, 1.0
-    mean = float(differences.mean())
-    if differences.size < 2 or np.all(differences == 0):
-        return mean, mean, mean, 1.0
-    low, high = _difference_interval(differences, confidence=confidence, seed=seed, resamples=resamples)
-    return mean, low, high, paired_p_value(differences, test=test, seed=seed, resamples=resamples)
+    low, high = test.interval(1 - confidence, bound)
+    return test.mean, low, high, test.p_value()
 
 
-def paired_p_value(differences: np.ndarray, *, test: Test, seed: int = 0, resamples: int = 2000) -> float:
+def paired_p_value(differences: np.ndarray, *, seed: int = 0, resamples: int = 2000) -> float:
     """The two-sided p-value of `paired_difference_test` alone, on differences without NaN: what a
-    race's every look needs, without the interval's bootstrap. 1 with fewer than two differences or none
-    that is not zero."""
-    if differences.size < 2 or np.all(differences == 0):
+    race's every look needs, without the interval. 1 with fewer than two differences or none that is not
+    zero, the test's own answer there, given without building its sign patterns."""
+    if differences.size < 2 or not differences.any():
         return 1.0
-    from scipy import stats
-
-    if test == "wilcoxon":
-        p_value = float(stats.wilcoxon(differences, zero_method="zsplit").pvalue)
-    else:
-        result = stats.permutation_test(
-            (differences,),
-            np.mean,
-            permutation_type="samples",
-            n_resamples=resamples,
-            vectorized=True,
-            rng=np.random.default_rng(seed),
-        )
-        p_value = float(result.pvalue)
-    return min(1.0, p_value) if math.isfinite(p_value) else 1.0
+    return SignFlipTest(differences, seed=seed, resamples=resamples).p_value()
 
 
 def paired_differences(reference: Sequence[float], candidate: Sequence[float]) -> np.ndarray:
     """candidate - reference case by case, paired by position, without the pairs where either is NaN."""
+    kept_reference, kept_candidate = _pairs(reference, candidate)
+    return kept_candidate - kept_reference
+
+
+def _pairs(reference: Sequence[float], candidate: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The values paired by position, without the pairs where either is NaN."""
     if len(reference) != len(candidate):
         raise ValueError(f"paired values must be equally many, got {len(reference)} and {len(candidate)}")
-    return np.asarray(
-        [c - r for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))],
-        dtype=float,
-    )
+    kept = [(r, c) for r, c in zip(reference, candidate, strict=True) if not (math.isnan(r) or math.isnan(c))]
+    pairs = np.asarray(kept, dtype=float).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1]
 
 
-def _difference_interval(
-    differences: np.ndarray, *, confidence: float, seed: int, resamples: int
-) -> tuple[float, float]:
-    """The bootstrap interval of the mean paired difference ((0, 0) without pairs)."""
-    interval = mean_interval(differences.tolist(), resamples=resamples, seed=seed, confidence=confidence)
-    return (interval.low, interval.high) if interval is not None else (0.0, 0.0)
+def sign_flip_tests(
+    pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *, seed: int, resamples: int
+) -> list[tuple[SignFlipTest | None, float]]:
+    """For each (reference, candidate): the sign-flip test of candidate - reference on the pairs without
+    NaN (None without pairs), with the same sign patterns for its p-value and every interval, and the
+    widest such an interval can be: the range of the values compared, which a difference of two means of
+    them cannot exceed (the end an interval takes where too few cases let the test reject nothing). The
+    patterns are drawn once for all comparisons on as many pairs (`SignFlipTest.several`)."""
+    kept = [_pairs(reference, candidate) for reference, candidate in pairs]
+    present = [i for i, (reference, _) in enumerate(kept) if reference.size]
+    tests = SignFlipTest.several([kept[i][1] - kept[i][0] for i in present], seed=seed, resamples=resamples)
+    found: list[tuple[SignFlipTest | None, float]] = [(None, 0.0)] * len(kept)
+    for i, test in zip(present, tests, strict=True):
+        both = np.concatenate(kept[i])
+        found[i] = (test, float(both.max() - both.min()))
+    return found
 
 
 def smallest_attainable_p(pairs: int) -> float:
-    """The smallest two-sided p-value the exact sign-flip and signed-rank tests can give on `pairs`
-    pairs: the most extreme of 2^n equally likely sign patterns, counted at both ends. When it exceeds
-    alpha, "not significant" is no evidence of noise: the test could not have said anything else."""
+    """The smallest two-sided p-value the exact sign-flip test can give on `pairs` pairs: the most
+    extreme of 2^n equally likely sign patterns, counted at both ends. When it exceeds alpha, "not
+    significant" is no evidence of noise: the test could not have said anything else."""
     return min(1.0, 2.0 / 2.0**pairs) if pairs > 0 else 1.0
 
 
@@ -156,6 +157,24 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(p) for p in adjusted]
 
 
+def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
+    """The significance level each comparison's interval is read at, so that its interval excludes zero
+    exactly when Holm rejects it (for an interval made by inverting the comparison's own test, which
+    excludes zero exactly when p < level). Holm tests the k-th smallest of m p-values at alpha/(m-k+1) and
+    stops at the first that fails: a comparison reached before the stop is read at its own step's level, and
+    every comparison from the stop on at the stopping step's level, which its p-value cannot be under."""
+    ordered = np.argsort(np.asarray(p_values, dtype=float), kind="stable")
+    m = len(ordered)
+    levels = [0.0] * m
+    stopped: float | None = None
+    for step, index in enumerate(ordered):
+        level = alpha / (m - step)
+        if stopped is None and not p_values[index] < level:
+            stopped = level
+        levels[index] = stopped if stopped is not None else level
+    return levels
+
+
 class PairedComparison(BaseModel):
     """One comparison with the best cell, made once for every cell with exactly the candidate's values.
     Fields added after the first release have defaults, so results tables stored before them still load."""
@@ -164,7 +183,9 @@ class PairedComparison(BaseModel):
     reference: str  # label of the best cell
     n: int  # paired cases
     difference: float  # mean(candidate - reference)
-    low: float  # unadjusted interval of the mean paired difference (paired bootstrap)
+    # unadjusted interval of the mean paired difference, at the run's confidence: the inverted `test`
+    # (stored before Holm-level intervals: a paired bootstrap)
+    low: float
     high: float
     p_value: float  # raw
     p_holm: float  # Holm-adjusted over the family of comparisons with the best
@@ -173,9 +194,13 @@ class PairedComparison(BaseModel):
     same: list[str] = []  # other cells with exactly the candidate's values: this comparison is theirs too
     identical: bool = False  # the candidate has exactly the best's values: no test, not in the family
     family: int | None = None  # distinct comparisons Holm corrected for (None: stored before groups)
-    adjusted_confidence: float | None = None  # 1 - alpha / family
+    # 1 - the level Holm reads this comparison at (`holm_levels`); stored before: 1 - alpha / family
+    adjusted_confidence: float | None = None
     adjusted_low: float | None = None  # the interval at adjusted_confidence, to read the verdict against
     adjusted_high: float | None = None
+    # "holm": the adjusted interval is the inverted test at Holm's level, tied exactly when it holds zero;
+    # None: stored before, a bootstrap at Bonferroni's 1 - alpha / family beside the test's verdict
+    adjustment: Literal["holm"] | None = None
 
     @property
     def cells(self) -> list[str]:
@@ -187,25 +212,25 @@ def compare_to_best(
     values: Mapping[str, Mapping[str, float]],
     *,
     higher_is_better: bool,
-    test: Test,
     alpha: float = 0.05,
     seed: int = 0,
     resamples: int = 2000,
     confidence: float = CONFIDENCE,
 ) -> tuple[str, list[PairedComparison]] | None:
-    """The best cell by mean (ties by label) against every other cell on the cases both scored,
-    Holm-corrected over the comparisons. `values`: cell -> case id -> value. None with < 2 cells.
+    """The best cell by mean (ties by label) against every other cell on the cases both scored, by the
+    sign-flip permutation test of the mean paired difference, Holm-corrected over the comparisons.
+    `values`: cell -> case id -> value. None with < 2 cells.
 
     Cells with exactly the same values on the same cases (say a flat and an HNSW index that return the
     same lists) are one comparison, not one each, which would only make Holm stricter for nothing: the
     first by label is the candidate, the others its `same`. The best's own twins are one `identical`
     entry, tied without a test and outside the family.
 
-    Beside the unadjusted interval (`low`, `high`, at `confidence`) each comparison has the interval to
-    read its verdict against, at 1 - alpha/m for the m distinct comparisons (Bonferroni). Holm's
-    threshold for the smallest p-value is Bonferroni's and the later ones are laxer, so a verdict can be
-    a little stronger than this interval, never weaker, as far as the thresholds go: the interval is a
-    bootstrap and the verdict a permutation or signed-rank test, which can disagree at the border.
+    Every interval is the test inverted (the differences it does not reject), so a verdict and its
+    interval are one decision: the unadjusted one (`low`, `high`) at `confidence`, and the one to read
+    the verdict against at the level Holm holds that comparison to (`holm_levels`), which excludes zero
+    exactly when Holm rejects: "tied" exactly when the adjusted interval contains zero. A zero mean
+    difference is tied and its interval holds zero (it always holds the mean).
 
     The best is picked from the same data, so among many cells of equal quality a "worse" comes up
     more often than alpha (about 8% at alpha 5% with five; as nominal with two or three)."""
@@ -224,42 +249,49 @@ def compare_to_best(
         groups.setdefault(key, []).append(cell)
     twins = next(cells for cells in groups.values() if best in cells)  # best comes first: equal mean
     family = len(groups) - 1
-    level = 1 - alpha / max(family, 1)
-    common = {"reference": best, "test": test, "family": family, "adjusted_confidence": level}
-    tested = []
-    for cells in groups.values():
-        if cells is twins:
-            continue
-        shared = [case for case in values[best] if case in values[cells[0]]]
-        reference = [values[best][case] for case in shared]
-        candidate = [values[cells[0]][case] for case in shared]
-        difference, low, high, p_value = paired_difference_test(
-            reference, candidate, test=test, seed=seed, resamples=resamples, confidence=confidence
-        )
-        differences = paired_differences(reference, candidate)
-        adjusted_low, adjusted_high = _difference_interval(
-            differences, confidence=level, seed=seed, resamples=resamples
-        )
-        tested.append(
-            {
-                "candidate": cells[0],
-                "same": cells[1:],
-                "n": differences.size,
-                "difference": difference,
-                "low": low,
-                "high": high,
-                "adjusted_low": adjusted_low,
-                "adjusted_high": adjusted_high,
-                "p_value": p_value,
-            }
-        )
+    common = {"reference": best, "test": "paired_permutation", "family": family, "adjustment": "holm"}
+    candidates = [cells for cells in groups.values() if cells is not twins]
+    shared = [[case for case in values[best] if case in values[cells[0]]] for cells in candidates]
+    tests = sign_flip_tests(
+        [
+            ([values[best][case] for case in cases], [values[cells[0]][case] for case in cases])
+            for cells, cases in zip(candidates, shared, strict=True)
+        ],
+        seed=seed,
+        resamples=resamples,
+    )
+    p_values = [test.p_value() if test is not None else 1.0 for test, _ in tests]
     comparisons = []
-    for fields, p_holm in zip(tested, holm([t["p_value"] for t in tested]), strict=True):
-        if p_holm >= alpha or fields["difference"] == 0:
+    for cells, (test, bound), p_value, p_holm, level in zip(
+        candidates, tests, p_values, holm(p_values), holm_levels(p_values, alpha), strict=True
+    ):
+        if test is None:  # no case scored by both: no evidence
+            difference, n, low, high, adjusted_low, adjusted_high = 0.0, 0, 0.0, 0.0, 0.0, 0.0
+        else:
+            difference, n = test.mean, test.n
+            low, high = test.interval(1 - confidence, bound)
+            adjusted_low, adjusted_high = test.interval(level, bound)
+        if p_holm >= alpha or difference == 0:
             verdict = "tied"
         else:
-            verdict = "better" if (fields["difference"] > 0) == higher_is_better else "worse"
-        comparisons.append(PairedComparison(**fields, **common, p_holm=p_holm, verdict=verdict))
+            verdict = "better" if (difference > 0) == higher_is_better else "worse"
+        comparisons.append(
+            PairedComparison(
+                **common,
+                candidate=cells[0],
+                same=cells[1:],
+                n=n,
+                difference=difference,
+                low=low,
+                high=high,
+                adjusted_confidence=1 - level,
+                adjusted_low=adjusted_low,
+                adjusted_high=adjusted_high,
+                p_value=p_value,
+                p_holm=p_holm,
+                verdict=verdict,
+            )
+        )
     if len(twins) > 1:
         n = sum(not math.isnan(v) for v in values[best].values())
         comparisons.append(
@@ -272,6 +304,7 @@ def compare_to_best(
                 difference=0.0,
                 low=0.0,
                 high=0.0,
+                adjusted_confidence=1 - alpha / max(family, 1),  # no test: [0, 0] at the strictest level
                 adjusted_low=0.0,
                 adjusted_high=0.0,
                 p_value=1.0,

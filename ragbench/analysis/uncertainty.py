@@ -26,6 +26,7 @@ from ragbench.scoring.metrics import MetricInfo
 TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",
     "wilcoxon": "Wilcoxon signed-rank test",
+    "prediction_powered": "label-corrected (prediction-powered) z-test",
 }
 
 # column -> case id -> value, for one cell
@@ -59,6 +60,13 @@ class MetricVerdict(BaseModel):
     runner_up: str | None
     cases_needed: int | None  # to separate best and runner-up at their observed difference, 80% power
     names: dict[str, str] = {}  # cell id -> its label, for people
+    # the comparisons are of label-corrected estimates (`ragbench.analysis.labelled`), not the judge's means
+    corrected: bool = False
+    labels_needed: int | None = None  # labelled cases in all for the top two's difference within target_width
+
+    @property
+    def title(self) -> str:
+        return f"{self.label} (label-corrected)" if self.corrected else self.label
 
     def name(self, cell: str) -> str:
         return self.names.get(cell, cell)
@@ -87,7 +95,7 @@ class MetricVerdict(BaseModel):
         comparison, and the best's twins are no runner-up, there is nothing to tell apart."""
         best_name = self.name(self.best)
         if not self.comparisons:
-            return f"{self.label}: only {best_name} has a value."
+            return f"{self.title}: only {best_name} has a value."
         twins = self.twins
         best = self.together([self.best, *twins])
         if len(twins) > 3:
@@ -97,20 +105,25 @@ class MetricVerdict(BaseModel):
             others = sum(len(c.cells) for c in self.comparisons)
             what = "score the same on all" if len(twins) == others else "have the same mean on"
             n = self.comparisons[0].n
-            return f"{self.label}: {best_name} and {others} other cell(s) {what} {n} case(s)."
+            return f"{self.title}: {best_name} and {others} other cell(s) {what} {n} case(s)."
         runner_up = self.together(versus.cells)
         if versus.verdict != "tied":
             return (
-                f"{self.label}: {best} is better than every other cell (runner-up {runner_up}: "
+                f"{self.title}: {best} is better than every other cell (runner-up {runner_up}: "
                 f"{difference_text(versus)}; p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
             )
         tied = [c for c in self.comparisons if c.verdict == "tied" and not c.identical and c.difference != 0]
         count = sum(len(c.cells) for c in tied)
         names = ", ".join(self.together(c.cells) for c in tied) if count <= 3 else "listed in the report"
         text = (
-            f"{self.label}: {best} tied with {count} other cell(s) ({names}) on {versus.n} case(s); "
+            f"{self.title}: {best} tied with {count} other cell(s) ({names}) on {versus.n} case(s); "
             f"closest {runner_up}: {difference_text(versus)}"
         )
+        if self.labels_needed is not None:
+            return (
+                f"{text}; about {self.labels_needed} labelled cases in all would bring that difference's "
+                "interval under the target width."
+            )
         if self.cases_needed is None:
             return text + "."
         return f"{text}; about {self.cases_needed} cases would tell them apart if the difference is real."
@@ -118,16 +131,20 @@ class MetricVerdict(BaseModel):
 
 def difference_text(comparison: PairedComparison) -> str:
     """A difference with the interval its verdict can be read against (adjusted for the number of
-    comparisons) first and the unadjusted one labelled as such, so the two are not mistaken for one
-    another; comparisons stored before adjusted intervals existed show the unadjusted one alone."""
+    comparisons) first, named for how it was adjusted, and the unadjusted one labelled as such, so the
+    two are not mistaken for one another. Comparisons stored before Holm-level intervals keep their old
+    wording (their adjusted interval was a bootstrap at Bonferroni's level), and those stored before
+    adjusted intervals existed show the unadjusted one alone."""
     c = comparison
     unadjusted = f"[{c.low:.3g}, {c.high:.3g}]"
     if c.adjusted_low is None or c.adjusted_high is None or c.family is None:
         return f"{c.difference:+.3g} {unadjusted} unadjusted"
-    return (
-        f"{c.difference:+.3g} [{c.adjusted_low:.3g}, {c.adjusted_high:.3g}] adjusted for {c.family} "
-        f"comparison(s); unadjusted {unadjusted}"
+    how = (
+        f"adjusted (Holm, {c.family} comparison(s))"
+        if c.adjustment == "holm"
+        else f"adjusted for {c.family} comparison(s)"
     )
+    return f"{c.difference:+.3g} [{c.adjusted_low:.3g}, {c.adjusted_high:.3g}] {how}; unadjusted {unadjusted}"
 
 
 def compare_cells(
@@ -144,7 +161,6 @@ def compare_cells(
         compared = compare_to_best(
             values,
             higher_is_better=metric.higher_is_better,
-            test=metric.paired_test,
             alpha=settings.alpha,
             seed=settings.seed,
             resamples=settings.resamples,

@@ -330,3 +330,16 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
             | estimate_cost(critic_settings, requests["critics"])
         )
     return rows
+
+
+def label_correction_line(config: BenchmarkConfig) -> str | None:
+    """What correcting the judged metrics with labels adds (no call), or None without it."""
+    correction = config.evaluation.label_correction
+    if correction is None:
+        return None
+    return (
+        f"Label correction ({correction.labels}): every judged metric with labels drawn on the review page's "
+        "sample orders gets a prediction-powered estimate, and the verdicts and the gate use it (no LLM "
+        f"call; fewer than {correction.min_labels} labels per cell give no interval). Labels are read by the "
+        "run."
+    )

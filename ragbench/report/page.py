@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragbench.report.cases import case_section, failure_sections, pairwise_section
+from ragbench.report.corrected import label_correction_section
 from ragbench.report.effects import (
     approximate_rows,
     axis_effect_section,
@@ -84,6 +85,7 @@ def render_report(report: ReportInput) -> str:
         best_section(report),
         race_section(report.race, {row["cell"]: row["label"] for row in report.rows}),
         significance_section(report),
+        label_correction_section(report),
         judge_section(report),
         pairwise_section(report),
         headline_section(report),

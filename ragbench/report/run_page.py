@@ -39,6 +39,8 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             pairwise=table.pairwise,
             race=table.race,
             references=table.references.rows() if table.references is not None else [],
+            label_correction=table.label_correction,
+            judge_only_verdicts=table.judge_only_verdicts,
         )
     )
 

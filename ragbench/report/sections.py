@@ -350,15 +350,15 @@ def significance_section(report: ReportInput) -> str:
     if not report.verdicts:
         return f'{title}<p class="note">Fewer than two cells have a headline score: nothing to compare.</p>'
     parts = [
-        f'<p class="note">Each cell answers the same cases, so the best cell on each score is compared with '
-        f"every other cell case by case (paired), and the p-values are Holm-corrected for the number of "
-        f"comparisons. Cells with the same values on every case are compared once, together. "
-        f"<b>tied</b>: the data cannot tell the two apart at this number of cases. "
-        f"Difference = other cell minus best. <b>Adjusted interval</b>: the interval to read the verdict "
-        f"against, at 1 - alpha/m for the m comparisons (Bonferroni; Holm's verdict can be a little "
-        f"stronger). <b>Unadjusted</b>: the {report.confidence:.0%} interval of that one comparison alone, "
-        f"narrower, as if it were the only one made. The interval is a bootstrap, the verdict a test: with "
-        f"few cases that differ the two can disagree at the border, and the verdict follows the test.</p>"
+        '<p class="note">Each cell answers the same cases, so the best cell on each score is compared with '
+        "every other cell case by case (paired), and the p-values are Holm-corrected for the number of "
+        "comparisons. Cells with the same values on every case are compared once, together. "
+        "<b>tied</b>: the data cannot tell the two apart at this number of cases. "
+        "Difference = other cell minus best. <b>Adjusted interval</b>: the verdict's own test inverted (the "
+        "sign-flip permutation test of the mean; a z-test for label-corrected scores) at the level Holm "
+        "tested that comparison at, so a cell is tied exactly when its adjusted interval contains zero. "
+        f"<b>Unadjusted</b>: the {report.confidence:.0%} interval of that one comparison alone, narrower, as "
+        "if it were the only one made.</p>"
     ]
     for verdict in report.verdicts:
         rows = [
@@ -366,6 +366,7 @@ def significance_section(report: ReportInput) -> str:
                 "cell": verdict.together(c.cells),
                 "difference": round(c.difference, 4),
                 "adjusted interval": _interval(c.adjusted_low, c.adjusted_high),
+                "level": "" if c.adjusted_confidence is None else f"{c.adjusted_confidence * 100:.4g}%",
                 "unadjusted interval": _interval(c.low, c.high),
                 "cases": c.n,
                 "test": TEST_NAMES[c.test],
@@ -381,11 +382,15 @@ def significance_section(report: ReportInput) -> str:
             twins = ", ".join(verdict.name(cell) for cell in verdict.twins)
             lines.append(f"Same values as the best on every case: {escape(twins)}")
         if tested and tested.family is not None and tested.adjusted_confidence is not None:
-            level = f"{tested.adjusted_confidence * 100:.3g}%"
-            lines.append(f"{tested.family} distinct comparison(s): adjusted intervals at {escape(level)}")
+            levels = sorted({c.adjusted_confidence for c in verdict.comparisons if c.adjusted_confidence})
+            shown = ", ".join(f"{level * 100:.3g}%" for level in levels)
+            lines.append(
+                f"{tested.family} distinct comparison(s): adjusted intervals at {escape(shown)} (each at the "
+                "level Holm tested it at; column level)"
+            )
         lines.append(f"Tied with the best: {escape(', '.join(verdict.name(cell) for cell in verdict.tied))}")
         table = f'<div class="scroll">{rows_to_html_table(rows)}</div>' if rows else ""
-        parts.append(f"<h3>{escape(verdict.label)}</h3><p>{'<br>'.join(lines)}</p>{table}")
+        parts.append(f"<h3>{escape(verdict.title)}</h3><p>{'<br>'.join(lines)}</p>{table}")
     return title + "".join(parts)
 
 

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgeReliability
+from ragbench.analysis.labelled import LabelCorrection
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.uncertainty import MetricVerdict
 from ragbench.review.alignment import JudgeAlignment
@@ -60,3 +61,5 @@ class ReportInput(BaseModel):
     race: RaceTrace | None = None  # search: race, its elimination trace
     # references fetched at run time (`reference_from`): case, field, source, value, time, error
     references: list[dict] = []
+    label_correction: LabelCorrection | None = None  # judged metrics corrected by a person's sampled labels
+    judge_only_verdicts: list[MetricVerdict] = []  # the judge's verdicts where corrected ones replace them

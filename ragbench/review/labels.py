@@ -12,13 +12,14 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ragbench.scoring.rubrics import JudgeInput
+from ragbench.scoring.rubrics import JudgeInput, Rubric
 
 Kind = Literal["answer", "candidate"]
 # a candidate's verdict is kept under this rubric and criterion: 1 keep, 0 reject
@@ -28,6 +29,17 @@ CANDIDATE_RUBRIC = "keep"
 def text_sha(text: str) -> str:
     """What keys a label to its answer: the answer's exact text, hashed."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+class SampleDraw(BaseModel):
+    """What a label given in a sample order keeps of its draw (`ragbench.review.sampling`): without it a
+    label is never counted as part of a random sample."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    plan: str  # `ragbench.review.sampling.SamplePlan.name`
+    weight: float = Field(gt=0, le=1)
+    draw: float = Field(gt=0, lt=1)
 
 
 class Label(BaseModel):
@@ -48,6 +60,7 @@ class Label(BaseModel):
     # each judge's score of this criterion on this answer, shown only after the person answered
     judge_verdicts: dict[str, int] = Field(default_factory=dict)
     labelled_at: str = ""
+    sample: SampleDraw | None = None  # set when labelled in a sample order of the queue
 
     @model_validator(mode="after")
     def _check(self) -> Label:
@@ -91,6 +104,28 @@ class ReviewLabels(BaseModel):
 
 class LabelFileError(ValueError):
     """An unreadable labels file; the message names the file and the line."""
+
+
+def check_labels(
+    labels: ReviewLabels, rubrics: Sequence[Rubric], case_ids: Collection[str], where: str
+) -> None:
+    """Fail before any work on labels a run cannot read: a criterion labelled on another scale than its
+    rubric's, or answer labels none of whose cases is in the run's eval set (another eval set's file)."""
+    scales = {(r.name, c.name): c.scale for r in rubrics for c in r.criteria}
+    answer_labels = [label for label in labels.current() if label.kind == "answer"]
+    for label in answer_labels:
+        scale = scales.get((label.rubric, label.criterion))
+        if scale is not None and scale != label.scale:
+            raise LabelFileError(
+                f"{where}: labels of {label.rubric}/{label.criterion} are on the {label.scale} scale, but "
+                "the "
+                f"rubric grades it {scale}: they were given for another rubric"
+            )
+    if answer_labels and not any(label.case_id in case_ids for label in answer_labels):
+        raise LabelFileError(
+            f"{where}: none of its {len(answer_labels)} answer label(s) is of a case in this eval set: the "
+            "labels are of another eval set"
+        )
 
 
 def read_labels(text: str, where: str) -> ReviewLabels:

@@ -126,7 +126,7 @@ def candidate_item(
     )
 
 
-def _spread(item: ReviewItem) -> float:
+def spread(item: ReviewItem) -> float:
     """0-1: how far the item's verdicts disagree among judges, within a judge's samples, or with the
     keyword tests (a high score beside a failed test, a low one with none failed)."""
     top = 4 if item.scale == "1-5" else 1
@@ -143,7 +143,7 @@ def _spread(item: ReviewItem) -> float:
     return max(between, within, keyword)
 
 
-def _closeness_to_middle(item: ReviewItem) -> float:
+def closeness_to_middle(item: ReviewItem) -> float:
     if not item.verdicts:
         return 1.0
     middle, half = (3.0, 2.0) if item.scale == "1-5" else (0.5, 0.5)
@@ -159,7 +159,7 @@ def ordered(items: Sequence[ReviewItem], order: Order, seed: int = 0) -> list[Re
     if order == "random":
         return sorted(items, key=audit)
     if order == "disagreement":
-        return sorted(items, key=lambda item: (-_spread(item), audit(item)))
+        return sorted(items, key=lambda item: (-spread(item), audit(item)))
     if order == "uncertain":
-        return sorted(items, key=lambda item: (-_closeness_to_middle(item), -_spread(item), audit(item)))
+        return sorted(items, key=lambda item: (-closeness_to_middle(item), -spread(item), audit(item)))
     raise ValueError(f"unknown order {order!r}; choose from {', '.join(ORDERS)}")

@@ -22,7 +22,11 @@ from pydantic import ValidationError
 
 from ragbench.review.agreement import Agreement, agreement
 from ragbench.review.labels import Label, LabelStore
-from ragbench.review.queue import ORDERS, Order, ReviewItem, ordered
+from ragbench.review.queue import ORDERS, ReviewItem, ordered
+from ragbench.review.sampling import SAMPLE_ORDERS, SamplePlan, draws, sample_order, sample_progress
+
+# the queue's orders, then the ones that draw a random sample (whose labels can correct the numbers)
+PAGE_ORDERS: tuple[str, ...] = (*ORDERS, *SAMPLE_ORDERS)
 
 ASSETS = files("ragbench.review")
 REVIEW_PORT = 8238  # beside ZenML's dashboard (8237)
@@ -31,27 +35,47 @@ REVIEW_PORT = 8238  # beside ZenML's dashboard (8237)
 class ReviewSession:
     """The queue and the labels of one page: what the routes read and write, without HTTP."""
 
-    def __init__(self, items: Sequence[ReviewItem], store: LabelStore, *, title: str, seed: int = 0):
+    def __init__(
+        self,
+        items: Sequence[ReviewItem],
+        store: LabelStore,
+        *,
+        title: str,
+        seed: int = 0,
+        target_width: float = 0.2,
+    ):
         if not items:
             raise ValueError("nothing to review: the run has no answer the rubric grades")
         self.items = {item.key: item for item in items}
         self.store = store
         self.title = title
         self.seed = seed
+        self.target_width = target_width  # the interval width the sample orders' planning figures aim at
+        # each sample order's draw per case, kept with the labels given in that order
+        self.draws = {
+            order: draws(items, SamplePlan(weighting=weighting, seed=seed))
+            for order, weighting in SAMPLE_ORDERS.items()
+        }
+
+    def queue(self, order: str) -> list[ReviewItem]:
+        """Every item once in `order`: a queue order, or a sample order (a case's answers together)."""
+        items = list(self.items.values())
+        if order in SAMPLE_ORDERS:
+            return sample_order(items, SamplePlan(weighting=SAMPLE_ORDERS[order], seed=self.seed))
+        return ordered(items, order, self.seed)  # type: ignore[arg-type]
 
     def _labels(self) -> dict[str, Label]:
         return {"|".join(label.key): label for label in self.store.labels.current()}
 
-    def state(self, order: Order) -> dict[str, Any]:
+    def state(self, order: str) -> dict[str, Any]:
         labels = self._labels()
-        queue = [
-            self._public(item, labels.get(item.key))
-            for item in ordered(list(self.items.values()), order, self.seed)
-        ]
+        queue = [self._public(item, labels.get(item.key)) for item in self.queue(order)]
         return {
             "title": self.title,
             "order": order,
-            "orders": list(ORDERS),
+            "orders": list(PAGE_ORDERS),
+            "sample": order in SAMPLE_ORDERS,
+            "progress": self.progress(order),
             "items": queue,
             "agreement": [a.model_dump() | {"sentence": a.sentence()} for a in self.agreement()],
         }
@@ -83,11 +107,14 @@ class ReviewSession:
             "keyword_failures": item.keyword_failures,
         }
 
-    def label(self, key: str, value: int, note: str = "") -> dict[str, Any]:
-        """Store the person's verdict on item `key`; returns what is revealed now and the agreement."""
+    def label(self, key: str, value: int, note: str = "", order: str | None = None) -> dict[str, Any]:
+        """Store the person's verdict on item `key`; returns what is revealed now and the agreement. A label
+        given in a sample order keeps its case's draw, so a run can count it as part of that sample."""
         item = self.items.get(key)
         if item is None:
             raise KeyError(f"no item {key!r} on this page")
+        if order is not None and order not in PAGE_ORDERS:
+            raise ValueError(f"unknown order {order!r}")
         self.store.add(
             Label(
                 kind=item.kind,
@@ -100,12 +127,23 @@ class ReviewSession:
                 note=note.strip(),
                 item=item.input,
                 judge_verdicts=item.verdicts,
+                sample=self.draws[order].get(item.input.case_id) if order in SAMPLE_ORDERS else None,
             )
         )
         return self._revealed(item) | {
             "label": {"value": value, "note": note.strip()},
             "agreement": [a.model_dump() | {"sentence": a.sentence()} for a in self.agreement()],
+            "progress": self.progress(order) if order is not None else [],
         }
+
+    def progress(self, order: str) -> list[dict[str, Any]]:
+        """On a sample order, how far its sample has got (`sample_progress`); nothing on another order."""
+        if order not in SAMPLE_ORDERS:
+            return []
+        plan = SamplePlan(weighting=SAMPLE_ORDERS[order], seed=self.seed)
+        return sample_progress(
+            list(self.items.values()), self.store.labels.current(), plan, self.target_width
+        )
 
     def agreement(self) -> list[Agreement]:
         """Each judge against every current label of this page's criteria (earlier sessions' too)."""
@@ -185,10 +223,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, "text/javascript", ASSETS.joinpath("review.js").read_bytes())
         elif path == "/api/state":
             order = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("order", "disagreement")
-            if order not in ORDERS:
+            if order not in PAGE_ORDERS:
                 self._json(400, {"error": f"unknown order {order!r}"})
                 return
-            self._json(200, self.server.session.state(order))  # type: ignore[arg-type]
+            self._json(200, self.server.session.state(order))
         else:
             self._json(404, {"error": "not found"})
 
@@ -204,10 +242,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             if not isinstance(body, dict):
                 raise ValueError("a label is a JSON object: {key, value, note}")
-            value, note = body.get("value"), body.get("note") or ""
+            value, note, order = body.get("value"), body.get("note") or "", body.get("order")
             if not isinstance(value, int) or isinstance(value, bool) or not isinstance(note, str):
                 raise ValueError("value must be an integer and note a string")
-            revealed = self.server.session.label(str(body.get("key")), value, note)
+            if order is not None and not isinstance(order, str):
+                raise ValueError("order must be a string")
+            revealed = self.server.session.label(str(body.get("key")), value, note, order)
         except KeyError as error:
             self._json(400, {"error": f"missing or unknown {error}"})
         except ValidationError as error:

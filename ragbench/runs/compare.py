@@ -16,13 +16,21 @@ import math
 
 from pydantic import BaseModel
 
-from ragbench.analysis.stats import StatisticsConfig, paired_difference_test, smallest_attainable_p
+from ragbench.analysis.labelled import corrected_key
+from ragbench.analysis.stats import (
+    StatisticsConfig,
+    paired_differences,
+    paired_p_value,
+    smallest_attainable_p,
+)
 from ragbench.analysis.uncertainty import TEST_NAMES
 from ragbench.report.pages import format_value
 from ragbench.runs.record import RunRecord
 
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
 NOT_COMPARABLE = "not comparable"  # a value the current run has and the baseline lacks: listed, never a pass
+# a judged metric whose label-corrected estimate (`<metric>_corrected`) is gated in its place: listed only
+CORRECTED_INSTEAD = "label-corrected instead"
 
 
 def config_tag(config_name: str) -> str:
@@ -65,7 +73,7 @@ class Comparison(BaseModel):
     @property
     def compared(self) -> list[dict]:
         """The rows where both runs have a value (or the current one lost it): what the verdict rests on."""
-        return [row for row in self.rows if row["kind"] != NOT_COMPARABLE]
+        return [row for row in self.rows if row["kind"] not in (NOT_COMPARABLE, CORRECTED_INSTEAD)]
 
     def csv(self) -> str:
         buffer = io.StringIO()
@@ -100,6 +108,14 @@ def compare_runs(
     for metric in sorted(metrics):
         higher_is_better = directions.get(metric, "higher") == "higher"
         threshold = thresholds.get(metric, default_threshold)
+        if corrected_key(metric) in current.values:  # the label-corrected estimate is gated instead
+            rows += [
+                _corrected_instead_row(
+                    cell, metric, baseline.values.get(metric, {}).get(cell), now, threshold
+                )
+                for cell, now in sorted(current.values.get(metric, {}).items())
+            ]
+            continue
         before_by_cell, now_by_cell = baseline.values.get(metric, {}), current.values.get(metric, {})
         for cell in sorted(set(before_by_cell) | set(now_by_cell)):
             before, now = before_by_cell.get(cell), now_by_cell.get(cell)
@@ -199,6 +215,27 @@ def _span(record: RunRecord, metric: str, cell: str) -> str:
     return "" if bounds is None else f"[{format_value(bounds[0])}, {format_value(bounds[1])}]"
 
 
+def _corrected_instead_row(
+    cell: str, metric: str, before: float | None, now: float, threshold: float
+) -> dict:
+    """A judged metric that labels correct: listed with its raw values, decided by `<metric>_corrected`."""
+    return {
+        "cell": cell,
+        "metric": metric,
+        "regression": False,
+        "kind": CORRECTED_INSTEAD,
+        "baseline": before,
+        "current": now,
+        "baseline_interval": "",
+        "current_interval": "",
+        "change": None if before is None else round(now - before, 6),
+        "worse_by": None,
+        "threshold": threshold,
+        "rule": f"judge alone: the label-corrected {corrected_key(metric)} is gated instead",
+        "p_value": None,
+    }
+
+
 def _beyond_noise(
     current: RunRecord,
     baseline: RunRecord,
@@ -212,7 +249,10 @@ def _beyond_noise(
     """Is the change larger than the noise? (beyond, rule, p-value)
 
     Same eval set and per-case values in both runs: a paired test on the cases both scored (the same
-    test the run uses between cells), at `alpha`, uncorrected: each (cell, metric) is its own alarm.
+    test the run uses between cells: the sign-flip permutation test of the mean, whichever test the
+    run's record names, as runs before it named Wilcoxon's for 1-5 scores), at `alpha`, uncorrected: each
+    (cell, metric) is its own alarm. No interval of the change is shown beside the verdict, so none can
+    contradict it: the intervals in a row are each run's own mean's.
     A test that cannot reach alpha at that number of cases (5 or fewer at 0.05) is no evidence of
     noise, so there the threshold decides and the rule says so. Otherwise, the two runs' intervals
     must not overlap. Runs from before per-case values existed have neither: the threshold decides.
@@ -225,15 +265,12 @@ def _beyond_noise(
             for case in sorted(set(now_cases) & set(before_cases) - changed)
             if not (math.isnan(now_cases[case]) or math.isnan(before_cases[case]))
         ]
-        test = current.tests.get(metric, "paired_permutation")
-        _, _, _, p_value = paired_difference_test(
-            [before_cases[c] for c in shared],
-            [now_cases[c] for c in shared],
-            test=test,
+        p_value = paired_p_value(
+            paired_differences([before_cases[c] for c in shared], [now_cases[c] for c in shared]),
             seed=statistics.seed,
             resamples=statistics.resamples,
         )
-        rule = f"{TEST_NAMES[test]} on {len(shared)} cases" + (
+        rule = f"{TEST_NAMES['paired_permutation']} on {len(shared)} cases" + (
             f" ({len(changed)} with a changed reference left out)" if changed else ""
         )
         if (floor := smallest_attainable_p(len(shared))) > statistics.alpha:
@@ -284,6 +321,10 @@ def comparison_text(comparison: Comparison) -> str:
         )
     if not comparison.regressions:
         lines.append(f"no regression over {len(comparison.compared)} compared cell metrics")
+    if instead := sorted({row["metric"] for row in comparison.rows if row["kind"] == CORRECTED_INSTEAD}):
+        lines.append(
+            f"gated by their label-corrected estimates instead of the judge's means: {', '.join(instead)}"
+        )
     lines += [
         f"REFERENCE CHANGED for case {case}: scored against the fresh reference, left out of the paired "
         "tests (not a regression)"

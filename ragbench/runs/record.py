@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from ragbench.analysis.labelled import corrected_key
 from ragbench.analysis.stats import Test
 from ragbench.scoring.metrics import LATENCY, metric_key
 
@@ -88,7 +89,27 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
         if scored:
             best = (max if metric.higher_is_better else min)(scored)
             flat[f"best_{key}"], flat[f"best_{key}_cell"] = best
+    add_corrected_metadata(table, flat)
     return flat
+
+
+def add_corrected_metadata(table: ResultsTable, flat: dict[str, Any]) -> None:
+    """Each label-corrected headline metric as a tracked metric of its own, `<metric>_corrected`, with its
+    interval: the number the gate compares instead of the judge's raw mean whenever a run has it."""
+    correction = table.label_correction
+    headline = {m.column for m in table.headline}
+    for metric in correction.metrics if correction is not None else []:
+        if metric.column not in headline:
+            continue
+        key = corrected_key(metric_key(metric.column))
+        flat["metric_directions"][key] = "higher" if metric.higher_is_better else "lower"
+        flat["metric_tests"][key] = "prediction_powered"
+        for cell, estimate in metric.estimates.items():
+            if estimate.estimate is None:
+                continue
+            flat[f"{key}{CELL_SEPARATOR}{cell}"] = estimate.estimate
+            flat[f"{key}_low{CELL_SEPARATOR}{cell}"] = estimate.low
+            flat[f"{key}_high{CELL_SEPARATOR}{cell}"] = estimate.high
 
 
 def is_baseline(status: str, metadata: Mapping[str, Any], champion: bool) -> bool:

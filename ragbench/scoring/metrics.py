@@ -16,8 +16,9 @@ from ragbench.retrieval.measures import RETRIEVAL_MEASURES
 
 class MetricInfo(BaseModel):
     """A metric a configuration is chosen by: its column, its name, which way is better, and how two
-    cells are compared on it, case by case: a permutation test of the mean difference, or Wilcoxon's
-    signed-rank test for ordinal 1-5 judge scores (a mean difference would treat them as evenly spaced)."""
+    cells are compared on it, case by case: the sign-flip permutation test of the mean difference for
+    every metric, 1-5 judge scores included, since the mean is what the table shows and the interval
+    beside a verdict is that test inverted (ragbench.analysis.permutation)."""
 
     column: str
     label: str

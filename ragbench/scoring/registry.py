@@ -183,6 +183,29 @@ class JudgeAlignmentConfig(Section):
     )
 
 
+class LabelCorrectionConfig(Section):
+    """`evaluation.label_correction`: correct the judged metrics with a person's labels of a random
+    sample of the run's answers, drawn on the review page's `sample` orders (`ragbench.analysis.labelled`)."""
+
+    labels: str = Field(
+        default="review_labels",
+        description="the labels: the name of the artifact `run.py review` publishes (review_labels, or "
+        "review_labels:VERSION), or a labels JSONL file the review page wrote",
+    )
+    min_labels: int = Field(
+        default=10,
+        ge=2,
+        le=1000,
+        description="fewer labelled answers than this give no corrected interval (the report says so)",
+    )
+    target_width: float = Field(
+        default=0.2,
+        gt=0.0,
+        le=1.0,
+        description="the interval width (on the metric's 0-1 scale) the labels-needed figures plan for",
+    )
+
+
 class EvaluationConfig(Section):
     """How answers are scored: keyword tests and the LLM judge."""
 
@@ -242,6 +265,12 @@ class EvaluationConfig(Section):
         "{labels, examples}; the agreement before and after, on held-out labels, is in the report "
         "(docs/how-to/review.md)",
     )
+    label_correction: LabelCorrectionConfig | None = Field(
+        default=None,
+        description="correct every judged metric with a person's labels of a random sample of the answers "
+        "(the review page's sample orders): {labels, min_labels, target_width}; each cell's mean gets a "
+        "prediction-powered estimate and the verdicts use it (docs/concepts/label-correction.md)",
+    )
 
     @field_validator("rubrics")
     @classmethod
@@ -278,6 +307,25 @@ class EvaluationConfig(Section):
                 f"{', '.join(sorted(builtin))}): choose another name"
             )
         return self
+
+    @model_validator(mode="after")
+    def _one_labels_source(self) -> EvaluationConfig:
+        """Alignment and correction read one set of labels: two sources would make a run whose judge learns
+        from one person's labels while its numbers are corrected by another's."""
+        alignment, correction = self.judge_alignment, self.label_correction
+        if alignment is not None and correction is not None and alignment.labels != correction.labels:
+            raise ValueError(
+                f"evaluation.judge_alignment.labels ({alignment.labels}) and "
+                "evaluation.label_correction.labels "
+                f"({correction.labels}) differ: give both the same labels"
+            )
+        return self
+
+    @property
+    def labels_source(self) -> str | None:
+        """Where the run's labels come from, if alignment or correction asks for them."""
+        section = self.label_correction or self.judge_alignment
+        return section.labels if section is not None else None
 
     def scoring(self, metrics_k: int) -> Scoring:
         """The registry of the metrics these settings make, with retrieval's at `metrics_k`."""

@@ -75,14 +75,9 @@ class Criterion(BaseModel):
 
     @property
     def metric(self) -> MetricInfo:
-        """Ordinal 1-5 scores are compared with Wilcoxon's signed-rank test, pass/fail with a permutation
-        test of the pass rates."""
-        return MetricInfo(
-            column=self.column,
-            label=self.label,
-            higher_is_better=self.higher_is_better,
-            paired_test="wilcoxon" if self.scale == "1-5" else "paired_permutation",
-        )
+        """1-5 scores and pass rates alike are compared with the permutation test of the mean paired
+        difference (MetricInfo's default): the mean is what the table shows and the interval is read on."""
+        return MetricInfo(column=self.column, label=self.label, higher_is_better=self.higher_is_better)
 
     def case_value(self, score: int) -> float:
         """The per-case value behind the column: what its mean, interval and paired tests use."""

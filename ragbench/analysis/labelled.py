@@ -1,0 +1,366 @@
+"""A run's judged metrics corrected by a person's labels (`evaluation.label_correction`).
+
+For every rubric criterion with labels drawn as a sample (`ragbench.review.sampling`), each cell's mean gets
+a prediction-powered estimate beside the judge-only and the labels-only mean, and the comparisons between
+cells are made on the corrected numbers: the paired, label-corrected difference of each cell from the best,
+Holm-corrected, each verdict read off an interval made by inverting its own z-test.
+
+What is left out is said, never mixed in: labels given in a non-random order (they grade the judge, in
+agreement and alignment, but are no sample), labels of another sample plan, of answers this run does not
+contain, or drawn from a run whose verdicts (hence weights) differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel
+
+from ragbench.analysis.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
+from ragbench.analysis.stats import PairedComparison, StatisticsConfig, holm, holm_levels, tie_set
+from ragbench.analysis.uncertainty import MetricVerdict
+from ragbench.inputs.eval_cases import EvalCase
+from ragbench.review.labels import Label, ReviewLabels, text_sha
+from ragbench.review.queue import answer_items
+from ragbench.review.sampling import DrawnSample, SamplePlan, case_weights, drawn_sample
+from ragbench.scoring.metrics import MetricInfo, metric_key
+from ragbench.scoring.registry import LabelCorrectionConfig, Scoring
+from ragbench.scoring.rubrics import Criterion, Rubric
+
+
+def corrected_key(key: str) -> str:
+    """The column (and tracked key) of a metric's label-corrected estimate."""
+    return f"{key}_corrected"
+
+
+def corrected_keys(
+    headline: Sequence[MetricInfo], scoring: Scoring, config: LabelCorrectionConfig | None
+) -> list[str]:
+    """The tracked keys label correction asks for: every judged headline metric's corrected twin (a metric
+    whose labels are all gone is then missing in the gate, never silently dropped)."""
+    if config is None:
+        return []
+    judged = {criterion.column for rubric in scoring.rubrics for criterion in rubric.criteria}
+    return [corrected_key(metric_key(m.column)) for m in headline if m.column in judged]
+
+
+class CorrectedMetric(BaseModel):
+    """One judged metric corrected by labels: an estimate per cell, and what was left out."""
+
+    column: str
+    label: str
+    rubric: str
+    criterion: str
+    higher_is_better: bool
+    plan: str
+    weighted: bool
+    sampled_cases: int  # cases in the labelled sample
+    cases: int  # cases it was drawn from
+    estimates: dict[str, Estimate]  # cell id -> corrected mean
+    labels_needed: dict[str, int | None] = {}  # cell id -> labels in all for an interval under target_width
+    ceiling: float | None = None  # the most labels one judge verdict can be worth (1 / (1 - rho^2))
+    left_out: list[str] = []  # why some labels are not in the sample, one sentence each
+    # what the estimates are made of, so each traces back to its cases (and the gate can pair two runs)
+    probabilities: dict[str, float] = {}  # sampled case id -> its inclusion probability
+    label_values: dict[str, dict[str, float]] = {}  # cell id -> sampled case id -> the person's value
+
+    def probabilities_of(self, cases: Sequence[str]) -> list[float] | None:
+        """Each case's inclusion probability for a weighted sample (1 where unlabelled: never read);
+        None for a uniform one, which PPI++ treats as a simple random sample."""
+        return [self.probabilities.get(case, 1.0) for case in cases] if self.weighted else None
+
+
+class LabelCorrection(BaseModel):
+    """Every corrected metric of a run, and the labels that could not be used, said in words."""
+
+    metrics: list[CorrectedMetric] = []
+    notes: list[str] = []
+    target_width: float = 0.2
+
+    def of(self, column: str) -> CorrectedMetric | None:
+        return next((m for m in self.metrics if m.column == column), None)
+
+    def columns(self, cell: str) -> dict[str, float | int | None]:
+        """A results row's corrected columns: `<metric>_corrected` with its interval and `<metric>_labels`."""
+        row: dict[str, float | int | None] = {}
+        for metric in self.metrics:
+            if (estimate := metric.estimates.get(cell)) is None:
+                continue
+            row[f"{metric.column}_labels"] = estimate.labels
+            column = corrected_key(metric.column)
+            row[column] = _rounded(estimate.estimate)
+            row[f"{column}_low"], row[f"{column}_high"] = _rounded(estimate.low), _rounded(estimate.high)
+        return row
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def correct_with_labels(
+    labels: ReviewLabels,
+    *,
+    records: Sequence,
+    cases: Sequence[EvalCase],
+    judge_of_cell: Mapping[str, str],
+    rubrics: Sequence[Rubric],
+    judge_values: Mapping[str, Mapping[str, Mapping[str, float]]],
+    config: LabelCorrectionConfig,
+    confidence: float,
+) -> LabelCorrection:
+    """Every labelled criterion of `rubrics`, corrected. `records`: the run's `CaseRecord`s;
+    `judge_values`: cell id -> column -> case id -> the judge's value (the run's per-case values)."""
+    metrics, notes = [], []
+    for rubric in rubrics:
+        items = answer_items(records, cases, judge_of_cell, rubric)
+        for criterion in rubric.criteria:
+            given = labels.of(rubric.name, criterion.name)
+            if not given:
+                continue
+            unsampled = [label for label in given if label.sample is None]
+            if unsampled:
+                notes.append(
+                    f"{len(unsampled)} label(s) of {criterion.label} were given in a non-random order: they "
+                    "grade the judge (agreement, alignment) but are no sample, so the corrected numbers "
+                    "leave them out"
+                )
+            sampled = [label for label in given if label.sample is not None]
+            if not sampled:
+                continue
+            mine = [item for item in items if item.criterion == criterion.name]
+            metric = _corrected_metric(
+                rubric, criterion, sampled, mine, records, judge_values, config, confidence
+            )
+            if metric is not None:
+                metrics.append(metric)
+    return LabelCorrection(metrics=metrics, notes=notes, target_width=config.target_width)
+
+
+def _corrected_metric(
+    rubric: Rubric,
+    criterion: Criterion,
+    sampled: Sequence[Label],
+    items: Sequence,
+    records: Sequence,
+    judge_values: Mapping[str, Mapping[str, Mapping[str, float]]],
+    config: LabelCorrectionConfig,
+    confidence: float,
+) -> CorrectedMetric | None:
+    by_plan: dict[str, list[Label]] = {}
+    for label in sampled:
+        by_plan.setdefault(label.sample.plan, []).append(label)  # type: ignore[union-attr]
+    plan_name = max(sorted(by_plan), key=lambda name: len(by_plan[name]))
+    plan = SamplePlan.parse(plan_name)
+    left_out = [
+        f"{len(others)} label(s) drawn in another sample plan ({name}) than the one used ({plan_name})"
+        for name, others in sorted(by_plan.items())
+        if name != plan_name
+    ]
+    weights = case_weights(items, plan.weighting)
+    answers_of_case: dict[str, set[str]] = {}
+    for item in items:
+        answers_of_case.setdefault(item.input.case_id, set()).add(item.answer_sha)
+    value: dict[tuple[str, str], float] = {}
+    foreign = redrawn = 0
+    for label in by_plan[plan_name]:
+        if label.answer_sha not in answers_of_case.get(label.case_id, set()):
+            foreign += 1
+        elif not math.isclose(label.sample.weight, weights[label.case_id], rel_tol=1e-9):  # type: ignore[union-attr]
+            redrawn += 1
+        else:
+            value[(label.case_id, label.answer_sha)] = criterion.case_value(label.value)
+    if foreign:
+        left_out.append(
+            f"{foreign} label(s) of answers this run does not contain (changed answers, or another run)"
+        )
+    if redrawn:
+        left_out.append(
+            f"{redrawn} label(s) drawn with weights this run's verdicts do not give (drawn from another run)"
+        )
+    complete = [case for case, shas in answers_of_case.items() if all((case, s) in value for s in shas)]
+    sample = drawn_sample(weights, complete, plan)
+    if sample.left_out:
+        left_out.append(
+            f"{len(sample.left_out)} labelled case(s) after the first unlabelled case of the plan's order "
+            "(label in the queue's order to use them)"
+        )
+    partial = [
+        case
+        for case, shas in answers_of_case.items()
+        if case not in complete and any((case, s) in value for s in shas)
+    ]
+    if partial:
+        left_out.append(f"{len(partial)} case(s) with some but not all of their answers labelled")
+    label_values = _label_values(records, criterion, value, sample)
+    estimates, needed, pairs = {}, {}, ([], [])
+    for cell, by_column in judge_values.items():
+        judged = by_column.get(criterion.column)
+        if not judged or cell not in label_values:
+            continue
+        cases = list(judged)
+        estimates[cell] = ppi_mean(
+            [judged[case] for case in cases],
+            [label_values[cell].get(case, math.nan) for case in cases],
+            None if sample.uniform else [sample.probabilities.get(case, 1.0) for case in cases],
+            confidence=confidence,
+            min_labels=config.min_labels,
+        )
+        needed[cell] = labels_for_width(estimates[cell], config.target_width)
+        for case, y in label_values[cell].items():
+            if case in judged:
+                pairs[0].append(judged[case])
+                pairs[1].append(y)
+    if not estimates:
+        return None
+    return CorrectedMetric(
+        column=criterion.column,
+        label=criterion.label,
+        rubric=rubric.name,
+        criterion=criterion.name,
+        higher_is_better=criterion.higher_is_better,
+        plan=plan_name,
+        weighted=not sample.uniform,
+        sampled_cases=len(sample.probabilities),
+        cases=sample.cases,
+        estimates=estimates,
+        labels_needed=needed,
+        ceiling=judge_ceiling(*pairs),
+        left_out=left_out,
+        probabilities=sample.probabilities,
+        label_values=label_values,
+    )
+
+
+def _label_values(
+    records: Sequence, criterion: Criterion, value: Mapping[tuple[str, str], float], sample: DrawnSample
+) -> dict[str, dict[str, float]]:
+    """cell id -> sampled case id -> the person's value of that cell's answer (on the metric's scale)."""
+    found: dict[str, dict[str, float]] = {}
+    for record in records:
+        found.setdefault(record.cell, {})
+        answer = record.answer.answer
+        if answer is None or record.case_id not in sample.probabilities:
+            continue
+        if (key := (record.case_id, text_sha(answer))) in value:
+            found[record.cell][record.case_id] = value[key]
+    return found
+
+
+def corrected_comparisons(
+    metric: CorrectedMetric,
+    judge_values: Mapping[str, Mapping[str, float]],
+    *,
+    min_labels: int,
+    settings: StatisticsConfig,
+) -> tuple[str, list[PairedComparison], dict[str, Estimate]] | None:
+    """The best cell by corrected mean against every other, on the label-corrected paired differences
+    (judge differences corrected by label differences on the sampled cases both answered), Holm-corrected;
+    each adjusted interval is read at the level `holm_levels` gives, so it excludes zero exactly when the
+    verdict is not tied. None with fewer than two cells with a corrected mean, or when a difference has
+    too few paired labels for an interval (the judge-only verdict stands, and the report says why)."""
+    means = {cell: e.estimate for cell, e in metric.estimates.items() if e.estimate is not None}
+    if len(means) < 2:
+        return None
+    sign = -1.0 if metric.higher_is_better else 1.0
+    best = min(sorted(means), key=lambda cell: sign * means[cell])
+    differences: dict[str, Estimate] = {}
+    for cell in sorted(means):
+        if cell == best:
+            continue
+        shared = [case for case in judge_values[best] if case in judge_values[cell]]
+        judge = [judge_values[cell][case] - judge_values[best][case] for case in shared]
+        mine, theirs = metric.label_values.get(cell, {}), metric.label_values.get(best, {})
+        person = [
+            mine[case] - theirs[case] if case in mine and case in theirs else math.nan for case in shared
+        ]
+        estimate = ppi_mean(
+            judge,
+            person,
+            metric.probabilities_of(shared),
+            confidence=settings.confidence,
+            min_labels=min_labels,
+        )
+        if estimate.estimate is None:
+            return None
+        differences[cell] = estimate
+    cells = list(differences)
+    p_values = [differences[cell].p_value for cell in cells]
+    adjusted = holm(p_values)
+    comparisons = []
+    for cell, p_value, p_holm, level in zip(
+        cells, p_values, adjusted, holm_levels(p_values, settings.alpha), strict=True
+    ):
+        d = differences[cell]
+        low, high = d.interval_at(1 - settings.confidence)
+        adjusted_low, adjusted_high = d.interval_at(level)
+        tied = p_holm >= settings.alpha or d.estimate == 0
+        comparisons.append(
+            PairedComparison(
+                candidate=cell,
+                reference=best,
+                n=d.answers,
+                difference=float(d.estimate),
+                low=low,
+                high=high,
+                p_value=p_value,
+                p_holm=p_holm,
+                test="prediction_powered",
+                verdict="tied"
+                if tied
+                else ("better" if (d.estimate > 0) == metric.higher_is_better else "worse"),
+                family=len(cells),
+                adjustment="holm",
+                adjusted_confidence=1 - level,
+                adjusted_low=adjusted_low,
+                adjusted_high=adjusted_high,
+            )
+        )
+    return best, comparisons, differences
+
+
+def corrected_verdicts(
+    correction: LabelCorrection,
+    headline: Sequence[MetricInfo],
+    case_values: Mapping[str, Mapping[str, Mapping[str, float]]],
+    names: Mapping[str, str],
+    *,
+    min_labels: int,
+    settings: StatisticsConfig,
+) -> tuple[dict[str, MetricVerdict], list[str]]:
+    """column -> the verdict on the corrected numbers, for each headline metric with enough paired labels;
+    and, for the others, why their judge-only verdict stands."""
+    verdicts, why = {}, []
+    for metric in headline:
+        corrected = correction.of(metric.column)
+        if corrected is None:
+            continue
+        values = {cell: v[metric.column] for cell, v in case_values.items() if v.get(metric.column)}
+        found = corrected_comparisons(corrected, values, min_labels=min_labels, settings=settings)
+        if found is None:
+            why.append(
+                f"{metric.label}: too few paired labels (under {min_labels} per comparison) to correct the "
+                "verdicts: they are the judge's alone"
+            )
+            continue
+        best, comparisons, differences = found
+        runner_up = min(
+            comparisons,
+            key=lambda c: (-c.difference if metric.higher_is_better else c.difference, c.candidate),
+        )
+        verdicts[metric.column] = MetricVerdict(
+            column=metric.column,
+            label=metric.label,
+            higher_is_better=metric.higher_is_better,
+            best=best,
+            comparisons=comparisons,
+            tied=tie_set(best, comparisons),
+            runner_up=runner_up.candidate,
+            cases_needed=None,
+            names=dict(names),
+            corrected=True,
+            labels_needed=labels_for_width(differences[runner_up.candidate], correction.target_width)
+            if runner_up.verdict == "tied"
+            else None,
+        )
+    return verdicts, why

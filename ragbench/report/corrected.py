@@ -1,0 +1,91 @@
+"""The report's section on label-corrected numbers: each judged metric's prediction-powered estimate per
+cell beside the judge-only and labels-only means, how many labels it rests on and is worth, what was left
+out, and how many labels would bring the intervals under the width the user plans for."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
+from ragbench.report.pages import rows_to_html_table
+from ragbench.report.view import ReportInput
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def corrected_rows(metric: CorrectedMetric, names: dict[str, str], width: float) -> list[dict]:
+    rows = []
+    for cell, e in metric.estimates.items():
+        rows.append(
+            {
+                "cell": names.get(cell, cell),
+                "judge alone": round(e.judge_mean, 3),
+                "labels alone": "" if e.labels_mean is None else round(e.labels_mean, 3),
+                "labels-alone interval": _interval(e.labels_low, e.labels_high),
+                "corrected": "" if e.estimate is None else round(e.estimate, 3),
+                "corrected interval": _interval(e.low, e.high) or e.why_no_interval,
+                "labels": e.labels,
+                "answers": e.answers,
+                "worth (labels)": "" if e.effective_labels is None else round(e.effective_labels, 1),
+                "judge weight": "" if e.judge_weight is None else round(e.judge_weight, 2),
+                f"labels for width {width:g}": metric.labels_needed.get(cell) or "",
+            }
+        )
+    return rows
+
+
+def ceiling_text(metric: CorrectedMetric) -> str:
+    """What the judge can save at best: with correlation rho to the person, one label plus the judge's
+    verdicts on many answers is worth at most 1/(1 - rho^2) labels."""
+    if metric.ceiling is None:
+        return "The judge's scores or the labels do not vary on the labelled answers: no ceiling to state."
+    if metric.ceiling < 1.5:
+        return (
+            f"The judge is WEAK here: its verdicts make a label worth at most {metric.ceiling:.2f} labels "
+            "(1/(1 - rho^2) for its correlation rho with the person), so they cannot save even a third of "
+            "the labels: more labels, not more judging, narrow these intervals."
+        )
+    return (
+        "At best (very many unlabelled answers) the judge's verdicts make a label worth "
+        f"{metric.ceiling:.2f} "
+        "labels (1/(1 - rho^2) for its correlation rho with the person on the labelled answers)."
+    )
+
+
+def label_correction_section(report: ReportInput) -> str:
+    correction: LabelCorrection | None = report.label_correction
+    if correction is None:
+        return ""
+    names = {row["cell"]: row["label"] for row in report.rows}
+    parts = [
+        '<h2 id="label-corrected">Label-corrected numbers</h2>',
+        '<p class="note">A person labelled a random sample of the answers (the review page\'s sample '
+        "order, each label drawn with a known probability). Each judged mean is corrected by the judge's "
+        "average error on that sample (prediction-powered inference, PPI++ with the judge's weight tuned; "
+        "inverse-probability weighted when the sample favoured uncertain answers): its interval holds "
+        "whatever the judge's quality, and a good judge narrows it. <b>judge alone</b>: the raw mean; "
+        "<b>labels alone</b>: the person's labels only; <b>worth</b>: how many labels alone would give the "
+        "corrected interval's width. The verdicts on these metrics use the corrected numbers.</p>",
+    ]
+    for note in correction.notes:
+        parts.append(f'<p class="warning">{escape(note)}</p>')
+    for metric in correction.metrics:
+        drawn = "weighted towards uncertain answers" if metric.weighted else "uniform"
+        lines = [
+            f"Sample plan {escape(metric.plan)} ({drawn}): {metric.sampled_cases} of {metric.cases} cases "
+            "labelled for every cell's answer.",
+            escape(ceiling_text(metric)),
+            *(f"Left out: {escape(why)}." for why in metric.left_out),
+        ]
+        table = rows_to_html_table(corrected_rows(metric, names, correction.target_width))
+        parts.append(
+            f'<h3>{escape(metric.label)}</h3><p>{"<br>".join(lines)}</p><div class="scroll">{table}</div>'
+        )
+    judge_only = [v for v in report.judge_only_verdicts]
+    if judge_only:
+        parts.append("<p>What the judge alone would have said:</p><ul>")
+        parts += [f"<li>{escape(v.sentence())}</li>" for v in judge_only]
+        parts.append("</ul>")
+    return "".join(parts)

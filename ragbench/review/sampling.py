@@ -1,0 +1,200 @@
+"""A review queue that is also a random sample: which cases a person labels, drawn with known
+probabilities, so their labels can correct the judge's numbers (`ragbench.analysis.ppi`).
+
+The unit drawn is the case: every compared cell's answer to a drawn case is asked for together, which
+makes paired labels for every comparison between cells. Each case gets a weight (1 for a uniform plan;
+higher where the judge is least sure for `uncertain`) and a seeded draw u in (0, 1); cases are asked in
+the order of u / weight (sequential Poisson sampling). Whatever prefix of that order a person has labelled
+is a Poisson sample: with t the key of the first case not labelled, case i is in it with probability
+min(1, t * weight_i). A uniform plan's prefix is a simple random sample of the cases.
+
+Each label keeps its plan, weight and draw (`SampleDraw`), so a later run can check that the labels were
+drawn from its own answers' plan and recompute every probability; labels given in any other order (the
+queue's `disagreement`, `uncertain` or `random` orders) carry none and are never passed off as a sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ragbench.analysis.ppi import judge_ceiling, labels_for_width, ppi_mean
+from ragbench.inputs.eval_cases import seeded_rank
+from ragbench.review.labels import Label, SampleDraw
+from ragbench.review.queue import ReviewItem, closeness_to_middle, spread
+
+Weighting = Literal["uniform", "uncertain"]
+WEIGHTINGS: tuple[Weighting, ...] = ("uniform", "uncertain")
+# the review page's orders that draw a sample, beside the queue's own (`ragbench.review.queue.ORDERS`)
+SAMPLE_ORDERS: dict[str, Weighting] = {"sample": "uniform", "sample_uncertain": "uncertain"}
+# an `uncertain` plan's weights lie in [FLOOR, 1]: every case keeps a real chance to be drawn, which bounds
+# the inverse-probability weights (and so the variance) when the judge's uncertainty says little
+FLOOR = 0.25
+
+
+class SamplePlan(BaseModel):
+    """How a sample is drawn: the weighting and the seed of the draws."""
+
+    model_config = ConfigDict(frozen=True)
+
+    weighting: Weighting = "uniform"
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.weighting}:{self.seed}"
+
+    @classmethod
+    def parse(cls, name: str) -> SamplePlan:
+        weighting, _, seed = name.partition(":")
+        if weighting not in WEIGHTINGS or not seed.lstrip("-").isdigit():
+            raise ValueError(f"sample plan {name!r}: expected WEIGHTING:SEED, WEIGHTING one of {WEIGHTINGS}")
+        return cls(weighting=weighting, seed=int(seed))  # type: ignore[arg-type]
+
+
+def case_draw(seed: int, case_id: str) -> float:
+    """The case's seeded uniform draw in (0, 1)."""
+    return (int.from_bytes(seeded_rank(seed, f"sample:{case_id}")[:8], "big") + 0.5) / 2.0**64
+
+
+def case_weights(items: Iterable[ReviewItem], weighting: Weighting) -> dict[str, float]:
+    """case id -> its weight: 1 everywhere for `uniform`; for `uncertain`, FLOOR plus the rest in proportion
+    to how unsure the judge is of the case's least certain answer (verdicts near the middle of the scale,
+    self-consistency samples or judges that disagree, a verdict against the keyword tests)."""
+    unsure: dict[str, float] = {}
+    for item in items:
+        how = max(spread(item), closeness_to_middle(item)) if item.verdicts else 1.0
+        unsure[item.input.case_id] = max(unsure.get(item.input.case_id, 0.0), how)
+    if weighting == "uniform":
+        return dict.fromkeys(unsure, 1.0)
+    return {case: uncertainty_weight(how) for case, how in unsure.items()}
+
+
+def uncertainty_weight(how_unsure: float) -> float:
+    """An `uncertain` plan's weight of a case from how unsure the judge is of it (0-1): FLOOR at 0, 1 at 1."""
+    return FLOOR + (1 - FLOOR) * min(1.0, max(0.0, how_unsure))
+
+
+def sample_order(items: Sequence[ReviewItem], plan: SamplePlan) -> list[ReviewItem]:
+    """The queue of a sample plan: cases in the order of draw / weight, each case's answers together."""
+    weights = case_weights(items, plan.weighting)
+    keys = {case: case_draw(plan.seed, case) / weight for case, weight in weights.items()}
+    return sorted(items, key=lambda item: (keys[item.input.case_id], item.input.case_id, item.key))
+
+
+def draws(items: Sequence[ReviewItem], plan: SamplePlan) -> dict[str, SampleDraw]:
+    """case id -> the draw its labels are stored with."""
+    return {
+        case: SampleDraw(plan=plan.name, weight=weight, draw=case_draw(plan.seed, case))
+        for case, weight in case_weights(items, plan.weighting).items()
+    }
+
+
+class DrawnSample(BaseModel):
+    """The labelled cases that form a sample of a run's cases, with their inclusion probabilities."""
+
+    plan: str
+    probabilities: dict[str, float]  # labelled case in the sample -> its inclusion probability
+    cases: int  # cases the sample was drawn from
+    left_out: list[str] = []  # labelled cases after the first unlabelled one in the plan's order
+    uniform: bool
+
+    @property
+    def census(self) -> bool:
+        return len(self.probabilities) == self.cases
+
+
+def drawn_sample(weights: Mapping[str, float], labelled: Iterable[str], plan: SamplePlan) -> DrawnSample:
+    """The sample a person's labels make: the labelled prefix of the plan's order over the cases with
+    `weights`. A labelled case after the first case not (fully) labelled is left out: with it, the set would
+    no longer be a Poisson sample with known probabilities."""
+    done = set(labelled)
+    order = sorted(weights, key=lambda case: (case_draw(plan.seed, case) / weights[case], case))
+    prefix: list[str] = []
+    threshold = math.inf
+    for case in order:
+        if case not in done:
+            threshold = case_draw(plan.seed, case) / weights[case]
+            break
+        prefix.append(case)
+    return DrawnSample(
+        plan=plan.name,
+        probabilities={case: min(1.0, threshold * weights[case]) for case in prefix},
+        cases=len(order),
+        left_out=sorted(done.intersection(order) - set(prefix)),
+        uniform=plan.weighting == "uniform",
+    )
+
+
+def sample_progress(
+    items: Sequence[ReviewItem], labels: Iterable[Label], plan: SamplePlan, width: float
+) -> list[dict]:
+    """Per judge and criterion on a sample order: cases of the sample labelled so far, the corrected mean
+    over the distinct answers with its interval, and how many labelled answers would bring the interval's
+    width under `width` at the judge-person agreement seen so far (a planning figure), with the most a
+    label can be worth with this judge (1/(1 - rho^2)). What the page shows beside the queue."""
+    by_key = {item.key: item for item in items}
+    given = {
+        "|".join(label.key): label
+        for label in labels
+        if label.sample is not None and label.sample.plan == plan.name and "|".join(label.key) in by_key
+    }
+    found = []
+    for criterion in sorted({item.criterion for item in items}):
+        mine = [item for item in items if item.criterion == criterion]
+        weights = case_weights(mine, plan.weighting)
+        complete = {
+            case for case in weights if all(item.key in given for item in mine if item.input.case_id == case)
+        }
+        sample = drawn_sample(weights, complete, plan)
+        judges = sorted({judge for item in mine for judge in item.verdicts})
+        for judge in judges:
+            scored = [item for item in mine if judge in item.verdicts]
+            top = 4 if scored and scored[0].scale == "1-5" else 1
+            low = 1 if top == 4 else 0
+            verdict = [(item.verdicts[judge] - low) / top for item in scored]
+            person = [
+                (given[item.key].value - low) / top
+                if item.input.case_id in sample.probabilities
+                else math.nan
+                for item in scored
+            ]
+            probabilities = (
+                None if sample.uniform else [sample.probabilities.get(i.input.case_id, 1.0) for i in scored]
+            )
+            estimate = ppi_mean(verdict, person, probabilities)
+            labelled = [(v, p) for v, p in zip(verdict, person, strict=True) if not math.isnan(p)]
+            found.append(
+                {
+                    "criterion": criterion,
+                    "judge": judge,
+                    "cases": sample.cases,
+                    "sampled_cases": len(sample.probabilities),
+                    "labelled_answers": estimate.labels,
+                    "answers": estimate.answers,
+                    "estimate": estimate.text(),
+                    "labels_for_width": labels_for_width(estimate, width),
+                    "width": width,
+                    "ceiling": judge_ceiling([v for v, _ in labelled], [p for _, p in labelled]),
+                }
+            )
+    return found
+
+
+def sample_progress_sentence(order: str, progress: Mapping) -> str:
+    """One line of `sample_progress` for the terminal (the page shows the same figures)."""
+    more = progress["labels_for_width"]
+    plan = (
+        f"; about {more} labelled answers in all for an interval narrower than {progress['width']:g}"
+        if more is not None
+        else ""
+    )
+    ceiling = progress["ceiling"]
+    worth = f"; a label is worth at most {ceiling:.2f} with this judge" if ceiling is not None else ""
+    return (
+        f"{order} ({progress['judge']} on {progress['criterion']}): {progress['sampled_cases']} of "
+        f"{progress['cases']} cases labelled, corrected mean {progress['estimate']}{plan}{worth}"
+    )

@@ -9,9 +9,9 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test lint browser postgres bench clean test-docker docs ragas-venv
+.PHONY: setup run test lint browser postgres bench clean test-docker docs ragas-venv ppi-venv
 
-setup: $(READY) ragas-venv
+setup: $(READY) ragas-venv ppi-venv
 
 $(READY): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,18 @@ $(RAGAS_VENV)/.ready: tests/conformance/requirements-ragas.txt
 	touch $@
 
 ragas-venv: $(RAGAS_VENV)/.ready
+
+# ppi_py (ppi-python 0.2.3), the reference code of PPI++, in an environment of its own (its numba pins numpy to
+# a window of releases), every package pinned: tests/test_ppi_conformance.py checks ragbench.analysis.ppi
+# against it.
+PPI_VENV := .venv-ppi
+$(PPI_VENV)/.ready: tests/conformance/requirements-ppi.txt
+	$(PYTHON) -m venv $(PPI_VENV)
+	$(PPI_VENV)/bin/pip install --quiet -r tests/conformance/requirements-ppi.txt
+	$(PPI_VENV)/bin/pip check
+	touch $@
+
+ppi-venv: $(PPI_VENV)/.ready
 
 run: $(READY)
 	$(BIN)/python run.py $(ARGS)
@@ -60,7 +72,7 @@ postgres:
 	      || echo "could not install postgresql: the shared LLM cache tests will be skipped"; \
 	  else echo "no postgresql and no root apt-get: the shared LLM cache tests will be skipped"; fi; }
 
-test: lint browser postgres ragas-venv
+test: lint browser postgres ragas-venv ppi-venv
 	$(BIN)/python -m pytest -v --durations=15
 
 # The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only. Its reference
@@ -75,6 +87,8 @@ bench: $(READY)
 	$(BIN)/python bench/bench_statement_judge.py  # the local 1.5B judge against a person's labels
 	$(BIN)/python bench/bench_local_prefix.py  # the local judge's prompt-prefix reuse: speed, same replies
 	$(BIN)/python bench/bench_racing.py  # racing cells: best kept, false eliminations, share of calls
+	$(BIN)/python bench/bench_ppi.py  # label-corrected estimates: coverage, width against labels alone (~4 min)
+	$(BIN)/python bench/bench_label_replay.py  # the review example's readers corrected by sampled labels
 	$(BIN)/python bench/bench_trained_reranker.py  # a reranker trained on the knowledge base vs no reranking (~20 min)
 	$(BIN)/python bench/bench_scale.py  # 1-2 h on 2 cores; installs linux-doc-6.1 with apt-get as root
 

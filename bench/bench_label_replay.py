@@ -32,7 +32,7 @@ from ragbench.analysis.labelled import correct_with_labels, corrected_verdicts  
 from ragbench.analysis.results import CaseRecords  # noqa: E402
 from ragbench.analysis.stats import StatisticsConfig  # noqa: E402
 from ragbench.inputs.eval_cases import EvalCase  # noqa: E402
-from ragbench.inputs.tables import rows_to_text  # noqa: E402
+from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.review.labels import LabelStore, load_labels_file, text_sha  # noqa: E402
 from ragbench.review.queue import answer_items  # noqa: E402
 from ragbench.review.sampling import SAMPLE_ORDERS  # noqa: E402

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_bench_ppi import check_ppi
+
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -241,6 +243,15 @@ def check_trained_reranker(stdout: str) -> None:
     assert re.search(versus, stdout, re.M), stdout
 
 
+def check_label_replay(stdout: str) -> None:
+    """Both sample plans, 20 labels, a row per reader whose corrected mean lies in its interval."""
+    rows = parse_table(stdout)
+    assert {(row["plan"], row["labels"]) for row in rows} == {("sample", "20"), ("sample_uncertain", "20")}
+    for row in rows:
+        assert float(row["low"]) <= float(row["corrected"]) <= float(row["high"]), row
+        assert 0 <= float(row["person_all"]) <= 1 and 0 <= float(row["judge_alone"]) <= 1
+
+
 SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # The first document ('assert') is the expected source of one case; two chunk sizes make two index
     # steps and two top_k values two retrieve steps per index, so re-embedding would show in the count.
@@ -277,6 +288,10 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # 5 replays of each scenario on 4 synthetic cells x 40 cases and on the first 4 real cells of
     # bench/data/race_replay_mrr.csv.
     "bench_racing.py": (["--smoke"], check_racing),
+    # A few replications of every label count, judge and plan on 200 answers (tests/test_bench_ppi.py).
+    "bench_ppi.py": (["--smoke"], check_ppi),
+    # Two draws of 20 labels from the review example's exported run, the person's 64 labels as the oracle.
+    "bench_label_replay.py": (["--smoke"], check_label_replay),
 }
 
 

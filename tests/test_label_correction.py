@@ -366,6 +366,7 @@ def test_a_runs_correction_uses_only_its_own_sample_and_says_what_it_left_out(tm
     assert "1 labelled case(s) after the first unlabelled case" in left_out
     assert "1 case(s) with some but not all of their answers labelled" in left_out
     a, b = metric.estimates["a"], metric.estimates["b"]
-    assert a.estimate == pytest.approx(1.0) and a.labels == 12
+    assert a.estimate is None and a.labels == 12  # right on every labelled case: no spread to estimate
+    assert a.why_no_interval == "the 12 labelled value(s) do not vary: no interval can be estimated"
     assert b.judge_mean == pytest.approx(0.75) and b.estimate < 0.65  # b's flattered wrong answers
     assert correction.columns("b")["correctness_0to1_corrected"] == round(b.estimate, 4)

@@ -3,7 +3,7 @@
 For every rubric criterion with labels drawn as a sample (`ragbench.review.sampling`), each cell's mean gets
 a prediction-powered estimate beside the judge-only and the labels-only mean, and the comparisons between
 cells are made on the corrected numbers: the paired, label-corrected difference of each cell from the best,
-Holm-corrected, each verdict read off an interval made by inverting its own z-test.
+Holm-corrected, each verdict read off an interval made by inverting its own t-test.
 
 What is left out is said, never mixed in: labels given in a non-random order (they grade the judge, in
 agreement and alignment, but are no sample), labels of another sample plan, of answers this run does not

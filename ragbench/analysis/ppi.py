@@ -18,8 +18,8 @@ alone, lam = 1 plain PPI, and the tuned weight is never much worse than the labe
 A difference between two cells on the same cases is the same estimate applied to the per-case differences
 of their judge scores and of their labels (a case's answers are labelled together).
 
-All values are on the metric's own scale (0-1 for normalised judge scores); intervals are normal
-(Wald) intervals, so the p-value of a difference and the interval beside it are one z-test, inverted.
+All values are on the metric's own scale (0-1 for normalised judge scores); intervals are t intervals
+around the estimate, so the p-value of a difference and the interval beside it are one t-test, inverted.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel
-from scipy.stats import norm
+from scipy.stats import t as t_dist
 
 MIN_LABELS = 10  # fewer labels than this give no interval: the normal approximation is not to be trusted
 
@@ -41,6 +41,7 @@ class Estimate(BaseModel):
     low: float | None
     high: float | None
     standard_error: float | None
+    degrees_of_freedom: int | None = None  # of the t quantile the interval uses
     judge_mean: float  # the judge alone, over every answer
     labels_mean: float | None  # the labels alone (inverse-probability weighted when the sample is)
     labels_low: float | None
@@ -55,18 +56,16 @@ class Estimate(BaseModel):
 
     @property
     def p_value(self) -> float:
-        """Two-sided z-test of zero (for a difference): the test whose inversion is [low, high]."""
-        if self.estimate is None or self.standard_error is None or self.estimate == 0:
+        """Two-sided t-test of zero (for a difference): the test whose inversion is [low, high]."""
+        if self.estimate is None or not self.standard_error or self.degrees_of_freedom is None:
             return 1.0
-        if self.standard_error == 0:  # every labelled difference the same: the interval is the point
-            return 0.0
-        return float(2 * norm.sf(abs(self.estimate) / self.standard_error))
+        return float(2 * t_dist.sf(abs(self.estimate) / self.standard_error, self.degrees_of_freedom))
 
     def interval_at(self, level: float) -> tuple[float, float]:
-        """The interval at significance `level` (1 - confidence): estimate -/+ z * standard error."""
-        if self.estimate is None or self.standard_error is None:
+        """The interval at significance `level` (1 - confidence): estimate -/+ t * standard error."""
+        if self.estimate is None or self.standard_error is None or self.degrees_of_freedom is None:
             raise ValueError("no estimate: too few labels")
-        half = float(norm.isf(level / 2)) * self.standard_error
+        half = float(t_dist.isf(level / 2, self.degrees_of_freedom)) * self.standard_error
         return self.estimate - half, self.estimate + half
 
     def text(self) -> str:
@@ -75,10 +74,6 @@ class Estimate(BaseModel):
             return self.why_no_interval
         worth = f", worth {self.effective_labels:.0f}" if self.effective_labels is not None else ""
         return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] (labels {self.labels}{worth})"
-
-
-def _z(confidence: float) -> float:
-    return float(norm.isf((1 - confidence) / 2))
 
 
 def ppi_uniform(
@@ -132,7 +127,14 @@ def ppi_mean(
 ) -> Estimate:
     """The corrected mean of N answers' judge scores `judge`, given the person's `labels` (NaN where an
     answer was not labelled), drawn uniformly (`probabilities` None) or with the given inclusion
-    probabilities (one per answer, every labelled one > 0)."""
+    probabilities (one per answer, every labelled one > 0).
+
+    Intervals use Student's t with n - 1 degrees of freedom rather than the normal quantile ppi_py uses:
+    with 20-40 labels the normal interval covered 91-92 % in bench/bench_ppi.py, t about 93-94 %. A
+    weighted sample fits an intercept, lam and the mean on the same n labels, and its plain standard
+    error ran 4-7 % short of the estimate's real spread: it is widened by sqrt(n / (n - 3)), with n - 3
+    degrees of freedom. Labelled values that do not vary at all give no interval (a point would read as
+    certainty)."""
     f = np.asarray(judge, dtype=float)
     y = np.asarray(labels, dtype=float)
     if f.shape != y.shape or f.ndim != 1 or f.size == 0:
@@ -145,20 +147,10 @@ def ppi_mean(
     n, big_n = int(labelled.sum()), int(f.size)
     common = {"judge_mean": float(f.mean()), "labels": n, "answers": big_n, "confidence": confidence}
     weighted = probabilities is not None
-    if n < max(2, min_labels):
-        return Estimate(
-            estimate=None,
-            low=None,
-            high=None,
-            standard_error=None,
-            labels_mean=float(y[labelled].mean()) if n else None,
-            labels_low=None,
-            labels_high=None,
-            effective_labels=None,
-            judge_weight=None,
-            weighted=weighted,
-            why_no_interval=f"{n} label(s): at least {max(2, min_labels)} are needed for an interval",
-            **common,
+    fewest = max(4 if weighted else 2, min_labels)
+    if n < fewest:
+        return _no_interval(
+            y, labelled, weighted, f"{n} label(s): at least {fewest} are needed for an interval", common
         )
     if weighted:
         p = np.asarray(probabilities, dtype=float)
@@ -166,26 +158,54 @@ def ppi_mean(
             raise ValueError("inclusion probabilities: one per answer, in (0, 1] for every labelled one")
         estimate, error, lam = ppi_weighted(f, y, labelled, p, None)
         alone, alone_error, _ = ppi_weighted(f, y, labelled, p, 0.0)
+        inflate, freedom = math.sqrt(n / (n - 3)), n - 3
+        error, alone_error = error * inflate, alone_error * inflate
     elif n == big_n:  # a census: the labels are the answer, the judge adds nothing
         alone = estimate = float(y.mean())
         alone_error = error = float(y.std()) / math.sqrt(n)
-        lam = 0.0
+        lam, freedom = 0.0, n - 1
     else:
         estimate, error, lam = ppi_uniform(y[labelled], f[labelled], f[~labelled])
         alone, alone_error = float(y[labelled].mean()), float(y[labelled].std()) / math.sqrt(n)
-    z = _z(confidence)
-    effective = n * (alone_error / error) ** 2 if error > 0 else None
+        freedom = n - 1
+    if error == 0 or alone_error == 0:
+        return _no_interval(
+            y,
+            labelled,
+            weighted,
+            f"the {n} labelled value(s) do not vary: no interval can be estimated",
+            common,
+        )
+    half = float(t_dist.isf((1 - confidence) / 2, freedom))
     return Estimate(
         estimate=estimate,
-        low=estimate - z * error,
-        high=estimate + z * error,
+        low=estimate - half * error,
+        high=estimate + half * error,
         standard_error=error,
+        degrees_of_freedom=freedom,
         labels_mean=alone,
-        labels_low=alone - z * alone_error,
-        labels_high=alone + z * alone_error,
-        effective_labels=effective,
+        labels_low=alone - half * alone_error,
+        labels_high=alone + half * alone_error,
+        effective_labels=n * (alone_error / error) ** 2,
         judge_weight=lam,
         weighted=weighted,
+        **common,
+    )
+
+
+def _no_interval(y: np.ndarray, labelled: np.ndarray, weighted: bool, why: str, common: dict) -> Estimate:
+    return Estimate(
+        estimate=None,
+        low=None,
+        high=None,
+        standard_error=None,
+        labels_mean=float(y[labelled].mean()) if labelled.any() else None,
+        labels_low=None,
+        labels_high=None,
+        effective_labels=None,
+        judge_weight=None,
+        weighted=weighted,
+        why_no_interval=why,
         **common,
     )
 

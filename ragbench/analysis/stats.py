@@ -23,7 +23,7 @@ CONFIDENCE = 0.95
 # `paired_permutation`: the sign-flip permutation test of the mean paired difference, every raw metric's
 # test (ragbench.analysis.permutation). `wilcoxon`: the signed-rank test 1-5 scores had before; nothing
 # makes it any more, it stays so that results tables and race traces stored with it still load.
-# `prediction_powered`: a z-test of a label-corrected difference (ragbench.analysis.ppi)
+# `prediction_powered`: a t-test of a label-corrected difference (ragbench.analysis.ppi)
 Test = Literal["paired_permutation", "wilcoxon", "prediction_powered"]
 
 

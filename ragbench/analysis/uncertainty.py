@@ -26,7 +26,7 @@ from ragbench.scoring.metrics import MetricInfo
 TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",
     "wilcoxon": "Wilcoxon signed-rank test",
-    "prediction_powered": "label-corrected (prediction-powered) z-test",
+    "prediction_powered": "label-corrected (prediction-powered) t-test",
 }
 
 # column -> case id -> value, for one cell

@@ -355,7 +355,7 @@ def significance_section(report: ReportInput) -> str:
         "comparisons. Cells with the same values on every case are compared once, together. "
         "<b>tied</b>: the data cannot tell the two apart at this number of cases. "
         "Difference = other cell minus best. <b>Adjusted interval</b>: the verdict's own test inverted (the "
-        "sign-flip permutation test of the mean; a z-test for label-corrected scores) at the level Holm "
+        "sign-flip permutation test of the mean; a t-test for label-corrected scores) at the level Holm "
         "tested that comparison at, so a cell is tied exactly when its adjusted interval contains zero. "
         f"<b>Unadjusted</b>: the {report.confidence:.0%} interval of that one comparison alone, narrower, as "
         "if it were the only one made.</p>"

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.analysis.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
-from ragbench.analysis.stats import PairedComparison, StatisticsConfig, holm, holm_levels, tie_set
-from ragbench.analysis.uncertainty import MetricVerdict
+from ragbench.analysis.stats import PairedComparison, StatisticsConfig, holm, holm_levels, verdict_of
+from ragbench.analysis.uncertainty import MetricVerdict, closest, metric_verdict
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.review.labels import Label, ReviewLabels, text_sha
 from ragbench.review.queue import answer_items
@@ -294,7 +294,6 @@ def corrected_comparisons(
         d = differences[cell]
         low, high = d.interval_at(1 - settings.confidence)
         adjusted_low, adjusted_high = d.interval_at(level)
-        tied = p_holm >= settings.alpha or d.estimate == 0
         comparisons.append(
             PairedComparison(
                 candidate=cell,
@@ -306,9 +305,9 @@ def corrected_comparisons(
                 p_value=p_value,
                 p_holm=p_holm,
                 test="prediction_powered",
-                verdict="tied"
-                if tied
-                else ("better" if (d.estimate > 0) == metric.higher_is_better else "worse"),
+                verdict=verdict_of(
+                    d.estimate, p_holm, alpha=settings.alpha, higher_is_better=metric.higher_is_better
+                ),
                 family=len(cells),
                 adjustment="holm",
                 adjusted_confidence=1 - level,
@@ -344,23 +343,11 @@ def corrected_verdicts(
             )
             continue
         best, comparisons, differences = found
-        runner_up = min(
-            comparisons,
-            key=lambda c: (-c.difference if metric.higher_is_better else c.difference, c.candidate),
-        )
-        verdicts[metric.column] = MetricVerdict(
-            column=metric.column,
-            label=metric.label,
-            higher_is_better=metric.higher_is_better,
-            best=best,
-            comparisons=comparisons,
-            tied=tie_set(best, comparisons),
-            runner_up=runner_up.candidate,
-            cases_needed=None,
-            names=dict(names),
-            corrected=True,
-            labels_needed=labels_for_width(differences[runner_up.candidate], correction.target_width)
-            if runner_up.verdict == "tied"
-            else None,
+        runner_up = closest(comparisons, metric.higher_is_better)
+        needed = None
+        if runner_up is not None and runner_up.verdict == "tied":
+            needed = labels_for_width(differences[runner_up.candidate], correction.target_width)
+        verdicts[metric.column] = metric_verdict(
+            metric, best, comparisons, names, cases_needed=None, corrected=True, labels_needed=needed
         )
     return verdicts, why

@@ -175,6 +175,17 @@ def holm_levels(p_values: Sequence[float], alpha: float) -> list[float]:
     return levels
 
 
+Verdict = Literal["better", "tied", "worse"]
+
+
+def verdict_of(difference: float, p_holm: float, *, alpha: float, higher_is_better: bool) -> Verdict:
+    """A candidate's verdict against the best: tied unless its Holm-adjusted p-value is under alpha (and it
+    differs at all), else better or worse in the metric's good direction."""
+    if p_holm >= alpha or difference == 0:
+        return "tied"
+    return "better" if (difference > 0) == higher_is_better else "worse"
+
+
 class PairedComparison(BaseModel):
     """One comparison with the best cell, made once for every cell with exactly the candidate's values.
     Fields added after the first release have defaults, so results tables stored before them still load."""
@@ -190,7 +201,7 @@ class PairedComparison(BaseModel):
     p_value: float  # raw
     p_holm: float  # Holm-adjusted over the family of comparisons with the best
     test: Test
-    verdict: Literal["better", "tied", "worse"]  # of the candidate, in the metric's good direction
+    verdict: Verdict  # of the candidate, in the metric's good direction
     same: list[str] = []  # other cells with exactly the candidate's values: this comparison is theirs too
     identical: bool = False  # the candidate has exactly the best's values: no test, not in the family
     family: int | None = None  # distinct comparisons Holm corrected for (None: stored before groups)
@@ -271,10 +282,7 @@ def compare_to_best(
             difference, n = test.mean, test.n
             low, high = test.interval(1 - confidence, bound)
             adjusted_low, adjusted_high = test.interval(level, bound)
-        if p_holm >= alpha or difference == 0:
-            verdict = "tied"
-        else:
-            verdict = "better" if (difference > 0) == higher_is_better else "worse"
+        verdict = verdict_of(difference, p_holm, alpha=alpha, higher_is_better=higher_is_better)
         comparisons.append(
             PairedComparison(
                 **common,

@@ -169,29 +169,40 @@ def compare_cells(
         if compared is None:
             continue
         best, comparisons = compared
-        runner_up = _closest(comparisons, metric.higher_is_better)
+        runner_up = closest(comparisons, metric.higher_is_better)
         needed = None
         if runner_up is not None:
             shared = [case for case in values[best] if case in values[runner_up.candidate]]
             differences = [values[runner_up.candidate][c] - values[best][c] for c in shared]
             needed = cases_needed(differences, alpha=settings.alpha)
-        verdicts.append(
-            MetricVerdict(
-                column=metric.column,
-                label=metric.label,
-                higher_is_better=metric.higher_is_better,
-                best=best,
-                comparisons=comparisons,
-                tied=tie_set(best, comparisons),
-                runner_up=runner_up.candidate if runner_up else None,
-                cases_needed=needed,
-                names=dict(names or {}),
-            )
-        )
+        verdicts.append(metric_verdict(metric, best, comparisons, names or {}, cases_needed=needed))
     return verdicts
 
 
-def _closest(comparisons: Sequence[PairedComparison], higher_is_better: bool) -> PairedComparison | None:
+def metric_verdict(
+    metric: MetricInfo,
+    best: str,
+    comparisons: list[PairedComparison],
+    names: Mapping[str, str],
+    **fields: object,
+) -> MetricVerdict:
+    """The verdict on `metric` of `best` against `comparisons`, its runner-up the closest cell; `fields`:
+    how many cases or labels would tell the top two apart, and whether the numbers are label-corrected."""
+    runner_up = closest(comparisons, metric.higher_is_better)
+    return MetricVerdict(
+        column=metric.column,
+        label=metric.label,
+        higher_is_better=metric.higher_is_better,
+        best=best,
+        comparisons=comparisons,
+        tied=tie_set(best, comparisons),
+        runner_up=runner_up.candidate if runner_up else None,
+        names=dict(names),
+        **fields,
+    )
+
+
+def closest(comparisons: Sequence[PairedComparison], higher_is_better: bool) -> PairedComparison | None:
     """The runner-up: the other cell whose paired difference from the best is smallest but not zero (of
     cells with the same values, the one named first)."""
     differing = [c for c in comparisons if c.difference != 0]

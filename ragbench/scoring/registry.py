@@ -165,15 +165,20 @@ class JudgeCheckConfig(Section):
     seed: int = Field(default=0, description="seed of the sampled cases and of the planted errors")
 
 
-class JudgeAlignmentConfig(Section):
-    """`evaluation.judge_alignment`: align every judge of the run with a person's labels
-    (`ragbench.review.alignment`)."""
+class LabelsSection(Section):
+    """A section that reads a person's labels from the review page."""
 
     labels: str = Field(
         default="review_labels",
         description="the labels: the name of the artifact `run.py review` publishes (review_labels, or "
         "review_labels:VERSION), or a labels JSONL file the review page wrote",
     )
+
+
+class JudgeAlignmentConfig(LabelsSection):
+    """`evaluation.judge_alignment`: align every judge of the run with a person's labels
+    (`ragbench.review.alignment`)."""
+
     examples: int = Field(
         default=4,
         ge=0,
@@ -183,15 +188,10 @@ class JudgeAlignmentConfig(Section):
     )
 
 
-class LabelCorrectionConfig(Section):
+class LabelCorrectionConfig(LabelsSection):
     """`evaluation.label_correction`: correct the judged metrics with a person's labels of a random
     sample of the run's answers, drawn on the review page's `sample` orders (`ragbench.analysis.labelled`)."""
 
-    labels: str = Field(
-        default="review_labels",
-        description="the labels: the name of the artifact `run.py review` publishes (review_labels, or "
-        "review_labels:VERSION), or a labels JSONL file the review page wrote",
-    )
     min_labels: int = Field(
         default=10,
         ge=2,

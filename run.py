@@ -824,7 +824,7 @@ def review_command(args: argparse.Namespace, config: BenchmarkConfig) -> int:
     for found in session.agreement():
         print(found.sentence())
     for order in SAMPLE_ORDERS:
-        for progress in session.state(order)["progress"]:
+        for progress in session.progress(order):
             if progress["sampled_cases"]:
                 print(sample_progress_sentence(order, progress))
     if args.testset:

@@ -23,7 +23,7 @@ from ragbench.analysis.uncertainty import MetricVerdict, closest, metric_verdict
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.review.labels import Label, ReviewLabels, text_sha
 from ragbench.review.queue import answer_items
-from ragbench.review.sampling import DrawnSample, SamplePlan, case_weights, drawn_sample
+from ragbench.review.sampling import DrawnSample, SamplePlan, case_weights, labelled_sample
 from ragbench.scoring.metrics import MetricInfo, metric_key
 from ragbench.scoring.registry import LabelCorrectionConfig, Scoring
 from ragbench.scoring.rubrics import Criterion, Rubric
@@ -178,8 +178,7 @@ def _corrected_metric(
         left_out.append(
             f"{redrawn} label(s) drawn with weights this run's verdicts do not give (drawn from another run)"
         )
-    complete = [case for case, shas in answers_of_case.items() if all((case, s) in value for s in shas)]
-    sample = drawn_sample(weights, complete, plan)
+    sample = labelled_sample(items, lambda item: (item.input.case_id, item.answer_sha) in value, plan)
     if sample.left_out:
         left_out.append(
             f"{len(sample.left_out)} labelled case(s) after the first unlabelled case of the plan's order "
@@ -188,7 +187,7 @@ def _corrected_metric(
     partial = [
         case
         for case, shas in answers_of_case.items()
-        if case not in complete and any((case, s) in value for s in shas)
+        if 0 < sum((case, s) in value for s in shas) < len(shas)
     ]
     if partial:
         left_out.append(f"{len(partial)} case(s) with some but not all of their answers labelled")
@@ -202,7 +201,7 @@ def _corrected_metric(
         estimates[cell] = ppi_mean(
             [judged[case] for case in cases],
             [label_values[cell].get(case, math.nan) for case in cases],
-            None if sample.uniform else [sample.probabilities.get(case, 1.0) for case in cases],
+            sample.probabilities_of(cases),
             confidence=confidence,
             min_labels=config.min_labels,
         )

@@ -16,7 +16,7 @@ queue's `disagreement`, `uncertain` or `random` orders) carry none and are never
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -108,6 +108,11 @@ class DrawnSample(BaseModel):
     def census(self) -> bool:
         return len(self.probabilities) == self.cases
 
+    def probabilities_of(self, cases: Iterable[str]) -> list[float] | None:
+        """Each case's inclusion probability for a weighted sample (1 where unlabelled: never read); None for
+        a uniform one, which the estimate treats as a simple random sample."""
+        return None if self.uniform else [self.probabilities.get(case, 1.0) for case in cases]
+
 
 def drawn_sample(weights: Mapping[str, float], labelled: Iterable[str], plan: SamplePlan) -> DrawnSample:
     """The sample a person's labels make: the labelled prefix of the plan's order over the cases with
@@ -131,6 +136,16 @@ def drawn_sample(weights: Mapping[str, float], labelled: Iterable[str], plan: Sa
     )
 
 
+def labelled_sample(
+    items: Sequence[ReviewItem], is_labelled: Callable[[ReviewItem], bool], plan: SamplePlan
+) -> DrawnSample:
+    """The sample the labels of `items` (one criterion's) make under `plan`: a case counts as labelled when
+    every one of its answers is."""
+    weights = case_weights(items, plan.weighting)
+    partial = {item.input.case_id for item in items if not is_labelled(item)}
+    return drawn_sample(weights, set(weights) - partial, plan)
+
+
 def sample_progress(
     items: Sequence[ReviewItem], labels: Iterable[Label], plan: SamplePlan, width: float
 ) -> list[dict]:
@@ -148,11 +163,7 @@ def sample_progress(
     found = []
     for criterion in sorted({item.criterion for item in items}):
         mine = [item for item in items if item.criterion == criterion]
-        weights = case_weights(mine, plan.weighting)
-        complete = {
-            case for case in weights if all(item.key in given for item in mine if item.input.case_id == case)
-        }
-        sample = drawn_sample(weights, complete, plan)
+        sample = labelled_sample(mine, lambda item: item.key in given, plan)
         judges = sorted({judge for item in mine for judge in item.verdicts})
         for judge in judges:
             # the case is the unit drawn (its answers are labelled together and are alike): one value per

@@ -204,6 +204,7 @@ def _corrected_metric(
             sample.probabilities_of(cases),
             confidence=confidence,
             min_labels=config.min_labels,
+            bounds=criterion.value_range,
         )
         needed[cell] = labels_for_width(estimates[cell], config.target_width)
         for case, y in label_values[cell].items():

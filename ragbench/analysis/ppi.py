@@ -10,22 +10,23 @@ alone, lam = 1 plain PPI, and the tuned weight is never much worse than the labe
   (`ppi_py.ppi_mean_ci` with power tuning) computes it: the labelled answers against the judge's scores of
   the unlabelled ones; tests/test_ppi_conformance.py checks it to 1e-6.
 - A weighted sample (answers where the judge is least sure drawn more often, `ragbench.review.sampling`)
-  weights every label by its inverse inclusion probability (active inference: Zrnic and Candès, 2024):
-  z_i = g_i + (y_i - g_i) * xi_i / pi_i over all N answers for the prediction g_i = a + lam * f_i, the
-  estimate their mean and its standard error their spread over sqrt(N); a and lam minimise that spread.
-  Unbiased for any fixed a and lam, whatever the probabilities; the labels alone are lam = 0.
+  weights every label by its inverse inclusion probability (active inference: Zrnic and Candès, 2024) in
+  the ratio (Hajek) form of the same estimator: the judge's mean over all N answers plus the weighted
+  mean of y_i - lam * f_i over the labels. With equal weights it is PPI++ again.
 
 A difference between two cells on the same cases is the same estimate applied to the per-case differences
 of their judge scores and of their labels (a case's answers are labelled together).
 
-All values are on the metric's own scale (0-1 for normalised judge scores); intervals are t intervals
-around the estimate, so the p-value of a difference and the interval beside it are one t-test, inverted.
+All values are on the metric's own scale (0-1 for normalised judge scores). Intervals are the textbook
+small-sample intervals of a regression estimator (which PPI++ with a tuned lam is), t intervals around
+the estimate, so the p-value of a difference and the interval beside it are one t-test, inverted.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
@@ -76,45 +77,96 @@ class Estimate(BaseModel):
         return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] (labels {self.labels}{worth})"
 
 
+@dataclass(frozen=True)
+class Fit:
+    """One prediction-powered mean and the parts of its variance, before any small-sample correction."""
+
+    estimate: float
+    lam: float
+    imputed_variance: float  # lam^2 var(f) / |target|: the judge's mean over the answers it stands for
+    rectifier_variance: float  # sum w_i^2 (r_i - r)^2, r_i = y_i - lam f_i: the labelled correction's
+    shared_variance: float  # twice their covariance when the target holds the labelled answers too
+    lam_variance_term: float  # var(lam) (target mean of f - labelled mean of f)^2: a tuned lam's own noise
+
+    @property
+    def standard_error(self) -> float:
+        """lam taken as known, standard deviations with ddof 0: ppi_py's for a uniform sample."""
+        return math.sqrt(self.imputed_variance + self.shared_variance + self.rectifier_variance)
+
+
+def fit(
+    labels: np.ndarray,
+    judge_labelled: np.ndarray,
+    weights: np.ndarray,
+    judge_target: np.ndarray,
+    judge_all: np.ndarray,
+    lam: float | None = None,
+    *,
+    target_holds_labelled: bool = False,
+) -> Fit:
+    """PPI++ with the labelled answers weighted by `weights` (normalised here):
+    estimate = lam * mean(judge_target) + sum w_i (y_i - lam f_i).
+
+    Equal weights with the unlabelled answers as the target are ppi_py's estimator. Inverse inclusion
+    probabilities with every answer as the target are its ratio (Hajek) form for a weighted sample: unbiased
+    to first order whatever the probabilities, and, unlike a plain inverse-probability sum, indifferent to
+    where the scale's zero lies. The tuned lam is ppi_py's, cov(y, f) / ((1 + n / |target|) var(f over
+    `judge_all`)), clipped to [0, 1], with the weighted covariance and Kish's effective n when weighted.
+    `lam_variance_term` is the delta-method (sandwich) variance of that lam times the squared gap it
+    multiplies: the term a regression estimator's textbook interval adds for its fitted slope. When the
+    target holds the labelled answers too (`target_holds_labelled`: the weighted form), the judge's mean
+    and the correction share those answers, and `shared_variance` adds twice their covariance (from the
+    linearised estimator: lam (f_i - mean f) / |target| + w_i (r_i - r) summed over every answer)."""
+    w = weights / weights.sum()
+    labelled_mean = float(w @ judge_labelled)
+    judge_centred = judge_labelled - labelled_mean
+    if lam is None:
+        covariance = float(w @ ((labels - w @ labels) * judge_centred))
+        variance = float(np.var(judge_all, ddof=1))
+        effective = 1.0 / float(w @ w)
+        ratio = 1 + effective / judge_target.size
+        lam = 0.0 if variance == 0 else float(np.clip(covariance / (ratio * variance), 0.0, 1.0))
+    residuals = labels - lam * judge_labelled
+    centred = residuals - float(w @ residuals)
+    squared = w * w
+    spread = float(w @ (judge_centred * judge_centred))
+    lam_variance = 0.0 if spread == 0 else float(squared @ (centred * judge_centred) ** 2) / spread**2
+    target_mean = float(judge_target.mean())
+    shared = 0.0
+    if target_holds_labelled:
+        shared = 2 * lam * float(w @ ((judge_labelled - target_mean) * centred)) / judge_target.size
+    return Fit(
+        estimate=float(lam * target_mean + w @ residuals),
+        lam=lam,
+        imputed_variance=lam * lam * float(np.var(judge_target)) / judge_target.size,
+        rectifier_variance=float(squared @ (centred * centred)),
+        shared_variance=shared,
+        lam_variance_term=lam_variance * (target_mean - labelled_mean) ** 2,
+    )
+
+
 def ppi_uniform(
     labels: np.ndarray, judge_labelled: np.ndarray, judge_unlabelled: np.ndarray, lam: float | None = None
-) -> tuple[float, float, float]:
-    """(estimate, standard error, lam) of PPI++ on a simple random sample, as `ppi_py.ppi_mean_ci` computes
-    them: lam = cov(Y, Yhat) / ((1 + n/N) var(Yhat over all)), clipped to [0, 1]; standard deviations with
-    ddof 0, the covariance biased, the judge's variance over labelled and unlabelled answers unbiased."""
-    n, big_n = labels.size, judge_unlabelled.size
-    if lam is None:
-        centred = (labels - labels.mean()) * (judge_labelled - judge_labelled.mean())
-        covariance = float(centred.mean())
-        variance = float(np.var(np.concatenate([judge_labelled, judge_unlabelled]), ddof=1))
-        lam = 0.0 if variance == 0 else float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
-    estimate = float(lam * judge_unlabelled.mean() + (labels - lam * judge_labelled).mean())
-    imputed = float((lam * judge_unlabelled).std()) / math.sqrt(big_n)
-    rectifier = float((labels - lam * judge_labelled).std()) / math.sqrt(n)
-    return estimate, math.hypot(imputed, rectifier), lam
+) -> Fit:
+    """PPI++ on a simple random sample exactly as `ppi_py.ppi_mean_ci` computes it: the labelled answers
+    against the judge's scores of the unlabelled ones (tests/test_ppi_conformance.py checks it to 1e-6)."""
+    return fit(
+        labels,
+        judge_labelled,
+        np.ones(labels.size),
+        judge_unlabelled,
+        np.concatenate([judge_labelled, judge_unlabelled]),
+        lam,
+    )
 
 
 def ppi_weighted(
     judge: np.ndarray, labels: np.ndarray, labelled: np.ndarray, probabilities: np.ndarray, lam: float | None
-) -> tuple[float, float, float]:
-    """(estimate, standard error, lam) of the inverse-probability-weighted estimator over all N answers
-    (`labels` read only where `labelled`): z_i = g_i + (y_i - g_i) xi_i / pi_i for the prediction
-    g_i = a + lam * f_i, unbiased for any fixed a and lam. Both are tuned to minimise the spread of the z_i
-    (lam clipped to [0, 1], or held at the given value; lam = 0 is the labels alone), so the estimate does
-    not depend on where the scale's zero lies, as a plain Horvitz-Thompson sum would."""
-    inverse = np.where(labelled, 1.0 / probabilities, 0.0)
-    observed = np.where(labelled, labels, 0.0) * inverse  # y xi / pi
-    rest = 1.0 - inverse  # what the prediction is weighted by: g (1 - xi / pi)
-    scaled = judge * rest
-    if lam is None:
-        design = np.column_stack([rest - rest.mean(), scaled - scaled.mean()])
-        coefficients = np.linalg.lstsq(design, -(observed - observed.mean()), rcond=None)[0]
-        lam = float(np.clip(coefficients[1], 0.0, 1.0))
-    target = observed + lam * scaled
-    spread = float(np.var(rest))
-    intercept = 0.0 if spread == 0 else -float(np.cov(target, rest, ddof=0)[0, 1]) / spread
-    terms = target + intercept * rest
-    return float(terms.mean()), float(terms.std()) / math.sqrt(judge.size), lam
+) -> Fit:
+    """PPI++ on a sample drawn with unequal `probabilities`: every label weighted by its inverse inclusion
+    probability, the judge's mean taken over all N answers (`labels` read only where `labelled`)."""
+    weights = 1.0 / probabilities[labelled]
+    return fit(labels[labelled], judge[labelled], weights, judge, judge, lam, target_holds_labelled=True)
 
 
 def ppi_mean(
@@ -124,17 +176,19 @@ def ppi_mean(
     *,
     confidence: float = 0.95,
     min_labels: int = MIN_LABELS,
+    bounds: tuple[float, float] | None = None,
 ) -> Estimate:
     """The corrected mean of N answers' judge scores `judge`, given the person's `labels` (NaN where an
     answer was not labelled), drawn uniformly (`probabilities` None) or with the given inclusion
     probabilities (one per answer, every labelled one > 0).
 
-    Intervals use Student's t with n - 1 degrees of freedom rather than the normal quantile ppi_py uses:
-    with 20-40 labels the normal interval covered 91-92 % in bench/bench_ppi.py, t about 93-94 %. A
-    weighted sample fits an intercept, lam and the mean on the same n labels, and its plain standard
-    error ran 4-7 % short of the estimate's real spread: it is widened by sqrt(n / (n - 3)), with n - 3
-    degrees of freedom. Labelled values that do not vary at all give no interval (a point would read as
-    certainty)."""
+    The interval is the small-sample one of a regression estimator, which PPI++ with a tuned lam is, rather
+    than ppi_py's large-sample normal interval (at 20 labels that covered 92.6-94.4 % in bench/bench_ppi.py):
+    the correction's variance unbiased (n - 1), the tuned lam's own variance added, and Student's t with
+    n - 2 degrees of freedom (a mean and lam are fitted to the n labels). The labels alone are the plain t
+    interval (n - 1). Both are cut to `bounds`, the range the values can take (a mean of 0-1 scores is
+    never above 1: cutting there changes no coverage and no verdict about zero). Labelled values that do
+    not vary at all give no interval (a point would read as certainty)."""
     f = np.asarray(judge, dtype=float)
     y = np.asarray(labels, dtype=float)
     if f.shape != y.shape or f.ndim != 1 or f.size == 0:
@@ -147,7 +201,7 @@ def ppi_mean(
     n, big_n = int(labelled.sum()), int(f.size)
     common = {"judge_mean": float(f.mean()), "labels": n, "answers": big_n, "confidence": confidence}
     weighted = probabilities is not None
-    fewest = max(4 if weighted else 2, min_labels)
+    fewest = max(3, min_labels)
     if n < fewest:
         return _no_interval(
             y, labelled, weighted, f"{n} label(s): at least {fewest} are needed for an interval", common
@@ -156,18 +210,15 @@ def ppi_mean(
         p = np.asarray(probabilities, dtype=float)
         if p.shape != f.shape or np.any(p[labelled] <= 0) or np.any(p > 1):
             raise ValueError("inclusion probabilities: one per answer, in (0, 1] for every labelled one")
-        estimate, error, lam = ppi_weighted(f, y, labelled, p, None)
-        alone, alone_error, _ = ppi_weighted(f, y, labelled, p, 0.0)
-        inflate, freedom = math.sqrt(n / (n - 3)), n - 3
-        error, alone_error = error * inflate, alone_error * inflate
+        tuned, alone = ppi_weighted(f, y, labelled, p, None), ppi_weighted(f, y, labelled, p, 0.0)
     elif n == big_n:  # a census: the labels are the answer, the judge adds nothing
-        alone = estimate = float(y.mean())
-        alone_error = error = float(y.std()) / math.sqrt(n)
-        lam, freedom = 0.0, n - 1
+        tuned = alone = fit(y, f, np.ones(n), f, f, 0.0, target_holds_labelled=True)
     else:
-        estimate, error, lam = ppi_uniform(y[labelled], f[labelled], f[~labelled])
-        alone, alone_error = float(y[labelled].mean()), float(y[labelled].std()) / math.sqrt(n)
-        freedom = n - 1
+        tuned = ppi_uniform(y[labelled], f[labelled], f[~labelled])
+        alone = ppi_uniform(y[labelled], f[labelled], f[~labelled], 0.0)
+    fitted = tuned is not alone
+    error, freedom = _small_sample_error(tuned, n, fitted=fitted)
+    alone_error, alone_freedom = _small_sample_error(alone, n, fitted=False)
     if error == 0 or alone_error == 0:
         return _no_interval(
             y,
@@ -176,21 +227,39 @@ def ppi_mean(
             f"the {n} labelled value(s) do not vary: no interval can be estimated",
             common,
         )
-    half = float(t_dist.isf((1 - confidence) / 2, freedom))
+    low, high = _interval(tuned.estimate, error, freedom, confidence, bounds)
+    labels_low, labels_high = _interval(alone.estimate, alone_error, alone_freedom, confidence, bounds)
     return Estimate(
-        estimate=estimate,
-        low=estimate - half * error,
-        high=estimate + half * error,
+        estimate=tuned.estimate,
+        low=low,
+        high=high,
         standard_error=error,
         degrees_of_freedom=freedom,
-        labels_mean=alone,
-        labels_low=alone - half * alone_error,
-        labels_high=alone + half * alone_error,
+        labels_mean=alone.estimate,
+        labels_low=labels_low,
+        labels_high=labels_high,
         effective_labels=n * (alone_error / error) ** 2,
-        judge_weight=lam,
+        judge_weight=tuned.lam,
         weighted=weighted,
         **common,
     )
+
+
+def _interval(
+    estimate: float, error: float, freedom: int, confidence: float, bounds: tuple[float, float] | None
+) -> tuple[float, float]:
+    half = float(t_dist.isf((1 - confidence) / 2, freedom)) * error
+    low, high = estimate - half, estimate + half
+    return (low, high) if bounds is None else (max(low, bounds[0]), min(high, bounds[1]))
+
+
+def _small_sample_error(result: Fit, n: int, *, fitted: bool) -> tuple[float, int]:
+    """(standard error, degrees of freedom) of a fit on n labels: the correction's variance made unbiased
+    (n / (n - 1)); with lam tuned, lam's own variance added and t with n - 2 (a mean and lam are fitted),
+    with lam fixed (the labels alone) t with n - 1."""
+    correction = (result.rectifier_variance + (result.lam_variance_term if fitted else 0.0)) * n / (n - 1)
+    variance = result.imputed_variance + result.shared_variance + correction
+    return math.sqrt(max(0.0, variance)), n - 2 if fitted else n - 1
 
 
 def _no_interval(y: np.ndarray, labelled: np.ndarray, weighted: bool, why: str, common: dict) -> Estimate:
@@ -211,12 +280,13 @@ def _no_interval(y: np.ndarray, labelled: np.ndarray, weighted: bool, why: str, 
 
 
 def labels_for_width(estimate: Estimate, width: float) -> int | None:
-    """Labels in all that would bring the interval's full width under `width`, if the judge keeps agreeing
-    with the person as it has so far: the width shrinks as 1/sqrt(n) (a planning figure, not a promise).
-    None without an interval."""
-    if estimate.low is None or estimate.high is None or width <= 0:
+    """Labels in all that would bring the interval's full width (before any cut to the values' range) under
+    `width`, if the judge keeps agreeing with the person as it has so far: the width shrinks as 1/sqrt(n)
+    (a planning figure, not a promise). None without an interval."""
+    if estimate.standard_error is None or estimate.degrees_of_freedom is None or width <= 0:
         return None
-    current = estimate.high - estimate.low
+    quantile = float(t_dist.isf((1 - estimate.confidence) / 2, estimate.degrees_of_freedom))
+    current = 2 * quantile * estimate.standard_error
     return max(estimate.labels, math.ceil(estimate.labels * (current / width) ** 2))
 
 

@@ -169,10 +169,7 @@ def sample_progress(
             # the case is the unit drawn (its answers are labelled together and are alike): one value per
             # case, the mean over its answers, so the interval does not count a case's answers as independent
             verdict, person, cases = _case_means(mine, judge, given, sample)
-            probabilities = (
-                None if sample.uniform else [sample.probabilities.get(case, 1.0) for case in cases]
-            )
-            estimate = ppi_mean(verdict, person, probabilities)
+            estimate = ppi_mean(verdict, person, sample.probabilities_of(cases), bounds=(0.0, 1.0))
             labelled = [(v, p) for v, p in zip(verdict, person, strict=True) if not math.isnan(p)]
             found.append(
                 {

@@ -83,6 +83,11 @@ class Criterion(BaseModel):
         """The per-case value behind the column: what its mean, interval and paired tests use."""
         return (score - 1) / 4 if self.normalised else float(score)
 
+    @property
+    def value_range(self) -> tuple[float, float]:
+        """The lowest and highest case value: where a mean can lie, so where its interval is cut."""
+        return (self.case_value(1), self.case_value(5)) if self.scale == "1-5" else (0.0, 1.0)
+
 
 class RubricExample(BaseModel):
     """A person's scores on one answer, shown to an aligned judge as a worked example

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import hashlib
 import json
 import os
 import re
@@ -57,6 +56,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
+from ragbench.hashing import short_hash  # noqa: E402
 from ragbench.inputs.chunking import ChunkSet, chunk_corpus  # noqa: E402
 from ragbench.inputs.knowledge_base import Corpus, Document, KnowledgeBaseConfig, load_corpus  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
@@ -104,7 +104,6 @@ def ensure_linux_doc() -> None:
 def linux_doc_corpus() -> Corpus:
     """Every text file of the kernel documentation (gzipped .rst, .txt, .yaml and extension-less ABI
     descriptions; not images, scripts or graphs) as one document."""
-    digest = hashlib.sha256()
     documents = []
     for path in sorted(LINUX_DOC_ROOT.rglob("*.gz")):
         stem = path.name.removesuffix(".gz")
@@ -115,15 +114,18 @@ def linux_doc_corpus() -> Corpus:
         if text:
             source = path.relative_to(LINUX_DOC_ROOT).as_posix().removesuffix(".gz")
             documents.append(Document(text=text, source=source))
-            digest.update(f"{source}\0{text}\0".encode())
     description = f"Linux kernel documentation ({LINUX_DOC_PACKAGE})"
-    return Corpus(documents=documents, fingerprint=digest.hexdigest()[:16], description=description)
+    return Corpus(
+        documents=documents,
+        fingerprint=short_hash(*(f"{d.source}\0{d.text}\0" for d in documents)),
+        description=description,
+    )
 
 
 def cached_chunks(corpus: Corpus, cache: Path) -> ChunkSet:
     """The corpus chunked by the project's chunker, read back from `cache` when chunked before."""
-    key = hashlib.sha256(f"{corpus.fingerprint}\0{CHUNK_SIZE}\0{CHUNK_OVERLAP}\0{MINILM}".encode())
-    path = cache / f"chunks-{key.hexdigest()[:16]}.json"
+    key = short_hash(f"{corpus.fingerprint}\0{CHUNK_SIZE}\0{CHUNK_OVERLAP}\0{MINILM}")
+    path = cache / f"chunks-{key}.json"
     if path.exists():
         return ChunkSet.model_validate_json(path.read_text())
     chunks = chunk_corpus(corpus, chunk_size=CHUNK_SIZE, chunk_overlap=CHUNK_OVERLAP, tokenizer_name=MINILM)

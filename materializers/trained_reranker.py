@@ -6,7 +6,6 @@ returns the record with `location` set to that folder."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -16,6 +15,7 @@ from typing import Any, ClassVar
 from zenml.enums import ArtifactType, VisualizationType
 from zenml.materializers.base_materializer import BaseMaterializer
 
+from ragbench.hashing import short_hash
 from ragbench.models.provision import cache_root
 from ragbench.models.trained import TrainedReranker
 
@@ -46,7 +46,7 @@ class TrainedRerankerMaterializer(BaseMaterializer):
     def load(self, data_type: type[Any]) -> TrainedReranker:
         with self.artifact_store.open(os.path.join(self.uri, RECORD_FILE), "r") as file:
             record = TrainedReranker.model_validate_json(file.read())
-        folder = cache_root() / "trained" / hashlib.sha256(self.uri.encode()).hexdigest()[:16]
+        folder = cache_root() / "trained" / short_hash(self.uri)
         if not (folder / "model.safetensors").is_file():
             folder.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))

@@ -14,6 +14,7 @@ from ragbench.config.model import BenchmarkConfig
 from ragbench.inputs.eval_cases import load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
 from ragbench.review.labels import LabelFileError, ReviewLabels, check_labels, load_labels_file
+from ragbench.store import given_store
 
 KNOWLEDGE_BASE_SNAPSHOT = "knowledge_base_snapshot"
 EVAL_CASES_SNAPSHOT = "eval_cases_snapshot"
@@ -43,23 +44,16 @@ def review_labels_input(settings: BenchmarkConfig) -> Any:
         labels = load_labels_file(source)
         _check(labels, settings, source)
         return _stored(REVIEW_LABELS_SNAPSHOT, labels)
-    from zenml.client import Client
-
     name, _, version = source.partition(":")
-    found = Client().list_artifact_versions(
-        artifact=name,
-        sort_by="desc:created",
-        size=1,
-        hydrate=True,
-        **({"version": version} if version else {}),
-    )
-    if not found.items:
+    try:
+        found = given_store().artifact(name, version or None)
+    except KeyError:
         raise LabelFileError(
             f"evaluation labels: no artifact {source!r} (label answers with run.py review, or give the "
             "labels file, a .jsonl path)"
-        )
-    _check(found.items[0].load(), settings, source)
-    return found.items[0]
+        ) from None
+    _check(found.load(), settings, source)
+    return found
 
 
 def _check(labels: ReviewLabels, settings: BenchmarkConfig, source: str) -> None:
@@ -71,12 +65,5 @@ def _check(labels: ReviewLabels, settings: BenchmarkConfig, source: str) -> None
 
 def _stored(name: str, value: BaseModel) -> Any:
     """The artifact version holding `value`: the newest one if it holds the same content, else a new one."""
-    from zenml import save_artifact
-    from zenml.client import Client
-
     digest = hashlib.sha256(value.model_dump_json().encode()).hexdigest()
-    # a list, not `get_artifact_version`: inside a pipeline definition that one returns a lazy placeholder
-    newest = Client().list_artifact_versions(artifact=name, sort_by="desc:created", size=1, hydrate=True)
-    if newest.items and newest.items[0].run_metadata.get("snapshot_sha256") == digest:
-        return newest.items[0]
-    return save_artifact(value, name=name, user_metadata={"snapshot_sha256": digest})
+    return given_store().keep(name, value, "snapshot_sha256", digest)

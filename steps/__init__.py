@@ -1,6 +1,7 @@
 """Thin ZenML steps: unpack artifacts, call the core in `ragbench`, log metadata."""
 
 from ragbench import submodules_as_attributes
+from ragbench.store import use_store
 from steps.chunk import chunk_knowledge_base
 from steps.colbert import encode_chunks_for_reranking
 from steps.gate import regression_gate
@@ -17,12 +18,16 @@ from steps.lexical import build_bm25_index
 from steps.race import look_at_race, start_cell_race
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
+from steps.store import ZenMLStore
 from steps.testset import (
     assemble_eval_set,
     critique_eval_candidates,
     generate_eval_candidates,
     roundtrip_eval_candidates,
 )
+
+# The core's store, in every process that runs a step or builds a pipeline (`ragbench.store`).
+use_store(ZenMLStore())
 
 __all__ = [
     "answer_external_system",

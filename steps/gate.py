@@ -18,6 +18,7 @@ from ragbench.runs.compare import config_tag
 from ragbench.runs.gate import GateResult, RegressionConfig, judge_run
 from ragbench.runs.record import GATE_STATUS, RunRecord, run_metadata
 from steps.history import config_name_of, find_baseline, run_record
+from steps.store import this_run
 
 logger = logging.getLogger("ragbench")
 
@@ -28,7 +29,7 @@ def regression_gate(
 ) -> Annotated[GateResult, "gate"]:
     """Never cached: the baseline is whatever the store holds when this run ends."""
     regression_config = RegressionConfig.model_validate(regression)
-    pipeline_run = Client().get_pipeline_run(get_step_context().pipeline_run.id)
+    pipeline_run = this_run()
     baseline = find_baseline(config_name, regression_config.baseline, pipeline_run)
     current = RunRecord.from_metadata(
         pipeline_run.name, str(pipeline_run.created), run_metadata(results), results.case_values

@@ -6,28 +6,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from zenml.client import Client
-
 from ragbench.runs.compare import champion_tag, config_tag
 from ragbench.runs.names import BENCHMARK_PIPELINE, RESULTS_STEP
 from ragbench.runs.record import RunRecord, is_baseline
+from ragbench.store import given_store
 
 logger = logging.getLogger("ragbench")
-
-BASELINE_MODES = ("previous", "champion", "none")
 
 
 def config_runs(config_name: str, tag: str | None = None, last: int = 50) -> list[Any]:
     """This config's runs, newest first, whatever their status (a failed newest run is judged too)."""
     tags = [f"equals:{config_tag(config_name)}", *([f"equals:{tag}"] if tag else [])]
-    client = Client()
-    try:
-        pipeline = client.get_pipeline(BENCHMARK_PIPELINE)
-    except KeyError:
-        return []
-    return client.list_pipeline_runs(
-        pipeline_id=pipeline.id, tags=tags, sort_by="desc:created", size=last
-    ).items
+    return given_store().runs(BENCHMARK_PIPELINE, tags, size=last)
 
 
 def find_baseline(config_name: str, mode: str, current: Any, tag: str | None = None) -> Any | None:
@@ -38,7 +28,7 @@ def find_baseline(config_name: str, mode: str, current: Any, tag: str | None = N
         return None
     champion = champion_tag(config_name)
     if mode == "champion":
-        champions = Client().list_pipeline_runs(tags=[f"equals:{champion}"], size=1).items
+        champions = given_store().runs(None, [f"equals:{champion}"], size=1)
         return champions[0] if champions else None
     earlier = (
         run

@@ -268,13 +268,13 @@ def test_retries_on_503_and_429_honour_retry_after(tmp_path: Path, monkeypatch: 
         fake.inject([503, 429])
         with client_for(http_system(fake.url, max_retries=3), tmp_path) as client:
             waits: list[float] = []
-            backoff = client._backoff_s
+            backoff = client.retrying.wait_s
 
             def spy(attempt: int, retry_after_s: float | None) -> float:
                 waits.append(backoff(attempt, retry_after_s))
                 return waits[-1]
 
-            monkeypatch.setattr(client, "_backoff_s", spy)
+            monkeypatch.setattr(client.retrying, "wait_s", spy)
             started = time.monotonic()
             result = client.ask("q")
             elapsed = time.monotonic() - started
@@ -291,10 +291,10 @@ def test_without_retry_after_the_backoff_is_used(tmp_path: Path, monkeypatch: py
         fake.inject([500, 502, 408])
         with client_for(http_system(fake.url, max_retries=3), tmp_path) as client:
             waits: list[float] = []
-            backoff = client._backoff_s
+            backoff = client.retrying.wait_s
             monkeypatch.setattr(
-                client,
-                "_backoff_s",
+                client.retrying,
+                "wait_s",
                 lambda attempt, after: waits.append(backoff(attempt, after)) or waits[-1],
             )
             result = client.ask("q")

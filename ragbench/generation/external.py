@@ -11,8 +11,6 @@ sent only to the system's own URL and redacted from every error text.
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -30,7 +28,7 @@ from ragbench.generation.systems import (
 from ragbench.inputs.callables import load_callable
 from ragbench.llm.cache import cache_key, open_result_cache, remember_outcome
 from ragbench.llm.redaction import redact
-from ragbench.llm.retry import backoff_s, parse_retry_after
+from ragbench.llm.retry import Failure, Retrying, parse_retry_after
 
 
 class ExternalContext(BaseModel):
@@ -141,11 +139,10 @@ class ExternalClient:
         else:
             self._function = _load_callable(str(system.python))
         self.cache = open_result_cache(cache_location) if use_cache else None
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
+        self.retrying = Retrying(
+            system.max_retries, backoff_base_s, backoff_max_s, system.max_consecutive_failures
+        )
         self.progress = progress
-        self._lock = threading.Lock()
-        self._consecutive_failures = 0
 
     def __enter__(self) -> ExternalClient:
         return self
@@ -203,11 +200,14 @@ class ExternalClient:
             value = result.model_dump_json() if result.reply is not None else None
             retried = remember_outcome(self.cache, key, self.label, value, result.error)
             result = result.model_copy(update={"retried_earlier_failure": retried})
-        if result.reply is None:
-            self._note_failure(result.error or "failed")  # after recording it: the breaker may raise
-        else:
-            with self._lock:
-                self._consecutive_failures = 0
+        if result.reply is not None:
+            self.retrying.succeeded()
+        elif (in_a_row := self.retrying.failed()) is not None:  # after recording it: the breaker raises
+            raise ExternalSystemError(
+                f"external system {self.system.name} ({self.system.endpoint}) is failing: "
+                f"{in_a_row} calls in a row failed (last: {result.error}); successful answers "
+                "are cached: run again when it is back"
+            ) from None
         return result
 
     def _clean(self, text: str) -> str:
@@ -216,47 +216,23 @@ class ExternalClient:
         return redact(" ".join(text.split()))[:300]
 
     def _ask_fresh(self, question: str) -> ExternalResult:
-        attempts, latency = 0, 0.0
-        for attempt in range(1, self.system.max_retries + 2):
-            attempts += 1
-            started = time.perf_counter()
-            try:
-                reply = self._call(question)
-            except _Retry as failure:
-                latency += time.perf_counter() - started
-                if attempt > self.system.max_retries:
-                    error = f"retries_exhausted: {self._clean(str(failure))} (after {attempt} attempts)"
-                    return ExternalResult(
-                        question=question, reply=None, error=error, latency_s=latency, attempts=attempts
-                    )
-                time.sleep(self._backoff_s(attempt, failure.retry_after_s))
-                continue
-            except _ItemFailure as failure:
-                latency += time.perf_counter() - started
-                error = f"request_failed: {self._clean(str(failure))}"
-                return ExternalResult(
-                    question=question, reply=None, error=error, latency_s=latency, attempts=attempts
-                )
-            latency += time.perf_counter() - started
-            return ExternalResult(
-                question=question, reply=reply, latency_s=round(latency, 6), attempts=attempts
-            )
-        raise AssertionError("unreachable")
+        done = self.retrying.run(lambda: self._call(question), self._classify)
+        return ExternalResult(
+            question=question,
+            reply=done.value,
+            error=done.error,
+            latency_s=round(done.latency_s, 6),
+            attempts=done.attempts,
+        )
 
-    def _backoff_s(self, attempt: int, retry_after_s: float | None) -> float:
-        return backoff_s(attempt, retry_after_s, self.backoff_base_s, self.backoff_max_s)
-
-    def _note_failure(self, error: str) -> None:
-        """The breaker: nothing has worked for a while, so the system is down (or misconfigured)."""
-        with self._lock:
-            self._consecutive_failures += 1
-            tripped = self._consecutive_failures >= self.system.max_consecutive_failures
-        if tripped:
-            raise ExternalSystemError(
-                f"external system {self.system.name} ({self.system.endpoint}) is failing: "
-                f"{self._consecutive_failures} calls in a row failed (last: {error}); successful answers "
-                "are cached: run again when it is back"
-            ) from None
+    def _classify(self, error: Exception) -> Failure:
+        """`_Retry` (429, 5xx, timeout, connection) is retried, `_ItemFailure` fails this question, and
+        anything else (ExternalSystemError: the system refuses us) ends the run."""
+        if isinstance(error, _Retry):
+            return Failure(self._clean(str(error)), transient=True, retry_after_s=error.retry_after_s)
+        if isinstance(error, _ItemFailure):
+            return Failure(self._clean(str(error)), transient=False)
+        raise error
 
     def _call(self, question: str) -> ExternalReply:
         if self._function is not None:

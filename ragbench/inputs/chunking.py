@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from functools import lru_cache
 
 from pydantic import BaseModel
 
+from ragbench.hashing import short_hash
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.models.provision import resolve_model
 
@@ -21,6 +21,15 @@ class Chunk(BaseModel):
     text: str
     source: str
     start_index: int
+    # The other documents that hold this exact text: it is indexed once, and it is found in each of them.
+    shared_with: list[str] = []
+
+    @property
+    def fingerprinted(self) -> str:
+        """What the chunk set's fingerprint hashes of this chunk: the sharing documents only when there are
+        any, so a chunk set without shared text keeps the fingerprint it had before they were kept."""
+        shared = "".join(f"{source}\0" for source in self.shared_with) + "\0" if self.shared_with else ""
+        return f"{self.source}\0{self.start_index}\0{self.text}\0{shared}"
 
 
 class ChunkSet(BaseModel):
@@ -39,10 +48,7 @@ class ChunkSet(BaseModel):
 
     @property
     def fingerprint(self) -> str:
-        digest = hashlib.sha256()
-        for chunk in self.chunks:
-            digest.update(f"{chunk.source}\0{chunk.start_index}\0{chunk.text}\0".encode())
-        return digest.hexdigest()[:16]
+        return short_hash(*(chunk.fingerprinted for chunk in self.chunks))
 
     def check_indexed_by(self, index_fingerprint: str, index: str) -> None:
         """Refuse to read positions of an index (`index` names it) made of another chunk set as rows of this
@@ -99,15 +105,18 @@ def chunk_corpus(corpus: Corpus, chunk_size: int, chunk_overlap: int, tokenizer_
         is_separator_regex=True,
         strip_whitespace=True,
     )
-    seen: set[str] = set()
-    chunks = []
+    by_text: dict[str, Chunk] = {}
     pieces = 0
     for document in corpus.documents:
         for text, start in _with_start_indices(document.text, splitter.split_text(document.text)):
             pieces += 1
-            if text and text not in seen:
-                seen.add(text)
-                chunks.append(Chunk(text=text, source=document.source, start_index=start))
+            if not text:
+                continue
+            if (first := by_text.get(text)) is None:
+                by_text[text] = Chunk(text=text, source=document.source, start_index=start)
+            elif document.source not in (first.source, *first.shared_with):
+                first.shared_with.append(document.source)
+    chunks = list(by_text.values())
     duplicates = pieces - len(chunks)
     logger.info("chunk size %d: %d chunks (%d exact duplicates removed)", chunk_size, len(chunks), duplicates)
     return ChunkSet(

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragbench.hashing import short_hash
 from ragbench.inputs.references import ReferenceSource
 from ragbench.inputs.tables import (
     TableError,
@@ -20,6 +21,7 @@ from ragbench.inputs.tables import (
 )
 from ragbench.inputs.uris import SourceError, is_uri, local_copy
 from ragbench.section import Section
+from ragbench.store import given_store
 
 
 def seeded_rank(seed: int, case_id: str) -> bytes:
@@ -204,7 +206,7 @@ class EvalSuite(BaseModel):
             for case in cases
         ]
         canonical = json.dumps(dumped, sort_keys=True)
-        return cls(cases=cases, fingerprint=hashlib.sha256(canonical.encode()).hexdigest()[:16], label=label)
+        return cls(cases=cases, fingerprint=short_hash(canonical), label=label)
 
 
 class EvalCaseError(ValueError):
@@ -310,10 +312,8 @@ def load_eval_set_artifact(
 ) -> tuple[list[EvalCase], str]:
     """The kept cases of an eval set that `run.py testset` stored in ZenML (the latest version unless one
     is named)."""
-    from zenml.client import Client
-
     try:
-        artifact = Client().get_artifact_version(name, str(version) if version is not None else None)
+        artifact = given_store().artifact(name, str(version) if version is not None else None)
     except KeyError:
         which = f"artifact {name!r}" if version is None else f"version {version} of artifact {name!r}"
         raise EvalCaseError(f"eval_cases.artifact: no {which}; make one with `run.py testset`") from None

@@ -22,19 +22,12 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from ragbench.cache_home import cache_dir
 from ragbench.llm.redaction import refuse_url_credentials
 
-CACHE_ENV_VAR = "RAGBENCH_CACHE_DIR"
 # Bump when the way requests are built changes (e.g. the schema instruction), to invalidate old entries.
 CACHE_KEY_VERSION = 1
 _BUSY_TIMEOUT_S = 60.0
-
-
-def default_cache_dir() -> Path:
-    """``$RAGBENCH_CACHE_DIR/llm``, else ``~/.cache/ragbench/llm`` (next to the model cache)."""
-    base = os.environ.get(CACHE_ENV_VAR)
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "ragbench"
-    return root / "llm"
 
 
 def cache_key(payload: dict[str, Any]) -> str:
@@ -169,10 +162,10 @@ def is_database_url(location: str | Path) -> bool:
 
 
 def open_result_cache(location: str | Path | None) -> ResultCache | SQLResultCache:
-    """The cache at `location`: a database URL, else a folder (default `default_cache_dir()`)."""
+    """The cache at `location`: a database URL, else a folder (default ``$RAGBENCH_CACHE_DIR/llm``)."""
     if location is not None and is_database_url(location):
         return SQLResultCache(str(location))
-    return ResultCache(location if location is not None else default_cache_dir())
+    return ResultCache(location if location is not None else cache_dir("llm"))
 
 
 class SQLResultCache:

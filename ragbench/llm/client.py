@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
@@ -27,7 +26,7 @@ from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_resu
 from ragbench.llm.errors import classify_error, retry_after_s, short_error
 from ragbench.llm.pricing import as_messages
 from ragbench.llm.readiness import PLACEHOLDER_KEY, check_llm_ready, json_mode, sends_placeholder_key
-from ragbench.llm.retry import backoff_s
+from ragbench.llm.retry import Failure, Retrying
 from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
 from ragbench.llm.types import (
@@ -91,15 +90,12 @@ class LLMClient:
         max_consecutive_failures: int | None = 8,
     ) -> None:
         self.settings = settings
-        self.max_consecutive_failures = max_consecutive_failures
-        # The breaker's count: read and written only under its lock (worker threads finish in any order).
-        self._breaker_lock = threading.Lock()
-        self._consecutive_failures = 0
+        self.retrying = Retrying(
+            settings.max_retries, backoff_base_s, backoff_max_s, breaker_limit=max_consecutive_failures
+        )
         self.cache: ResultCache | SQLResultCache | None = (
             open_result_cache(cache_location) if use_cache else None
         )
-        self.backoff_base_s = backoff_base_s
-        self.backoff_max_s = backoff_max_s
         self.progress = progress
         self.stats = LLMStats()
         self._slots = threading.BoundedSemaphore(1 if settings.is_local else settings.concurrency)
@@ -318,59 +314,39 @@ class LLMClient:
                 params["response_format"] = {"type": "json_object"}
         return params
 
-    def _backoff_s(self, attempt: int, error: BaseException) -> float:
-        return backoff_s(attempt, retry_after_s(error), self.backoff_base_s, self.backoff_max_s)
-
     def _call(self, messages: list[Message], params: dict[str, Any], out: _Outcome) -> Any | None:
         """One provider call with our retries; accumulates into `out`; None (and out.error) on failure."""
         litellm = get_litellm()
-        for attempt in range(1, self.settings.max_retries + 2):
-            out.attempts += 1
+
+        def attempt() -> Any:
             self.stats.add(calls=1)
-            with self._slots:
-                started = time.perf_counter()
-                try:
-                    response = litellm.completion(messages=messages, **params)
-                except Exception as error:
-                    out.latency_s += time.perf_counter() - started
-                    failure: BaseException = error
-                else:
-                    out.latency_s += time.perf_counter() - started
-                    self._note_success()
-                    self._account(response, out)
-                    return response
-            kind = classify_error(failure)
-            if kind == "config":  # not chained: the provider's error text may echo credentials
-                raise LLMConfigError(f"{self.settings.model}: {short_error(failure)}") from None
-            if kind == "item":
-                out.error = f"request_failed: {short_error(failure)}"
-                return None
-            if attempt > self.settings.max_retries:
-                out.error = f"retries_exhausted: {short_error(failure)} (after {attempt} attempts)"
-                self._note_exhausted(failure)
-                return None
-            self.stats.add(retries=1)
-            time.sleep(self._backoff_s(attempt, failure))
-        raise AssertionError("unreachable")
+            return litellm.completion(messages=messages, **params)
 
-    def _note_success(self) -> None:
-        """A call succeeded: the failures so far were not in a row."""
-        with self._breaker_lock:
-            self._consecutive_failures = 0
-
-    def _note_exhausted(self, failure: BaseException) -> None:
-        """Trip the breaker when nothing has succeeded for a while: the provider is down, not flaky."""
-        with self._breaker_lock:
-            self._consecutive_failures += 1
-            in_a_row = self._consecutive_failures
-        tripped = self.max_consecutive_failures is not None and in_a_row >= self.max_consecutive_failures
-        if tripped:  # not chained: the provider's error text may echo credentials
+        done = self.retrying.run(attempt, self._classify, slot=self._slots)
+        out.attempts += done.attempts
+        out.latency_s += done.latency_s
+        self.stats.add(retries=done.retries)
+        if done.failure is None:
+            self.retrying.succeeded()
+            self._account(done.value, out)
+            return done.value
+        out.error = done.error
+        if done.exhausted and (in_a_row := self.retrying.failed()) is not None:
+            # not chained: the provider's error text may echo credentials
             raise LLMConfigError(
-                f"provider of {self.settings.model} is failing: {in_a_row} calls in a row "
-                f"failed after {self.settings.max_retries} retries each (last: {short_error(failure)}); is "
-                f"it "
+                f"provider of {self.settings.model} is failing: {in_a_row} calls in a row failed after "
+                f"{self.settings.max_retries} retries each (last: {done.failure.message}); is it "
                 f"reachable{' at ' + self.settings.api_base if self.settings.api_base else ''}?"
             ) from None
+        return None
+
+    def _classify(self, error: Exception) -> Failure:
+        """A setup problem raises at once (every further call would fail the same way); a problem with
+        this request fails it; anything else (rate limit, 5xx, timeout, connection) is retried."""
+        kind = classify_error(error)
+        if kind == "config":  # not chained: the provider's error text may echo credentials
+            raise LLMConfigError(f"{self.settings.model}: {short_error(error)}") from None
+        return Failure(short_error(error), transient=kind != "item", retry_after_s=retry_after_s(error))
 
     def _account(self, response: Any, out: _Outcome) -> None:
         usage = getattr(response, "usage", None)

@@ -206,22 +206,32 @@ def total_cost(costs: Iterable[float | None]) -> float | None:
     return None if any(cost is None for cost in costs) else sum(costs)
 
 
-class CallUsage(BaseModel):
-    """What the LLM calls behind one record used, summed; a cached call keeps its numbers."""
+class Usage(BaseModel):
+    """What some LLM calls cost, summed: calls asked (a cached one too), tokens and dollars; a cached call
+    keeps the numbers it had."""
 
+    calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0  # None: litellm has no price for the model
-    retries: int = 0
-    json_reasks: int = 0
-    calls_retried: int = 0  # calls that failed in an earlier run and were made again
-    calls: int = 0  # calls asked (a cached one too): what a race counts against a full evaluation
 
     def add(self, result: LLMResult) -> None:
         self.calls += 1
         self.prompt_tokens += result.prompt_tokens
         self.completion_tokens += result.completion_tokens
         self.cost_usd = total_cost([self.cost_usd, result.known_cost_usd])
+
+
+class CallUsage(Usage):
+    """What the LLM calls behind one record used, with how often they were repeated; `calls` is what a race
+    counts against a full evaluation."""
+
+    retries: int = 0
+    json_reasks: int = 0
+    calls_retried: int = 0  # calls that failed in an earlier run and were made again
+
+    def add(self, result: LLMResult) -> None:
+        super().add(result)
         self.retries += result.retries
         self.json_reasks += result.json_reasks
         self.calls_retried += result.retried_earlier_failure

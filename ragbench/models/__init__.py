@@ -2,7 +2,7 @@
 used as they are, anything else resolved on the Hugging Face Hub; the untrained ColBERT stand-in is
 built and labelled here.
 
-May import: nothing else of ragbench."""
+May import: no other sub-package. (The foundation modules of `ragbench.layering` only.)"""
 
 from ragbench import submodules_as_attributes
 

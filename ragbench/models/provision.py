@@ -34,6 +34,7 @@ from typing import Literal
 
 from tqdm.auto import tqdm
 
+from ragbench.cache_home import cache_dir
 from ragbench.models.errors import ModelResolutionError
 from ragbench.models.hub import _local_path
 from ragbench.models.recipes import _CHUNK, _bar
@@ -42,7 +43,6 @@ from ragbench.models.registry import PackagedModel, find_packaged_model
 logger = logging.getLogger(__name__)
 
 MANIFEST_NAME = "ragbench-manifest.json"
-CACHE_ENV_VAR = "RAGBENCH_CACHE_DIR"
 # The model cache alone, where the steps run (config `orchestration.model_cache`: a volume on a cluster).
 MODEL_CACHE_ENV_VAR = "RAGBENCH_MODEL_CACHE"
 
@@ -70,9 +70,7 @@ def cache_root() -> Path:
     ``~/.cache/ragbench/models``. Read where the step runs, never the client's."""
     if models := os.environ.get(MODEL_CACHE_ENV_VAR):
         return Path(models).expanduser()
-    base = os.environ.get(CACHE_ENV_VAR)
-    root = Path(base).expanduser() if base else Path.home() / ".cache" / "ragbench"
-    return root / "models"
+    return cache_dir("models")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.hashing import short_hash
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.models.devices import torch_device
 from ragbench.models.provision import resolve_model
@@ -136,9 +137,7 @@ class ShardCheckpoints:
     a shard is only ever reused for exactly the texts it was made from."""
 
     def __init__(self, location: str, chunks: ChunkSet, model_name: str, shard_size: int) -> None:
-        import hashlib
-
-        key = hashlib.sha256(f"{chunks.fingerprint}\0{model_name}\0{shard_size}".encode()).hexdigest()[:16]
+        key = short_hash(f"{chunks.fingerprint}\0{model_name}\0{shard_size}")
         self.folder = f"{location.rstrip('/')}/{key}"
 
     def _path(self, shard: int) -> str:

@@ -32,6 +32,7 @@ from ragbench.models.provision import is_untrained_standin, resolve_model
 from ragbench.models.registry import COLBERT_STANDIN_NAME, find_packaged_model
 from ragbench.models.trained import TRAINED_PREFIX, TrainedReranker, artifact_name, parse_trained
 from ragbench.retrieval.search import RetrievedChunk
+from ragbench.store import given_store
 
 __all__ = [
     "DEFAULT_RERANKER_MODEL",
@@ -128,10 +129,8 @@ def resolve_reranker(model_name: str = DEFAULT_RERANKER_MODEL) -> RerankerChoice
 def _resolve_trained(requested: str, name: str, version: str | None) -> RerankerChoice:
     """The newest (or the named) version of the checkpoint artifact `run.py train-reranker` stored; its
     weights are not loaded here, only its record."""
-    from zenml.client import Client
-
     try:
-        artifact = Client().get_artifact_version(artifact_name(name), version)
+        artifact = given_store().artifact(artifact_name(name), version)
     except KeyError:
         which = "no trained reranker" if version is None else f"no version {version} of trained reranker"
         raise ModelResolutionError(
@@ -160,9 +159,7 @@ def checkpoint_location(choice: RerankerChoice) -> str:
     artifact loaded here (its materializer copies the files out of the artifact store once)."""
     if choice.trained_artifact is None:
         return resolve_model(choice.used).location
-    from zenml.client import Client
-
-    trained = Client().get_artifact_version(choice.trained_artifact).load()
+    trained = given_store().artifact_by_id(choice.trained_artifact).load()
     if not isinstance(trained, TrainedReranker) or not trained.location:
         raise ModelResolutionError(f"{choice.used}: artifact {choice.trained_artifact} holds no checkpoint")
     return trained.location

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ragbench.hashing import short_hash
 from ragbench.scoring.rubrics import JudgeInput, Rubric
 
 Kind = Literal["answer", "candidate"]
@@ -28,7 +29,7 @@ CANDIDATE_RUBRIC = "keep"
 
 def text_sha(text: str) -> str:
     """What keys a label to its answer: the answer's exact text, hashed."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return short_hash(text)
 
 
 class SampleDraw(BaseModel):

@@ -9,8 +9,6 @@ config asks for is walked, and one the baseline has no value for is listed as no
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 
@@ -24,6 +22,7 @@ from ragbench.analysis.stats import (
     smallest_attainable_p,
 )
 from ragbench.analysis.uncertainty import TEST_NAMES
+from ragbench.inputs.tables import rows_to_csv
 from ragbench.report.pages import format_value
 from ragbench.runs.record import RunRecord
 
@@ -76,11 +75,7 @@ class Comparison(BaseModel):
         return [row for row in self.rows if row["kind"] not in (NOT_COMPARABLE, CORRECTED_INSTEAD)]
 
     def csv(self) -> str:
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(self.rows[0]) if self.rows else ["cell"])
-        writer.writeheader()
-        writer.writerows(self.rows)
-        return buffer.getvalue()
+        return rows_to_csv(self.rows)
 
     def json(self) -> str:
         return json.dumps(self.model_dump() | {"regressions": self.regressions}, indent=2)

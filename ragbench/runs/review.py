@@ -7,7 +7,6 @@ judge; a testset run gives the generated set's kept and rejected candidates.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from ragbench.runs.names import (
     TESTSET_PIPELINE,
 )
 from ragbench.scoring.rubrics import Rubric, checked_rubric
+from ragbench.store import given_store
 
 
 class ReviewSourceError(ValueError):
@@ -34,21 +34,10 @@ class ReviewSourceError(ValueError):
 
 def _run(run_name: str | None, pipeline: str, config_name: str | None = None) -> Any:
     """`run_name`, or the newest completed run of `pipeline` (of the config `config_name`, if given)."""
-    from zenml.client import Client
-
-    client = Client()
+    store = given_store()
     if run_name is None:
-        tags = [f"equals:{config_tag(config_name)}"] if config_name else None
-        try:
-            found = client.get_pipeline(pipeline)
-        except KeyError:
-            found = None
-        runs = (
-            client.list_pipeline_runs(pipeline_id=found.id, tags=tags, sort_by="desc:created", size=20).items
-            if found is not None
-            else []
-        )
-        finished = [run for run in runs if run.status.value == "completed"]
+        tags = [f"equals:{config_tag(config_name)}"] if config_name else []
+        finished = [run for run in store.runs(pipeline, tags, size=20) if run.status.value == "completed"]
         if not finished:
             of = f" of config {config_name!r}" if config_name else ""
             raise ReviewSourceError(
@@ -56,7 +45,7 @@ def _run(run_name: str | None, pipeline: str, config_name: str | None = None) ->
             )
         return finished[0]
     try:
-        found = client.get_pipeline_run(run_name)
+        found = store.run(run_name)
     except KeyError:
         raise ReviewSourceError(f"no run named {run_name!r}") from None
     if found.pipeline is None or found.pipeline.name != pipeline or found.status.value != "completed":
@@ -145,22 +134,10 @@ def publish_labels(labels: ReviewLabels) -> str | None:
     version already holds them; returns "name:version", or None when there is no label."""
     if not labels.labels:
         return None
-    from zenml import save_artifact
-    from zenml.client import Client
-
     current = ReviewLabels(labels=labels.current())
-    digest = hashlib.sha256(current.jsonl().encode()).hexdigest()
-    newest = Client().list_artifact_versions(
-        artifact=REVIEW_LABELS_ARTIFACT, sort_by="desc:created", size=1, hydrate=True
+    version = given_store().keep(
+        REVIEW_LABELS_ARTIFACT, current, "labels_sha256", current.digest, {"labels": len(current.labels)}
     )
-    if newest.items and newest.items[0].run_metadata.get("labels_sha256") == digest:
-        version = newest.items[0]
-    else:
-        version = save_artifact(
-            current,
-            name=REVIEW_LABELS_ARTIFACT,
-            user_metadata={"labels_sha256": digest, "labels": len(current.labels)},
-        )
     return f"{REVIEW_LABELS_ARTIFACT}:{version.version}"
 
 

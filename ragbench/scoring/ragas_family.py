@@ -9,7 +9,6 @@ verdicts, reasons, generated questions and their cosines, TP/FP/FN) is kept in t
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import math
 import sys
@@ -18,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ragbench.hashing import short_hash
 from ragbench.scoring import ragas_prompts as prompts
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import Input, JudgeInput
@@ -41,7 +41,7 @@ class RagasScorer(Scorer):
     def identity(self) -> dict[str, Any]:
         """The base identity hashes the class body only; a prompt's change must change the cache key too."""
         code = "".join(inspect.getsource(sys.modules[module]) for module in (__name__, prompts.__name__))
-        return super().identity() | {"code": hashlib.sha256(code.encode()).hexdigest()[:16]}
+        return super().identity() | {"code": short_hash(code)}
 
     def result(self, value: float | None, details: dict[str, Any], undefined: str = "") -> CaseScore:
         """The case's score, or none with the reason when Ragas's value would be NaN."""

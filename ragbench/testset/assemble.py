@@ -16,11 +16,11 @@ import numpy as np
 from pydantic import BaseModel
 
 from ragbench.inputs.eval_cases import CaseProvenance, EvalCase
-from ragbench.llm.types import LOCAL_PREFIX, total_cost
+from ragbench.llm.types import LOCAL_PREFIX, Usage, total_cost
 from ragbench.report.pages import html_page, html_section
 from ragbench.scoring.keyword_tests import contains_phrase
 from ragbench.testset.critique import CritiqueSet
-from ragbench.testset.generate import Candidate, CandidateSet, Usage
+from ragbench.testset.generate import Candidate, CandidateSet
 from ragbench.testset.labels import (
     CandidateLabel,
     FilterAgreement,

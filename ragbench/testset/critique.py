@@ -16,10 +16,10 @@ from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.eval_cases import Critique, SourceChunk
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import data_section
-from ragbench.llm.types import LLMRequest
+from ragbench.llm.types import LLMRequest, Usage
 from ragbench.retrieval.index import Embedder, VectorIndex
 from ragbench.retrieval.search import retrieve
-from ragbench.testset.generate import Candidate, CandidateSet, Usage
+from ragbench.testset.generate import Candidate, CandidateSet
 from ragbench.testset.plan import source_chunk
 from ragbench.testset.rubrics import Critic, CriticVerdict, critics_for, passages_text
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from ragbench.inputs.eval_cases import SourceChunk
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import data_section
-from ragbench.llm.types import LLMRequest, LLMResult, total_cost
+from ragbench.llm.types import LLMRequest, LLMResult, Usage
 from ragbench.testset.plan import Seed
 from ragbench.testset.rubrics import (
     EVOLUTIONS,
@@ -30,21 +30,6 @@ from ragbench.testset.rubrics import (
     passages_text,
     several,
 )
-
-
-class Usage(BaseModel):
-    """What a role's calls for one candidate cost (a cached call keeps the numbers it had)."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float | None = 0.0  # None: litellm has no price for the model
-
-    def add(self, result: LLMResult) -> None:
-        self.calls += 1
-        self.prompt_tokens += result.prompt_tokens
-        self.completion_tokens += result.completion_tokens
-        self.cost_usd = total_cost([self.cost_usd, result.known_cost_usd])
 
 
 class Candidate(BaseModel):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections import defaultdict
@@ -12,6 +11,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.hashing import short_hash
 from ragbench.inputs.chunking import Chunk
 from ragbench.inputs.eval_cases import SourceChunk
 from ragbench.testset.rubrics import EVOLUTIONS, SIMPLE, UNANSWERABLE
@@ -114,10 +114,8 @@ def related_chunk(
 
 def seed_id(chunks: Sequence[SourceChunk], evolution: str) -> str:
     """Stable across runs: the same chunks and kind give the same case id."""
-    digest = hashlib.sha256(evolution.encode())
-    for chunk in chunks:
-        digest.update(f"\0{chunk.source}\0{chunk.start_index}\0{chunk.text}".encode())
-    return f"gen-{digest.hexdigest()[:10]}"
+    parts = (f"\0{chunk.source}\0{chunk.start_index}\0{chunk.text}" for chunk in chunks)
+    return f"gen-{short_hash(evolution, *parts, length=10)}"
 
 
 def plan_seeds(

@@ -53,9 +53,9 @@ from ragbench.generation.reader import build_reader_messages
 from ragbench.inputs.eval_cases import Method, Passages, RoundtripCheck, SourceChunk
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import DEFAULT_PROMPT, PromptTemplate, data_section, says_not_in_context
-from ragbench.llm.types import LLMRequest, LLMResult
+from ragbench.llm.types import LLMRequest, LLMResult, Usage
 from ragbench.retrieval.search import RetrievedChunk
-from ragbench.testset.generate import Candidate, CandidateSet, Usage
+from ragbench.testset.generate import Candidate, CandidateSet
 from ragbench.testset.rubrics import UNANSWERABLE
 
 DEFAULT_F1_THRESHOLD = 0.5

@@ -10,7 +10,6 @@ ranking on documents training never matched a question to.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.hashing import short_hash
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.retrieval.index import Embedder, VectorIndex
 from ragbench.retrieval.lexical import LexicalIndex
@@ -63,7 +63,7 @@ class TrainingPairs(BaseModel):
         payload = json.dumps(
             [self.chunk_set_fingerprint, [e.model_dump() for e in self.training]], sort_keys=True
         )
-        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+        return short_hash(payload)
 
     def summary(self) -> dict[str, int | str]:
         origins = [e.origin for e in self.training]

@@ -22,12 +22,12 @@ from ragbench.grid.cell import (
     CellSpec,
     cell_labels,
     distinct_at,
-    lexical_keys,
     llm_names,
     llm_operations,
     pairwise_pairs,
     varying_axes,
 )
+from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps import (
     answer_external_system,
@@ -298,11 +298,11 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             suite,
             outputs[key.step_id("index")] if key.uses_dense_index else None,
             outputs[key.exact_index_key.step_id("index")] if key.index is not None else None,
-            outputs[key.lexical_step_id] if key.uses_lexical_index else None,
+            outputs[key.lexical_step_id] if reads_lexical(key) else None,
             wiring.operations,
             spec=key.identity(),
+            retriever=make_retriever(key, settings.retrieval).identity(),
             metrics_k=settings.retrieval.metrics_k,
-            rrf_k=settings.retrieval.rrf_k if key.retriever == "hybrid" else None,  # only fusion uses it
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)

@@ -1,7 +1,6 @@
 from typing import Annotated
 
 from zenml import add_tags, get_step_context, log_metadata, step
-from zenml.client import Client
 
 from materializers.results_table import ResultsTableMaterializer
 from ragbench.analysis.judge_card import JudgeCard
@@ -15,6 +14,7 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.report.run_page import run_report
+from ragbench.retrieval.retrievers import row_step_ids
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.review.labels import ReviewLabels
@@ -23,13 +23,14 @@ from ragbench.runs.record import run_metadata
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import EvaluationConfig
+from steps.store import this_run
 
 
 def reused_cells(cells: list[CellSpec]) -> set[str]:
     """Cells whose every step this run was served from ZenML's cache."""
-    pipeline_run = Client().get_pipeline_run(get_step_context().pipeline_run.id)
+    pipeline_run = this_run()
     cached = {name for name, step_run in pipeline_run.steps.items() if step_run.status.value == "cached"}
-    return {cell.id for cell in cells if all(step_id in cached for step_id in cell.step_ids())}
+    return {cell.id for cell in cells if all(step_id in cached for step_id in row_step_ids(cell))}
 
 
 @step(enable_cache=False, output_materializers={"results": ResultsTableMaterializer})

@@ -7,6 +7,7 @@ from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.index import VectorIndex
 from ragbench.retrieval.lexical import LexicalIndex
+from ragbench.retrieval.retrievers import SearchContext, retriever_from_identity
 from ragbench.retrieval.search import (
     RetrievalResult,
     RetrievedCandidates,
@@ -25,23 +26,23 @@ def retrieve_cell(
     lexical_index: LexicalIndex | None,
     operations: dict,
     spec: dict,
+    retriever: dict,
     metrics_k: int,
-    rrf_k: int | None,
 ) -> tuple[Annotated[RetrievedCandidates, "candidates"], Annotated[RetrievalResult, "retrieval_result"]]:
     """Once per retrieve key: every case's candidates (read by every answer key after it) and the retrieval
-    metrics over every case with expected sources (not only the end-to-end sample). `rrf_k`: a hybrid
-    cell's only (None for the others, so changing it recomputes no other cell); the device the questions
-    are encoded on comes with the `operations`, outside the cache key."""
-    cell = CellSpec.model_validate(spec)
-    candidates, search = retrieve_candidates(
-        cell,
+    metrics over every case with expected sources (not only the end-to-end sample). `retriever`: the cell's
+    retriever by its identity (`Plugin.identity`: its settings, e.g. a hybrid cell's rrf_k, and another
+    package's code are in the cache key, and only its own); the device the questions are encoded on comes
+    with the `operations`, outside the cache key."""
+    context = SearchContext(
         chunks,
-        eval_suite.cases,
         dense=dense_index,
         exact=exact_index,
         lexical=lexical_index,
-        rrf_k=rrf_k,
         device=Operations.model_validate(operations).device,
+    )
+    candidates, search = retrieve_candidates(
+        CellSpec.model_validate(spec), retriever_from_identity(retriever), context, eval_suite.cases
     )
     result = evaluate_retrieval(
         candidates,

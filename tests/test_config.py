@@ -1,7 +1,11 @@
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 from ragbench.config.model import DEFAULT_CONFIG_PATH, BenchmarkConfig, ConfigError, load_config
 from ragbench.inputs.chunking import overlap_tokens
+from ragbench.inputs.tables import load_yaml, read_utf8
 
 
 def write(tmp_path, text):
@@ -16,6 +20,49 @@ def test_default_config_is_valid_and_sweeps_chunk_size_and_retriever_with_real_m
     assert config.grid.retriever == ["dense", "bm25", "hybrid"]
     assert config.grid.reranker == [None]  # reranking is in configs/rerank_trained.yaml
     assert overlap_tokens(256, config.grid.chunk_overlap[0]) == 26
+
+
+# Where configs/default.yaml departs from the code's defaults on purpose, and why (its comments and
+# docs/concepts/stages.md say the same): every other value it sets is the code's default.
+DEFAULT_YAML_CHOICES = {
+    "name": "a config file's own history",
+    "chunking.tokenizer": "spelled out: the code's default (none) means the first embedding model, this one",
+    "grid.retriever": "the offline default config sweeps the retrievers",
+    "grid.embedding_model": "one model, to fit the cold run's 12-minute budget (mpnet adds 6 minutes)",
+    "grid.top_n": "3 passages, to fit the time budget (docs/concepts/stages.md)",
+    "generation.sample_size": "3 cases end to end, to fit the time budget",
+    "evaluation.rubrics": "correctness only: the local 1.5B judge does not tell the context criteria apart",
+    "evaluation.judge_check.cases": "2, to fit the time budget (a hosted judge: the default 8)",
+    "output_dir": "relative to configs/, the repository's output folder",
+    "testset.thresholds.standalone": "the local critic's standalone ratings were noise",
+}
+
+
+def set_values(data: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    """The dotted keys of a YAML mapping's values; a mapping of LLM settings is one value."""
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in ("reader", "judge", "eval_cases"):
+            yield from set_values(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}"
+
+
+def at(data: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def test_the_code_defaults_are_the_default_configs_values_but_its_documented_choices():
+    written = load_yaml(read_utf8(DEFAULT_CONFIG_PATH), DEFAULT_CONFIG_PATH)
+    loaded = load_config().model_dump(mode="json")
+    defaults = BenchmarkConfig().model_dump(mode="json")
+    keys = list(set_values(written))
+    assert set(DEFAULT_YAML_CHOICES) <= set(keys)
+    differ = {key for key in keys if at(loaded, key) != at(defaults, key)}
+    assert differ == set(DEFAULT_YAML_CHOICES), {key: (at(loaded, key), at(defaults, key)) for key in differ}
+    assert defaults["generation"]["reader"] == {"max_tokens": 200}
+    assert defaults["evaluation"]["judge"] == {"max_tokens": 300}
 
 
 def test_the_reranking_example_config_is_valid_and_names_the_trained_reranker_it_trains():

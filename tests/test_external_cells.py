@@ -12,6 +12,7 @@ from ragbench.generation.external import ExternalContext, ExternalReply, Externa
 from ragbench.generation.systems import ExternalSystem
 from ragbench.grid.cell import CellSpec, cell_label, distinct_at, varying_axes
 from ragbench.inputs.eval_cases import EvalCase
+from ragbench.retrieval.retrievers import row_step_ids
 from tests.projects import write_project
 
 SYSTEMS = (
@@ -38,7 +39,7 @@ def test_each_system_is_one_cell_per_judge_beside_the_grid(tmp_path):
     prod = next(cell for cell in external if cell.external == "prod-rag")
     assert prod.identity() == {"external": "prod-rag", "judge": prod.judge.result_fields()}
     assert prod.last_stage == "judge" and prod.chunk_size is None
-    assert prod.step_ids() == [prod.step_id("answer"), prod.step_id("judge")]
+    assert row_step_ids(prod) == [prod.step_id("answer"), prod.step_id("judge")]
     # its answers are one step per system whatever the judges; it has no chunk, index or retrieve work
     assert [key.external for key in distinct_at(cells, "answer")].count("prod-rag") == 1
     assert all(

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import ConfigError, load_config
-from ragbench.grid.cell import CellSpec, cell_label, cell_labels, distinct_at, lexical_keys, varying_axes
+from ragbench.grid.cell import CellSpec, cell_label, cell_labels, distinct_at, varying_axes
+from ragbench.retrieval.retrievers import lexical_keys, row_step_ids
 
 SWEEP = [
     "grid.retriever=dense",
@@ -151,7 +152,7 @@ def test_bm25_cells_have_no_embedding_and_hybrid_shares_the_dense_index(tmp_path
     assert len(lexical_keys(cells)) == 1
     assert len(distinct_at(cells, "retrieve")) == len(cells)
     hybrid_hnsw = next(c for c in cells if c.retriever == "hybrid" and c.index == "hnsw")
-    assert hybrid_hnsw.step_ids()[:2] == [hybrid_hnsw.step_id("index"), hybrid_hnsw.lexical_step_id]
+    assert row_step_ids(hybrid_hnsw)[:2] == [hybrid_hnsw.step_id("index"), hybrid_hnsw.lexical_step_id]
     assert hybrid_hnsw.exact_index_key.index is None
     assert varying_axes(cells) == ["retriever", "embedding_model", "index"]
     labels = {cell_label(cell.axis_columns(), varying_axes(cells)) for cell in cells}
@@ -250,3 +251,33 @@ def test_no_two_cells_ever_share_a_label(readers):
     )
     labels = cell_labels(cells)
     assert len(set(labels.values())) == len(cells)
+
+
+def test_pairwise_pairs_each_answer_set_with_the_baseline_of_its_own_reader_settings(tmp_path):
+    """Two readers of one model are two counterparts: with retriever dense as the baseline, each hybrid
+    answer set meets the dense one of its own temperature; a reader baseline is named as the table names
+    it, and a model name two readers share is refused with those names."""
+    from ragbench.grid.cell import pairwise_pairs
+
+    cells = expand_grid(
+        load_config(
+            None,
+            [
+                "grid.chunk_size=[128]",
+                "grid.retriever=[dense, hybrid]",
+                "grid.embedding_model=[sentence-transformers/all-MiniLM-L6-v2]",
+                "grid.reader=[{model: openai/m, temperature: 0.0}, {model: openai/m, temperature: 0.7}]",
+                "grid.judge=[openai/j]",
+            ],
+        )
+    )
+    pairs = pairwise_pairs(cells, {"retriever": "dense"})
+    assert len(pairs) == 2
+    for candidate, baseline in pairs:
+        assert candidate.retriever == "hybrid" and baseline.retriever is None
+        assert candidate.reader == baseline.reader
+    warm = "openai/m (temperature 0.7)"
+    pairs = pairwise_pairs(cells, {"reader": warm})
+    assert len(pairs) == 2 and all(baseline.reader.temperature == 0.7 for _, baseline in pairs)
+    with pytest.raises(ValueError, match=r"no answer set of the grid has it.*openai/m \(temperature 0.0\)"):
+        pairwise_pairs(cells, {"reader": "openai/m"})

@@ -1,3 +1,5 @@
+import hashlib
+
 import pytest
 
 from ragbench.inputs.eval_cases import EvalCase
@@ -58,3 +60,41 @@ def test_empty_retrieval_counts_as_a_miss_not_skipped():
 def test_metrics_need_expected_sources():
     with pytest.raises(ValueError, match="expected_sources"):
         retrieval_metrics([EvalCase(id="a", question="q")], [chunks("a")], metrics_k=1, top_k=5)
+
+
+def test_a_chunk_two_documents_share_counts_as_whichever_the_case_expects():
+    """One text in a.md and b.md is one chunk: a case expecting b.md finds it at rank 1, one expecting both
+    finds both, and a case expecting neither counts it once, as its first document."""
+    shared = RetrievedChunk(position=0, source="a.md", score=1.0, text="", shared_with=["b.md"])
+    ranking = [shared, *chunks("x", "y")[1:]]
+    assert distinct_sources(ranking, {"b.md"}) == ["b.md", "y"]
+    assert distinct_sources(ranking, {"a.md", "b.md"}) == ["a.md", "b.md", "y"]
+    assert distinct_sources(ranking, {"z"}) == ["a.md", "y"]
+    cases = [EvalCase(id="b", question="q", expected_sources=["b.md"])]
+    report = retrieval_metrics(cases, [ranking], metrics_k=1, top_k=5)
+    assert report.metrics.means["mrr"] == 1.0 and report.metrics.means["hit_rate@1"] == 1.0
+
+
+@pytest.mark.integration
+def test_chunking_keeps_every_document_of_a_duplicated_text():
+    from ragbench.inputs.chunking import chunk_corpus
+    from ragbench.inputs.knowledge_base import Corpus, Document
+    from ragbench.retrieval.search import ranked_chunks
+    from tests.conftest import MINILM
+
+    text = "The with statement closes a file automatically."
+    documents = [Document(text=text, source=source) for source in ("a.md", "b.md", "c.md")]
+    documents.append(Document(text="Another page.", source="d.md"))
+    corpus = Corpus(documents=documents, fingerprint="f", description="test")
+    chunk_set = chunk_corpus(corpus, chunk_size=64, chunk_overlap=0, tokenizer_name=MINILM)
+    assert [(c.source, c.shared_with) for c in chunk_set.chunks] == [("a.md", ["b.md", "c.md"]), ("d.md", [])]
+    assert chunk_set.duplicates_removed == 2
+    (passage,) = ranked_chunks(chunk_set, [0], [1.0])
+    assert passage.credited_sources({"c.md"}) == ["c.md"]
+    unshared = chunk_set.model_copy(
+        update={"chunks": [c.model_copy(update={"shared_with": []}) for c in chunk_set.chunks]}
+    )
+    assert unshared.fingerprint != chunk_set.fingerprint
+    # without shared text, the fingerprint every stored index was checked against before
+    before = "".join(f"{c.source}\0{c.start_index}\0{c.text}\0" for c in unshared.chunks)
+    assert unshared.fingerprint == hashlib.sha256(before.encode()).hexdigest()[:16]

@@ -151,14 +151,20 @@ def test_no_cached_step_takes_an_operational_setting_as_a_parameter():
         assert step.configuration.cache_policy.ignored_inputs == ["operations"], step.name
 
 
-def test_a_hybrid_cell_cannot_go_without_rrf_k():
-    """The pipeline gives rrf_k to hybrid cells only (see `test_rrf_k_recomputes_no_dense_cell`)."""
+def test_only_a_hybrid_retrievers_identity_holds_rrf_k():
+    """The retrieve step's key holds its retriever's identity: rrf_k for a hybrid cell only (see
+    `test_rrf_k_recomputes_no_dense_cell`), and the step makes the same retriever from it."""
     from ragbench.grid.cell import CellSpec
-    from ragbench.retrieval.search import retrieve_candidates
+    from ragbench.retrieval.retrievers import RetrievalConfig, make_retriever, retriever_from_identity
 
-    hybrid = CellSpec(chunk_size=64, chunk_overlap=0, retriever="hybrid", embedding_model="m", top_k=2)
-    with pytest.raises(ValueError, match="needs rrf_k"):
-        retrieve_candidates(hybrid, None, [], rrf_k=None)  # type: ignore[arg-type]
+    config = RetrievalConfig(rrf_k=7)
+    for retriever, settings in ((None, {}), ("bm25", {}), ("hybrid", {"rrf_k": 7})):
+        identity = make_retriever(CellSpec(retriever=retriever), config).identity()
+        assert identity["settings"] == settings and identity["name"] == (retriever or "dense")
+        assert retriever_from_identity(identity).identity() == identity
+    changed = make_retriever(CellSpec(retriever="hybrid"), config).identity() | {"version": "0"}
+    with pytest.raises(ValueError, match="install the same version"):
+        retriever_from_identity(changed)
 
 
 def pairwise_config(**changes) -> BenchmarkConfig:
@@ -344,7 +350,9 @@ def test_the_embedding_device_re_embeds_nothing(project):
 def test_rrf_k_recomputes_no_dense_cell(project):
     second = assert_nothing_recomputed(project, "retrieval.rrf_k=7")
     retrieve_steps = [step for name, step in second.steps.items() if name.startswith("retrieve")]
-    assert retrieve_steps and all(step.config.parameters["rrf_k"] is None for step in retrieve_steps)
+    assert retrieve_steps and all(
+        step.config.parameters["retriever"]["settings"] == {} for step in retrieve_steps
+    )
 
 
 @pytest.mark.integration

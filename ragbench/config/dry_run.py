@@ -14,6 +14,7 @@ from ragbench.inputs.eval_cases import EvalCase, SourceChunk
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
 from ragbench.retrieval.rerank import RerankerChoice
+from ragbench.retrieval.retrievers import row_step_ids
 from ragbench.retrieval.search import RetrievedChunk
 from ragbench.scoring.cells import calibration_inputs
 from ragbench.scoring.judge import build_judge_calls
@@ -38,6 +39,14 @@ def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
 # What an external system returns is unknown before it is asked: its judge calls are priced as if it
 # returned this many passages of this many tokens, with an answer of this many words.
 EXTERNAL_PASSAGES, EXTERNAL_PASSAGE_TOKENS, EXTERNAL_ANSWER_WORDS = 5, 256, 128
+# The estimate's one assumption about a grid reader's answers, printed beside it: the reader is priced for
+# max_tokens of completion (`estimate_cost`), and every judge reads an answer that long.
+ANSWER_ASSUMPTION = "completion tokens assume every answer uses max_tokens, and judges read answers that long"
+
+
+def _placeholder_answer(words: int) -> str:
+    """An answer of `words` words, about one token each."""
+    return " ".join(["word"] * words)
 
 
 def _scorer_requests(
@@ -67,12 +76,12 @@ def _usage(
     """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
     if cell.external is not None:
         context = _placeholder_context(EXTERNAL_PASSAGE_TOKENS, EXTERNAL_PASSAGES)
-        answer = " ".join(["word"] * EXTERNAL_ANSWER_WORDS)
+        answer = _placeholder_answer(EXTERNAL_ANSWER_WORDS)
     else:
         assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
         assert cell.chunk_size is not None
         context = _placeholder_context(cell.chunk_size, cell.top_n)
-        answer = " ".join(["word"] * (cell.reader.max_tokens // 2))
+        answer = _placeholder_answer(cell.reader.max_tokens)  # ANSWER_ASSUMPTION
         if role == "reader":
             requests = build_reader_requests(cases, [context] * len(cases), cell.prompt)
             return estimate_cost(cell.reader, requests)
@@ -141,7 +150,7 @@ def plan_rows(
         chunking = [cell.step_id("chunk")] if cell.external is None else []
         new_steps = [
             step
-            for step in [*chunking, *cell.step_ids()]
+            for step in [*chunking, *row_step_ids(cell)]
             if step not in finished_steps or (aligned and step == cell.step_id("judge"))
         ]
         row: dict = {

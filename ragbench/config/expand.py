@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from ragbench.config.model import BenchmarkConfig
-from ragbench.grid.cell import CellSpec
+from ragbench.grid.cell import DEFAULT_RETRIEVER, CellSpec
 from ragbench.inputs.chunking import overlap_tokens
 from ragbench.llm.types import llm_settings
 from ragbench.retrieval.ann import FLAT_INDEX
+from ragbench.retrieval.retrievers import retriever_class
 
 
 def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> list[Any]:
@@ -23,8 +24,8 @@ def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> lis
     if axis == "chunk_overlap":
         return [overlap_tokens(cell["chunk_size"], overlap) for overlap in grid.chunk_overlap]
     if axis == "retriever":
-        return [None if retriever == "dense" else retriever for retriever in grid.retriever]
-    if axis == "embedding_model" and cell["retriever"] == "bm25":
+        return [None if retriever == DEFAULT_RETRIEVER else retriever for retriever in grid.retriever]
+    if axis == "embedding_model" and "dense" not in retriever_class(cell["retriever"]).reads:
         return [None]
     if axis == "index":
         return (

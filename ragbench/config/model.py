@@ -7,7 +7,7 @@ import logging
 import math
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
@@ -17,6 +17,7 @@ from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
 from ragbench.generation.systems import ExternalSystem
+from ragbench.grid.cell import DEFAULT_RETRIEVER
 from ragbench.inputs.chunking import overlap_tokens
 from ragbench.inputs.eval_cases import EvalCasesConfig
 from ragbench.inputs.knowledge_base import KnowledgeBaseConfig
@@ -28,6 +29,7 @@ from ragbench.llm.types import LLMEntry, llm_settings
 from ragbench.models.devices import Device
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
 from ragbench.retrieval.rerank import DEFAULT_RERANKER
+from ragbench.retrieval.retrievers import RETRIEVERS, RetrievalConfig
 from ragbench.runs.gate import RegressionConfig
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
@@ -89,12 +91,13 @@ class GridConfig(Section):
         min_length=1,
         description="sentence-transformers models (Hub names, packaged names or local folders)",
     )
-    retriever: list[Literal["dense", "bm25", "hybrid"]] = Field(
-        default=["dense"],
+    retriever: list[str] = Field(
+        default=[DEFAULT_RETRIEVER],
         min_length=1,
         description="dense (the embedding's FAISS index), bm25 (lexical: bm25s, see "
-        "ragbench.retrieval.lexical) or "
-        "hybrid (reciprocal-rank fusion of both); a bm25 cell has no embedding_model or index",
+        "ragbench.retrieval.lexical), hybrid (reciprocal-rank fusion of both) or one another installed "
+        "package registers in the entry point group ragbench.retrievers; a cell whose retriever reads no "
+        "dense index (bm25) has no embedding_model or index",
     )
     index: list[str] = Field(
         default=[FLAT_INDEX],
@@ -140,6 +143,12 @@ class GridConfig(Section):
             for value in values
         ]
 
+    @field_validator("retriever")
+    @classmethod
+    def _known_retrievers(cls, values: list[str]) -> list[str]:
+        RETRIEVERS.classes(values)
+        return values
+
     @field_validator("index")
     @classmethod
     def _canonical_index_names(cls, values: list[str]) -> list[str]:
@@ -162,18 +171,6 @@ class GridConfig(Section):
         return self
 
 
-class RetrievalConfig(Section):
-    """Retrieval metrics, computed on every case with expected sources."""
-
-    metrics_k: int = Field(default=5, ge=1, description="cut-off for hit rate, recall and failure rate")
-    rrf_k: int = Field(
-        default=60,
-        ge=1,
-        description="hybrid retrieval: the k of reciprocal-rank fusion, score = sum of 1/(k + rank) over "
-        "bm25 and dense, each ranking top_k deep",
-    )
-
-
 class GenerationConfig(Section):
     """Which cases run end to end, and the LLM settings every reader of the grid shares."""
 
@@ -182,7 +179,7 @@ class GenerationConfig(Section):
     )
     seed: int = Field(default=42, description="seed of the end-to-end case order")
     reader: dict[str, Any] = Field(
-        default_factory=lambda: {"max_tokens": 256},
+        default_factory=lambda: {"max_tokens": 200},
         description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
     )
 

@@ -22,7 +22,8 @@ from ragbench.llm.types import RESULT_FIELDS, LLMSettings
 
 Stage = Literal["chunk", "index", "retrieve", "answer", "judge"]
 STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "answer", "judge")
-Retriever = Literal["bm25", "hybrid"]
+# The retriever of a cell whose `retriever` is None: ids of dense cells stay as they were before the axis.
+DEFAULT_RETRIEVER = "dense"
 
 
 def _axis(stage: Stage, tag: str, label: str, default: Any = ..., description: str = "") -> Any:
@@ -41,8 +42,9 @@ class CellSpec(BaseModel):
     external: str | None = _axis("chunk", "ext-", "external ", None, "a system's name; None = the grid's")
     chunk_size: int | None = _axis("chunk", "cs", "cs", None)
     chunk_overlap: int | None = _axis("chunk", "o", "overlap ", None, "tokens")
-    # Before the embedding (so a bm25 cell has none) but keyed at retrieve: dense and hybrid share one index.
-    retriever: Retriever | None = _axis("retrieve", "", "", None, "bm25 or hybrid; None = dense")
+    # Before the embedding (a retriever that reads no dense index has none) but keyed at retrieve: dense and
+    # hybrid share one index. What a retriever is and reads is `ragbench.retrieval.retrievers`'s to say.
+    retriever: str | None = _axis("retrieve", "", "", None, "a registered retriever's name; None = dense")
     embedding_model: str | None = _axis("index", "", "", None)
     index: str | None = _axis("index", "ix-", "index ", None, "an IndexSpec name; None = exact (flat)")
     top_k: int | None = _axis("retrieve", "k", "top_k ", None)
@@ -86,7 +88,7 @@ class CellSpec(BaseModel):
         if axis == "reranker" and value is None and self.reader is not None:
             return "off"
         if axis == "retriever" and value is None:
-            return "dense"
+            return DEFAULT_RETRIEVER
         if axis == "index" and value is None and self.embedding_model is not None:
             return "flat"
         return "" if value is None else str(value)
@@ -155,20 +157,17 @@ class CellSpec(BaseModel):
         return self.embedding_model is not None
 
     @property
-    def uses_lexical_index(self) -> bool:
-        return self.retriever is not None
-
-    @property
     def lexical_step_id(self) -> str:
         """The BM25 index's step: one per chunk set, whatever the embedding."""
         return f"bm25_{self.upto('chunk').id}"
 
-    def step_ids(self) -> list[str]:
-        """Every step after chunking whose output this cell's row is made of."""
+    def step_ids(self, *, lexical: bool) -> list[str]:
+        """Every step after chunking whose output this cell's row is made of; `lexical`: whether its
+        retriever reads the BM25 index, which only the retriever knows (`retrievers.row_step_ids`)."""
         if self.external is not None:
             return [self.step_id(stage) for stage in ("answer", "judge")[: STAGES.index(self.last_stage) - 2]]
         ids = [self.step_id("index")] if self.uses_dense_index else []
-        ids += [self.lexical_step_id] if self.uses_lexical_index else []
+        ids += [self.lexical_step_id] if lexical else []
         stages = STAGES[STAGES.index("retrieve") : STAGES.index(self.last_stage) + 1]
         return ids + [self.step_id(stage) for stage in stages]
 
@@ -306,8 +305,9 @@ def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
 
 def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tuple[CellSpec, CellSpec]]:
     """(candidate, baseline) answer keys: every answer set that differs from the baseline's values on the
-    baseline's axes only, with the answer set that has them; with `{external: <system>}`, every other answer
-    set with that system's. Raises ValueError when there is none."""
+    baseline's axes only, with the answer set that has them (a value as the results table names it);
+    with `{external: <system>}`, every other answer set with that system's. Raises ValueError when there is
+    none."""
     axes = [
         axis for axis in CellSpec.axes() if STAGES.index(CellSpec.stage_of(axis)) <= STAGES.index("answer")
     ]
@@ -325,15 +325,21 @@ def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tupl
             raise ValueError(f"evaluation.pairwise.baseline {baseline}: no system of that name in `systems`")
         return [(key, system) for key in keys if key != system]
 
+    # The baseline's values by the names the report gives them (a reader of a model that two readers share
+    # is named with the setting that tells them apart); the other axes by their whole value, so the readers
+    # of one model at two temperatures are two counterparts, not one.
+    names = llm_names(keys)
+    shown = {key.id: key.axis_columns(names) for key in keys}
+
     def others(key: CellSpec) -> tuple[str, ...]:
-        return tuple(key.value_text(axis) for axis in axes if axis not in baseline)
+        return tuple(key.value_key(axis) for axis in axes if axis not in baseline)
 
     def is_baseline(key: CellSpec) -> bool:
-        return all(key.value_text(axis) == value for axis, value in baseline.items())
+        return all(str(shown[key.id][axis]) == value for axis, value in baseline.items())
 
     baselines = {others(key): key for key in keys if is_baseline(key)}
     if not baselines:
-        seen = {axis: sorted({key.value_text(axis) for key in keys}) for axis in baseline}
+        seen = {axis: sorted({str(shown[key.id][axis]) for key in keys}) for axis in baseline}
         raise ValueError(
             f"evaluation.pairwise.baseline {baseline}: no answer set of the grid has it (grid: {seen})"
         )
@@ -343,9 +349,3 @@ def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tupl
     if not pairs:
         raise ValueError(f"evaluation.pairwise.baseline {baseline}: no other answer set to compare with it")
     return pairs
-
-
-def lexical_keys(cells: list[CellSpec]) -> list[CellSpec]:
-    """One BM25 index per chunk set that a bm25 or hybrid cell retrieves from."""
-    keys = {cell.lexical_step_id: cell.upto("chunk") for cell in cells if cell.uses_lexical_index}
-    return list(keys.values())

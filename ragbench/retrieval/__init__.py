@@ -1,5 +1,5 @@
-"""Retrieval: FAISS indexes (exact, HNSW, IVF) and BM25, the search of a cell (dense, bm25, hybrid) with
-its retrieval metrics, and optional ColBERT reranking.
+"""Retrieval: FAISS indexes (exact, HNSW, IVF) and BM25, the retrievers (dense, bm25, hybrid and those other
+packages register), the search of a cell with its retrieval metrics, and optional ColBERT reranking.
 
 May import: ragbench.grid, ragbench.inputs, ragbench.models."""
 

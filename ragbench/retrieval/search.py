@@ -1,22 +1,20 @@
-"""First-stage retrieval (dense, BM25 or their fusion), once per retrieve key, and its metrics against
-expected sources (computed with ir-measures / trec_eval)."""
+"""First-stage retrieval with a cell's retriever (`ragbench.retrieval.retrievers`), once per retrieve key, and
+its metrics against expected sources (computed with ir-measures / trec_eval)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Collection, Sequence
 from statistics import fmean
 
-import numpy as np
 from pydantic import BaseModel
 
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.eval_cases import EvalCase
-from ragbench.retrieval.ann import recall_vs_exact
-from ragbench.retrieval.index import Embedder, IndexManifest, VectorIndex, load_embedder
-from ragbench.retrieval.lexical import LexicalIndex, LexicalIndexManifest, reciprocal_rank_fusion
+from ragbench.retrieval.index import Embedder, IndexManifest, VectorIndex
+from ragbench.retrieval.lexical import LexicalIndexManifest
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES, IndexCost, retrieval_columns
+from ragbench.retrieval.retrievers import Retriever, SearchContext
 
 
 class RetrievedChunk(BaseModel):
@@ -34,6 +32,12 @@ class RetrievedChunk(BaseModel):
     text: str
     retrieval_rank: int | None = None
     retrieval_score: float | None = None
+    shared_with: list[str] = []  # the other documents with this exact text (`Chunk.shared_with`)
+
+    def credited_sources(self, expected: Collection[str]) -> list[str]:
+        """The documents this passage counts as for a case: those of its documents the case expects (a
+        passage several documents share is found in each), else its own."""
+        return [source for source in (self.source, *self.shared_with) if source in expected] or [self.source]
 
 
 class CaseRetrieval(BaseModel):
@@ -70,6 +74,7 @@ def ranked_chunks(
             source=(chunk := chunks.chunks[int(position)]).source,
             score=float(score),
             text=chunk.text,
+            shared_with=chunk.shared_with,
             retrieval_rank=rank,
         )
         for rank, (position, score) in enumerate(
@@ -111,74 +116,29 @@ class RetrievedCandidates(BaseModel):
         return [self.by_case[case.id] for case in cases]
 
 
-def _timed(search: Callable[[], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, float]:
-    started = time.perf_counter()
-    scores, positions = search()
-    return scores, positions, time.perf_counter() - started
-
-
 def retrieve_candidates(
-    spec: CellSpec,
-    chunks: ChunkSet,
-    cases: Sequence[EvalCase],
-    *,
-    dense: VectorIndex | None = None,
-    exact: VectorIndex | None = None,
-    lexical: LexicalIndex | None = None,
-    rrf_k: int | None = 60,
-    device: str = "auto",
+    spec: CellSpec, retriever: Retriever, context: SearchContext, cases: Sequence[EvalCase]
 ) -> tuple[RetrievedCandidates, SearchStats]:
-    """Rank `spec.top_k` chunks per case with the cell's retriever: the dense index, BM25, or their
-    reciprocal-rank fusion (each ranking top_k deep). `exact`: the flat index of the same vectors when
-    `dense` is approximate, searched with the same query vectors for `recall_vs_exact`. `rrf_k`: the
-    fusion's constant, which only a hybrid cell uses (None for the others); `device`: where the questions
-    are encoded (`embedding.device`, as for the chunks)."""
-    if spec.retriever == "hybrid" and rrf_k is None:
-        raise ValueError(f"cell {spec.id} fuses two rankings and needs rrf_k")
-    fusion_k = rrf_k or 0  # read only by a hybrid cell, which has it
-    questions = [case.question for case in cases]
-    top_k = spec.top_k or 0
-    seconds, stats = 0.0, {}
-    rankings: list[list[tuple[list[int], list[float]]]] = [[] for _ in cases]
-    if spec.retriever != "bm25":
-        if dense is None:
-            raise ValueError(f"cell {spec.id} retrieves from a dense index, and none was given")
-        dense.check_matches(chunks)
-        query_vectors = load_embedder(dense.manifest.embedding_model, device).encode_queries(questions)
-        scores, positions, elapsed = _timed(lambda: dense.search(query_vectors, top_k))
-        seconds += elapsed
-        if exact is not None:
-            exact.check_matches(chunks)
-            _, exact_positions, exact_seconds = _timed(lambda: exact.search(query_vectors, top_k))
-            stats["exact_ms_per_query"] = round(1000 * exact_seconds / max(len(cases), 1), 4)
-            stats["recall_vs_exact"] = round(recall_vs_exact(positions, exact_positions), 4)
-        for ranking, row, row_scores in zip(rankings, positions, scores, strict=True):
-            ranking.append((row.tolist(), row_scores.tolist()))
-    if spec.retriever is not None:
-        if lexical is None:
-            raise ValueError(f"cell {spec.id} retrieves with bm25, and no BM25 index was given")
-        lexical.check_matches(chunks)
-        scores, positions, elapsed = _timed(lambda: lexical.search(questions, top_k))
-        seconds += elapsed
-        for ranking, row, row_scores in zip(rankings, positions, scores, strict=True):
-            ranking.append((row.tolist(), row_scores.tolist()))
-    by_case = {}
-    for case, ranking in zip(cases, rankings, strict=True):
-        if len(ranking) == 1:
-            positions_row, scores_row = ranking[0]
-        else:  # hybrid: fused by rank, so bm25's and cosine's different scales do not matter
-            fused = reciprocal_rank_fusion([row for row, _ in ranking], k=fusion_k)[:top_k]
-            positions_row, scores_row = [p for p, _ in fused], [s for _, s in fused]
-        by_case[case.id] = ranked_chunks(chunks, positions_row, scores_row)
+    """Rank `spec.top_k` chunks per case with the cell's retriever, searching `context` (the chunk set and
+    the indexes the retriever reads)."""
+    rankings, seconds = context.timed_search(retriever, [case.question for case in cases], spec.top_k or 0)
+    by_case = {
+        case.id: ranked_chunks(context.chunks, positions, scores)
+        for case, (positions, scores) in zip(cases, rankings, strict=True)
+    }
     search = SearchStats(
-        queries=len(cases), ms_per_query=round(1000 * seconds / max(len(cases), 1), 4), **stats
+        queries=len(cases), ms_per_query=round(1000 * seconds / max(len(cases), 1), 4), **context.stats
     )
-    return RetrievedCandidates(spec=spec, chunk_set_fingerprint=chunks.fingerprint, by_case=by_case), search
+    candidates = RetrievedCandidates(
+        spec=spec, chunk_set_fingerprint=context.chunks.fingerprint, by_case=by_case
+    )
+    return candidates, search
 
 
-def distinct_sources(chunks: list[RetrievedChunk]) -> list[str]:
-    """Document ranking from a chunk ranking: each source at the rank of its best chunk."""
-    return list(dict.fromkeys(chunk.source for chunk in chunks))
+def distinct_sources(chunks: list[RetrievedChunk], expected: Collection[str] = ()) -> list[str]:
+    """Document ranking from a chunk ranking: each source at the rank of its best chunk, a chunk counting as
+    the `expected` documents that share it (`RetrievedChunk.credited_sources`)."""
+    return list(dict.fromkeys(source for chunk in chunks for source in chunk.credited_sources(expected)))
 
 
 def retrieval_metrics(
@@ -193,8 +153,8 @@ def retrieval_metrics(
     for case, chunks in zip(cases, retrieved, strict=True):
         if not case.expected_sources:
             continue
-        sources = distinct_sources(chunks)
         expected = set(case.expected_sources)
+        sources = distinct_sources(chunks, expected)
         qrels[case.id] = dict.fromkeys(case.expected_sources, 1)
         # Strictly decreasing scores: trec_eval breaks score ties by document id, not by our rank.
         run[case.id] = {source: float(len(sources) - rank) for rank, source in enumerate(sources)}
@@ -238,8 +198,8 @@ class RetrievalResult(BaseModel):
 
     spec: CellSpec
     chunk_count: int
-    index: IndexManifest | None  # the dense index searched (None for bm25)
-    lexical: LexicalIndexManifest | None  # the BM25 index (bm25 and hybrid)
+    index: IndexManifest | None  # the dense index searched (None when its retriever reads none)
+    lexical: LexicalIndexManifest | None  # the BM25 index (when its retriever reads it)
     search: SearchStats
     retrieval: RetrievalReport
 

@@ -9,7 +9,7 @@ the baseline has and the run could not produce, a comparison that lined up nothi
 from __future__ import annotations
 
 from html import escape
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -20,6 +20,9 @@ from ragbench.runs.record import GATE_STATUS, RunRecord
 from ragbench.section import Section
 
 GateStatus = Literal["passed", "regressed", "incomplete", "failed"]
+# Which earlier run a run is compared with (`RegressionConfig.baseline`); compare also takes a run's name.
+BaselineMode = Literal["previous", "champion", "none"]
+BASELINE_MODES: tuple[BaselineMode, ...] = get_args(BaselineMode)
 
 
 class GateResult(BaseModel):
@@ -179,7 +182,7 @@ class RegressionConfig(Section):
     """The regression gate (the pipeline's last step, and `run.py compare`): which run is the baseline,
     and how far a tracked metric may move in its bad direction before it is a regression."""
 
-    baseline: Literal["previous", "champion", "none"] = Field(
+    baseline: BaselineMode = Field(
         default="previous",
         description="previous: the newest earlier run of this config that passed its gate or was promoted "
         "(never a regressed, incomplete or failed one); champion: the run promoted for this config "

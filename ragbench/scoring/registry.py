@@ -9,11 +9,8 @@ other installed packages register in the entry point group ``ragbench.scorers``.
 
 from __future__ import annotations
 
-import functools
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from pydantic import (
@@ -22,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from ragbench.plugins import Registry
 from ragbench.scoring.keyword_tests import BUILTIN_SUITES, AssertionSuite, Suite
 from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
 from ragbench.scoring.pairwise import DEFAULT_CRITERION
@@ -31,53 +29,26 @@ from ragbench.scoring.scorer import Scorer
 from ragbench.section import Section
 
 SCORER_ENTRY_POINTS = "ragbench.scorers"
+SCORERS: Registry[Scorer] = Registry("metric", SCORER_ENTRY_POINTS, Scorer, RAGAS_FAMILY)
 
 
 def available_scorers() -> dict[str, type[Scorer]]:
     """Every scorer a config may name: the built-in Ragas family, then each one an installed package
-    registers as ``[project.entry-points."ragbench.scorers"] <name> = "package.module:ScorerClass"``.
-    Scanned once per import path (what is installed is what is on it)."""
-    return dict(_scorers_on(tuple(sys.path)))
-
-
-@functools.lru_cache(maxsize=4)
-def _scorers_on(import_path: tuple[str, ...]) -> dict[str, type[Scorer]]:
-    """The scorers registered by the packages on `import_path` (the cache key: the scan reads sys.path)."""
-    found: dict[str, type[Scorer]] = dict(RAGAS_FAMILY)
-    for point in entry_points(group=SCORER_ENTRY_POINTS):
-        scorer = point.load()
-        if not (isinstance(scorer, type) and issubclass(scorer, Scorer)):
-            raise ValueError(f"entry point {point.name} = {point.value} is not a ragbench Scorer class")
-        if scorer.name != point.name:
-            raise ValueError(f"entry point {point.name} names a scorer called {scorer.name}: use one name")
-        if point.name in found and found[point.name] is not scorer:
-            raise ValueError(f"scorer {point.name} ({point.value}) is registered twice")
-        found[point.name] = scorer
-    return found
+    registers as ``[project.entry-points."ragbench.scorers"] <name> = "package.module:ScorerClass"``."""
+    return SCORERS.available()
 
 
 def make_scorers(names: Sequence[str]) -> tuple[Scorer, ...]:
     """The scorers `names` select, in their order."""
-    known = available_scorers()
-    if unknown := [name for name in names if name not in known]:
-        raise ValueError(
-            f"unknown metric(s) {', '.join(unknown)}; available: {', '.join(sorted(known))} (a scorer of "
-            f"another package registers in the entry point group {SCORER_ENTRY_POINTS})"
-        )
-    return tuple(known[name]() for name in dict.fromkeys(names))
+    return tuple(scorer() for scorer in SCORERS.classes(names))
 
 
 def scorers_from_identities(identities: Sequence[dict]) -> tuple[Scorer, ...]:
-    """The scorers a step was given by `Scorer.identity`, found where the step runs; a scorer whose code
-    there differs from the code the run was planned with is an error, not a silent other metric."""
+    """The scorers a step was given by `Scorer.identity`, found where the step runs (`Registry.checked`)."""
     scorers = make_scorers([identity["name"] for identity in identities])
-    for scorer, identity in zip(scorers, identities, strict=True):
-        if scorer.identity() != identity:
-            raise ValueError(
-                f"scorer {scorer.name} here is {scorer.identity()}, the run was planned with {identity}: "
-                "install the same version where the steps run"
-            )
-    return scorers
+    return tuple(
+        SCORERS.checked(scorer, identity) for scorer, identity in zip(scorers, identities, strict=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -213,7 +184,7 @@ class EvaluationConfig(Section):
         default=True, description="run the built-in keyword suites (the cases' words) on every answer"
     )
     judge: dict[str, Any] = Field(
-        default_factory=lambda: {"max_tokens": 320},
+        default_factory=lambda: {"max_tokens": 300},
         description="LLMSettings fields applied to every judge in grid.judge (an entry's own fields win)",
     )
     metrics: list[str] = Field(

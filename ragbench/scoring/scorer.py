@@ -15,8 +15,6 @@ Scorers from another installed package register through the entry point group ``
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.plugins import Plugin
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import Input, JudgeInput
 
@@ -69,10 +68,11 @@ class CaseScore:
     reasoning: str | None = None
 
 
-class Scorer(ABC):
-    """One way of scoring an answered case. Subclasses set the class attributes and `score`."""
+class Scorer(Plugin):
+    """One way of scoring an answered case. Subclasses set the class attributes and `score`; its identity
+    (`Plugin.identity`: name, version, source, `settings`) is part of the judge step's cache key, so a
+    changed prompt or parameter asks again."""
 
-    name: ClassVar[str]
     needs: ClassVar[tuple[Input, ...]] = ("question", "answer")
     uses_llm: ClassVar[bool] = True
     uses_embeddings: ClassVar[bool] = False
@@ -82,8 +82,6 @@ class Scorer(ABC):
     gives_verdicts: ClassVar[bool] = False
     # One sentence users read in the report and the docs: what the number is.
     definition: ClassVar[str] = ""
-    # Bump when the scoring changes in a way the prompts below do not show: it is part of the cache key.
-    version: ClassVar[str] = "1"
 
     @abstractmethod
     def metrics(self) -> tuple[MetricInfo, ...]:
@@ -107,22 +105,6 @@ class Scorer(ABC):
     def planned_calls(self, case: JudgeInput) -> int:
         """How many LLM calls scoring `case` takes, for the dry run's estimate (one by default)."""
         return 1 if self.uses_llm else 0
-
-    def identity(self) -> dict[str, Any]:
-        """What decides this scorer's values: its name, version and source (prompts included), as the judge
-        step's cache key sees it."""
-        source = inspect.getsource(type(self))
-        return {
-            "name": self.name,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
-            "version": self.version,
-            "source": hashlib.sha256(source.encode()).hexdigest()[:16],
-            "settings": self.settings(),
-        }
-
-    def settings(self) -> dict[str, Any]:
-        """The scorer's own parameters (none by default)."""
-        return {}
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -2,7 +2,8 @@
 
 - `reference/config.md`: every config key, `ragbench.config.reference.reference_markdown()` (what
   `run.py config --reference` prints);
-- `reference/cli.md`: every `run.py` command and option, from the argparse parser `run.parse_args` builds;
+- `reference/cli.md`: every `run.py` command and option, from the argparse parser `cli.main.build_parser`
+  makes;
 - `reference/metrics.md`: every built-in metric from the registry (`ragbench.scoring.registry.Scoring`): the
   rubrics' criteria and prompts (`ragbench.scoring.rubrics.BUILTIN_RUBRICS`), the suites
   (`ragbench.scoring.keyword_tests.BUILTIN_SUITES`) and retrieval's (`ragbench.scoring.metrics`);
@@ -10,8 +11,8 @@
 
 The pages are rendered in a child process (`python docs/hooks.py` prints them as JSON), so the build
 never imports the project into MkDocs' own process and `mkdocs serve` shows a code change at the next
-rebuild (mkdocs.yml watches `ragbench/`, `run.py` and `docker/README.md`). Text that comes from the code
-is escaped outside code spans, so a `<name>` in a description is shown, never taken for HTML.
+rebuild (mkdocs.yml watches `ragbench/`, `cli/`, `run.py` and `docker/README.md`). Text that comes from
+the code is escaped outside code spans, so a `<name>` in a description is shown, never taken for HTML.
 """
 
 from __future__ import annotations
@@ -148,130 +149,87 @@ def config_page() -> str:
     return _NOTE + escape_reference(reference_markdown())
 
 
-def cli_parser() -> argparse.ArgumentParser:
-    """The parser `run.parse_args` builds, caught before it parses (run.py has no parser factory)."""
-    import run
+def cli_commands() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser `run.py` uses (`cli.main.build_parser`) and each command's subparser, in order."""
+    from cli.main import build_parser
 
-    caught: list[argparse.ArgumentParser] = []
-    original = argparse.ArgumentParser.parse_args
-
-    def catch(self, args=None, namespace=None):
-        caught.append(self)
-        return argparse.Namespace()
-
-    argparse.ArgumentParser.parse_args = catch  # type: ignore[method-assign]
-    try:
-        run.parse_args([])
-    finally:
-        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
-    parser = caught[0]
-    parser.prog = "run.py"
-    return parser
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return parser, dict(subparsers.choices)
 
 
-def cli_commands(parser: argparse.ArgumentParser) -> tuple[argparse.Action, list[str]]:
-    """The positional `command` action and its choices, in order."""
-    action = next(a for a in parser._actions if a.dest == "command")
-    return action, list(action.choices or [])
-
-
-def _command_text(help_text: str, command: str) -> str:
-    """The part of the command argument's help that describes `command` (its help lists them by `;`)."""
-    for part in (p.strip() for p in help_text.split("; ")):
-        if re.match(rf"{re.escape(command)}\b", part):
-            return part.removeprefix(f"{command}: ")
-    return ""
-
-
-def _option_command(help_text: str, commands: list[str]) -> str | None:
-    """The command an option belongs to, when its help starts `command:` (or `run: ...; compare: ...`)."""
-    found = [c for c in commands if re.search(rf"(^|; ){re.escape(c)}:", help_text)]
-    return ", ".join(found) if found else None
+def option_row(action: argparse.Action) -> list[str]:
+    """One option of a command: its flags, the value it takes, its default and what it does."""
+    flags = ", ".join(code(flag) for flag in action.option_strings)
+    if action.nargs == 0:
+        value = "flag"
+    else:
+        value = code(action.metavar or action.dest.upper())
+        if action.type is not None:
+            value += f" ({getattr(action.type, '__name__', str(action.type))})"
+    default = "" if action.default in (None, False, [], argparse.SUPPRESS) else code(repr(action.default))
+    if action.choices:
+        value += "; one of " + ", ".join(code(str(c)) for c in action.choices)
+    appends = isinstance(action, argparse._AppendAction) and "repeatable" not in (action.help or "")
+    repeat = " (repeatable)" if appends else ""
+    return [flags, value + repeat, default, cell(action.help or "")]
 
 
 def cli_page() -> str:
-    parser = cli_parser()
-    command, commands = cli_commands(parser)
+    from cli.main import DEFAULT_COMMAND
+
+    parser, commands = cli_commands()
     # argparse wraps --help to the terminal's width: a fixed width for the page
-    parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100)
-    usage = parser.format_usage().strip()
-    full_help = parser.format_help()
-    options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
-    positional = [a for a in parser._actions if not a.option_strings and a.dest != "command"]
+    for each in (parser, *commands.values()):
+        each.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100)
 
-    command_rows = []
-    for name in commands:
-        own = [a for a in options if (_option_command(a.help or "", [name]) is not None)]
-        text = _command_text(command.help or "", name) or "(see the help text below)"
-        command_rows.append(
-            [
-                code(f"run.py {name}") + (" (default)" if name == command.default else ""),
-                cell(text),
-                ", ".join(code(a.option_strings[0]) for a in own) or "",
-            ]
-        )
+    def shown(sub: argparse.ArgumentParser) -> list[argparse.Action]:
+        return [a for a in sub._actions if a.dest != "help" and a.help != argparse.SUPPRESS]
 
-    def option_row(action: argparse.Action) -> list[str]:
-        flags = ", ".join(code(flag) for flag in action.option_strings)
-        if action.nargs == 0:
-            value = "flag"
-        else:
-            value = code(action.metavar or action.dest.upper())
-            if action.type is not None:
-                value += f" ({getattr(action.type, '__name__', str(action.type))})"
-        default = "" if action.default in (None, False, [], argparse.SUPPRESS) else code(repr(action.default))
-        if action.choices:
-            value += "; one of " + ", ".join(code(str(c)) for c in action.choices)
-        appends = isinstance(action, argparse._AppendAction) and "repeatable" not in (action.help or "")
-        repeat = " (repeatable)" if appends else ""
-        return [flags, value + repeat, default, cell(action.help or "")]
-
-    general = [a for a in options if _option_command(a.help or "", commands) is None]
-    specific = [a for a in options if _option_command(a.help or "", commands) is not None]
+    command_rows = [
+        [
+            f"[{code(f'run.py {name}')}](#run-py-{name})" + (" (default)" if name == DEFAULT_COMMAND else ""),
+            cell(sub.description or ""),
+            ", ".join(code(a.option_strings[0]) for a in shown(sub) if a.option_strings),
+        ]
+        for name, sub in commands.items()
+    ]
     lines = [
         "# Command line",
         "",
         _NOTE.strip(),
         "",
-        f"Generated from the argparse parser in `run.py` (`parse_args`). {escape(parser.description or '')}",
-        "Run it as `.venv/bin/python run.py [command] [options]`; every command also takes `--help`.",
+        "Generated from the argparse parser of `run.py` (`cli.main.build_parser`; one module of `cli/` per",
+        f"command). {escape(parser.description or '')}",
         "",
-        block(usage),
+        block(parser.format_usage().strip()),
         "",
         "## Commands",
         "",
         "The first argument picks the command; without one, `run.py` runs the benchmark "
-        f"({code(command.default)}).",
+        f"({code(DEFAULT_COMMAND)}). `--dry-run` is taken only by the commands that can plan without "
+        "acting; the others refuse it.",
         "",
-        table(["command", "what it does", "its own options"], command_rows),
+        table(["command", "what it does", "its options"], command_rows),
         "",
     ]
-    if positional:
+    for name, sub in commands.items():
+        positional = [a for a in shown(sub) if not a.option_strings]
+        options = [a for a in shown(sub) if a.option_strings]
         lines += [
-            "## Arguments",
+            f"## `run.py {name}` {{#run-py-{name}}}",
             "",
-            table(["argument", "meaning"], [[code(a.dest), cell(a.help or "")] for a in positional]),
+            escape(sub.description or ""),
+            "",
+            block(sub.format_usage().strip()),
             "",
         ]
-    lines += [
-        "## General options",
-        "",
-        "Options whose help names no single command: the config a command reads (`--config`, `--set`) and",
-        "how a run or a testset run goes.",
-        "",
-        table(["option", "value", "default", "meaning"], [option_row(a) for a in general]),
-        "",
-        "## Options of one command",
-        "",
-        "The help of each starts with the command it belongs to.",
-        "",
-        table(["option", "value", "default", "meaning"], [option_row(a) for a in specific]),
-        "",
-        "## `run.py --help`",
-        "",
-        block(full_help),
-        "",
-    ]
+        if positional:
+            rows = [[code(a.metavar or a.dest), cell(a.help or "")] for a in positional]
+            lines += [table(["argument", "meaning"], rows), ""]
+        if options:
+            lines += [table(["option", "value", "default", "meaning"], [option_row(a) for a in options]), ""]
+    lines += ["## `run.py --help`", "", block(parser.format_help()), ""]
     return "\n".join(lines)
 
 

@@ -77,6 +77,14 @@ def orchestrator_schedules() -> bool:
     return bool(Client().active_stack.orchestrator.config.is_schedulable)
 
 
+def active_orchestrator() -> str:
+    """The active stack's orchestrator for people: "<component name> (<flavor>)"."""
+    from zenml.client import Client
+
+    orchestrator = Client().active_stack.orchestrator
+    return f"{orchestrator.name} ({orchestrator.flavor})"
+
+
 def _orchestrator_label(orchestrator_id: object) -> tuple[str, bool]:
     """A schedule's orchestrator for people ("<name> (<flavor>)") and whether it can delete schedules."""
     from zenml.client import Client
@@ -150,12 +158,28 @@ def remove_schedule(config_name: str) -> Removal | None:
     return Removal(schedule.name, label, deletes)
 
 
+def schedule_to_replace(config_name: str) -> ScheduleInfo | None:
+    """The config's schedule that installing would replace (None: it has none). A schedule whose
+    orchestrator cannot delete it is refused, not replaced: ZenML would forget it while its job kept
+    running, and the config would then run twice."""
+    previous = _benchmark_schedules(schedule_name(config_name))
+    if not previous:
+        return None
+    found = previous[0]
+    label, deletes = _orchestrator_label(found.orchestrator_id)
+    if not deletes:
+        raise ZenMLScheduleError(
+            f"{config_name!r} already has the ZenML schedule {found.name!r} on {label}, which ZenML "
+            "cannot delete: delete it in that orchestrator, then `run.py schedule --remove` and install again"
+        )
+    return ScheduleInfo(found.name, found.cron_expression, label, found.active)
+
+
 def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, Removal | None]:
     """Register the benchmark of `config` on the active orchestrator, replacing the config's schedule.
 
-    The pipeline is compiled and handed to the orchestrator, which schedules it instead of running it.
-    A replaced schedule whose orchestrator cannot delete it is refused, not archived: ZenML would forget
-    it while its job kept running, and the config would then run twice."""
+    The pipeline is compiled and handed to the orchestrator, which schedules it instead of running it;
+    a schedule it cannot replace is refused (`schedule_to_replace`)."""
     from zenml.config.schedule import Schedule
 
     from pipelines import rag_benchmark
@@ -163,15 +187,7 @@ def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, 
     from ragbench.runs.compare import config_tag
 
     name = schedule_name(config.name)
-    previous = _benchmark_schedules(name)
-    if previous:
-        label, deletes = _orchestrator_label(previous[0].orchestrator_id)
-        if not deletes:
-            raise ZenMLScheduleError(
-                f"{config.name!r} already has the ZenML schedule {name!r} on {label}, which ZenML cannot "
-                "delete: delete it in that orchestrator, then `run.py schedule --remove` and install again"
-            )
-    removal = remove_schedule(config.name) if previous else None
+    removal = remove_schedule(config.name) if schedule_to_replace(config.name) is not None else None
     rag_benchmark.with_options(
         schedule=Schedule(name=name, cron_expression=cron),
         tags=[config_tag(config.name), *config.tags],

@@ -41,9 +41,9 @@ def orchestrator_stack(flavor: str, flavor_class: str, configuration: dict[str, 
     from zenml.client import Client
     from zenml.enums import StackComponentType
 
-    import run
+    from cli.launch import open_store
 
-    run.open_store()
+    open_store()
     client = Client()
     previous = client.active_stack_model.id
     created_flavor = False

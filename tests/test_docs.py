@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import run
+from cli.main import COMMANDS
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.reference import reference_markdown
 from ragbench.scoring.metrics import LATENCY
@@ -62,10 +63,14 @@ def reference_keys() -> list[str]:
 
 
 def cli_help() -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        run.parse_args(["--help"])
-    return out.getvalue()
+    """`run.py --help`, then every command's own `--help`."""
+    texts = []
+    for argv in (["--help"], *([command.name, "--help"] for command in COMMANDS)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+            run.main(argv)
+        texts.append(out.getvalue())
+    return "\n".join(texts)
 
 
 def test_every_config_key_is_on_the_config_page(site):

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import run
+from cli.launch import open_store
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.fake_rag_service import FakeRagService
 from tests.projects import THREE_TOPIC_CASES as CASES
@@ -181,7 +182,7 @@ def test_a_nightly_of_the_deploy_alone_is_gated_against_its_champion(tmp_path, m
         "     version_env: DEPLOY_SHA,\n"
         "     source_match: {rule: regex, pattern: 'https://docs.example.com/kb/(.*)'}}\n",
     )
-    run.open_store()
+    open_store()
     Client().create_secret(secret, values={"DEPLOY_SHA": "aaaaaaa"})
     assert run.main(["--config", "config.yaml"]) == 0
     (row,) = rows(tmp_path).values()

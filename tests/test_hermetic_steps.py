@@ -14,6 +14,7 @@ import pytest
 from zenml.client import Client
 
 import run
+from cli.launch import open_store
 from tests.conftest import REPO_ROOT
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.projects import write_keyword_topics
@@ -44,7 +45,7 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture
 def secret_name() -> str:
     name = f"hermetic-{uuid.uuid4().hex[:8]}"
-    run.open_store()
+    open_store()
     Client().create_secret(name=name, values={KEY_NAME: KEY_VALUE})
     yield name
     Client().delete_secret(name)

@@ -3,7 +3,7 @@
 
 import pytest
 
-import run
+from cli.benchmark import raced
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import DEFAULT_CONFIG_PATH, ConfigError, load_config
 from ragbench.config.preflight import PreflightError, run_preflight
@@ -50,11 +50,11 @@ def test_a_race_needs_two_cells_and_readers(tmp_path):
 
 
 def test_run_race_races_on_the_first_end_to_end_headline_metric():
-    config = run.raced(load_config())
+    config = raced(load_config())
     assert config.search is not None and config.search.metric == "correctness_0to1"
-    assert run.raced(config) is config  # a config's own search is kept
+    assert raced(config) is config  # a config's own search is kept
     with pytest.raises(ConfigError, match="no end-to-end metric"):
-        run.raced(load_config(overrides=["grid.reader=[]"]))
+        raced(load_config(overrides=["grid.reader=[]"]))
 
 
 def answers(spec: CellSpec, cases: list[str], text: str) -> AnswerSet:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+import cli.benchmark
+import cli.testset
 import pipelines
 import pipelines.benchmark
 import pipelines.testset
@@ -23,8 +25,8 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "config.yaml").write_text(
         "name: broken\noutput_dir: out\nknowledge_base: {kind: folder, path: kb}\n"
     )
-    monkeypatch.setattr(run, "run_preflight", lambda *args, **kwargs: None)
-    monkeypatch.setattr(run, "run_testset_preflight", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(cli.benchmark, "run_preflight", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cli.testset, "run_testset_preflight", lambda *args, **kwargs: 1)
     return tmp_path
 
 

@@ -213,3 +213,24 @@ def test_list_and_remove_see_the_crontab_and_zenml(
     assert "removed the crontab entry" in out and "removed the ZenML schedule" in out
     assert (tmp_path / "table").read_text() == "5 4 * * * /usr/local/bin/backup\n"
     assert schedules.find_schedule(config.name) is None
+
+
+def test_schedule_dry_run_registers_and_removes_nothing_in_zenml(scheduling_stack, config_file, capsys):
+    """--dry-run says what it would register, replace or remove; ZenML and the orchestrator see nothing."""
+    config = load_config(str(config_file), [])
+    name = schedules.schedule_name(config.name)
+    command = ["schedule", "--config", str(config_file)]
+    assert run.main([*command, "--cron", "0 3 * * *", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"would register the ZenML schedule {name!r} (0 3 * * *)" in out and "changed nothing" in out
+    assert zenml_schedules_named(name) == [] and recorded(scheduling_stack) == []
+    assert run.main([*command, "--cron", "0 3 * * *"]) == 0
+    capsys.readouterr()
+    assert run.main([*command, "--cron", "0 5 * * *", "--dry-run"]) == 0
+    assert f", replacing zenml: {name}  cron 0 3 * * *" in capsys.readouterr().out
+    assert run.main([*command, "--remove", "--dry-run"]) == 0
+    assert f"would remove the ZenML schedule zenml: {name}" in capsys.readouterr().out
+    (registered,) = zenml_schedules_named(name)
+    assert registered.cron_expression == "0 3 * * *"
+    assert [e["event"] for e in recorded(scheduling_stack)] == ["schedule"]
+    assert run.main([*command, "--remove"]) == 0

@@ -1,0 +1,220 @@
+"""`run` (the default command) and `race`: the benchmark pipeline, its dry run (the plan) and its report."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
+
+from cli.command import (
+    Command,
+    RunStopped,
+    add_cache_option,
+    add_config_options,
+    add_run_tag_option,
+    config_of,
+)
+from cli.launch import check_output_dir, launch, open_store
+from cli.outputs import write_outputs
+from ragbench.analysis.judge_card import card_lines
+from ragbench.config.model import BenchmarkConfig, ConfigError
+from ragbench.config.preflight import run_preflight
+from ragbench.report.pages import rows_to_text
+from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
+from ragbench.section import validation_message
+
+if TYPE_CHECKING:
+    from ragbench.analysis.results import ResultsTable
+
+PLAN = (
+    "list the cells with their LLM calls, tokens and cost, new or reused from earlier runs; call nothing, "
+    "download nothing"
+)
+
+
+class RunCommand(Command):
+    name = "run"
+    help = "run the benchmark (the default command) and write its report"
+    dry_run = PLAN
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_config_options(parser)
+        add_cache_option(parser)
+        add_run_tag_option(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        config = self.config(args)
+        return print_plan(config) if args.dry_run else run_benchmark(config, use_cache=not args.no_cache)
+
+    def config(self, args: argparse.Namespace) -> BenchmarkConfig:
+        return config_of(args)
+
+
+class RaceCommand(RunCommand):
+    name = "race"
+    help = (
+        "run the benchmark with its cells raced: the config's `search`, or a race on its first end-to-end "
+        "headline metric"
+    )
+
+    def config(self, args: argparse.Namespace) -> BenchmarkConfig:
+        return raced(config_of(args))
+
+
+def raced(config: BenchmarkConfig) -> BenchmarkConfig:
+    """The config with its cells raced: its own `search`, else a race with the defaults on its first
+    end-to-end headline metric."""
+    if config.search is not None:
+        return config
+    from ragbench.retrieval.measures import is_retrieval_column
+
+    metrics = [m.column for m in config.scoring().headline() if not is_retrieval_column(m.column)]
+    if not metrics or not config.grid.reader:
+        raise ConfigError("race: the config computes no end-to-end metric (it needs readers and a judge)")
+    data = config.model_dump(mode="json") | {"search": {"strategy": "race", "metric": metrics[0]}}
+    try:
+        return BenchmarkConfig.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(validation_message(error)) from None
+
+
+def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs: int = 20) -> set[str]:
+    """Step ids that recent runs on the same documents and eval cases finished (for the dry run)."""
+    from zenml.client import Client
+
+    open_store()
+    client = Client()
+    try:
+        pipeline = client.get_pipeline(BENCHMARK_PIPELINE)
+    except KeyError:
+        return set()
+    done: set[str] = set()
+    for pipeline_run in client.list_pipeline_runs(pipeline_id=pipeline.id, size=runs, sort_by="desc:created"):
+        metadata = pipeline_run.run_metadata
+        if (
+            metadata.get("knowledge_base_fingerprint") == knowledge_base_fingerprint
+            and metadata.get("eval_fingerprint") == eval_fingerprint
+        ):
+            done |= {
+                name
+                for name, step in pipeline_run.steps.items()
+                if step.status.value in ("completed", "cached")
+            }
+    return done
+
+
+def print_plan(config: BenchmarkConfig) -> int:
+    """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
+    index parameters, model names this machine can resolve, docker settings, named secrets, the output
+    folder), then the plan; what only a real run can check is listed, never passed over in silence."""
+    from pipelines.options import run_options, step_environment
+    from ragbench.config.dry_run import (
+        ANSWER_ASSUMPTION,
+        judge_alignment_calls,
+        judge_card_calls,
+        label_correction_line,
+        plan_rows,
+        reference_calls,
+    )
+    from ragbench.config.expand import expand_grid
+    from ragbench.retrieval.rerank import resolve_reranker
+
+    open_store()
+    run_options(config)  # a typo in orchestration.docker fails here
+    preflight = run_preflight(config, plan_only=True, step_environment=step_environment(config))
+    check_output_dir(config)
+    rerankers = {
+        name: resolve_reranker(name)
+        for name in dict.fromkeys(c.reranker for c in expand_grid(config) if c.reranker)
+    }
+    done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+    rows = plan_rows(config, preflight.eval_suite.cases, done, rerankers)
+    print(rows_to_text(rows))  # preflight has logged its warnings (size estimate included) above
+    for choice in rerankers.values():
+        if choice.is_standin:
+            print(f"\nRERANKER: the UNTRAINED stand-in ({choice.label}) would run for {choice.requested}")
+    if preflight.unchecked:
+        print("\nChecked only by a real run:\n" + "\n".join(f"  - {item}" for item in preflight.unchecked))
+    new = sum(row["status"] == "new" for row in rows)
+    total_calls = sum(row["llm_calls"] for row in rows)
+    costs = [row["cost_usd"] for row in rows]
+    cost = "unknown (a model litellm cannot price)" if None in costs else f"${sum(costs):.4f}"
+    print(
+        f"\n{len(rows)} cells: {new} new, {len(rows) - new} reused from earlier runs on the same documents "
+        f"and eval cases (unless code changed since). New LLM calls: {total_calls}, cost {cost}; "
+        f"{ANSWER_ASSUMPTION}."
+    )
+    if (card_calls := judge_card_calls(config, preflight.eval_suite.cases)) is not None:
+        print(card_calls)
+    if (alignment_calls := judge_alignment_calls(config)) is not None:
+        print(alignment_calls)
+    if (correction := label_correction_line(config)) is not None:
+        print(correction)
+    if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
+        print(fetched)
+    if (search := config.search) is not None:
+        cases = len(preflight.eval_suite.cases)
+        most = min(cases, search.max_cases or config.generation.sample_size or cases)
+        print(
+            f"The cells race on {search.metric} in rounds of {search.batch} cases, at most {most}: the calls "
+            "above are what every cell answering the fixed sample would make; the race stops the cells "
+            "significantly behind after each round, and its report says how many calls it used."
+        )
+    return 0
+
+
+def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
+    """Run the pipeline, copy its report to the output folder and print its summary; the gate's exit code."""
+    from ragbench.runs.compare import config_tag
+    from ragbench.runs.gate import GateResult
+
+    tags = [config_tag(config.name), *config.tags]
+    function = "rag_race" if config.search is not None else None
+    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, run_preflight, tags, function=function)
+    results_step = pipeline_run.steps[RESULTS_STEP]
+    table: ResultsTable = results_step.outputs["results"][0].load()
+    records = results_step.outputs["case_records"][0].load()
+    gate: GateResult = pipeline_run.steps[GATE_STEP].outputs["gate"][0].load()
+    files = {
+        "results.csv": table.csv(),
+        "results.html": table.report_html,
+        "cases.jsonl": records.jsonl(),
+        "case_values.csv": table.case_values_csv(),
+        "gate.html": gate.html(),
+        **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
+    }
+    folder = write_outputs(config, pipeline_run.name, files)
+    print()
+    print(rows_to_text(table.summary_rows()))
+    print(f"(all columns: {folder}/results.csv)")
+    if table.race is not None:
+        print("\n" + table.race.summary({row["cell"]: row["label"] for row in table.rows}))
+    if table.verdicts:
+        print(
+            "\nIs the best really better? (paired tests on the same cases, Holm-corrected; intervals "
+            f"adjusted for the number of comparisons, then the unadjusted {table.confidence:.0%} one)"
+        )
+        for verdict in table.verdicts:
+            print(f"  {verdict.sentence()}")
+    if table.judge_reliability is not None:
+        for line in table.judge_reliability.lines():
+            print(line)
+    for card in table.judge_cards:
+        print("\n" + "\n".join(card_lines(card)))
+    for alignment in table.judge_alignments:
+        print("\n" + "\n".join(alignment.lines()))
+    for comparison in table.pairwise:
+        print(comparison.text())
+    for note in table.notes:
+        print(note)
+    for warning in table.warnings:
+        print(f"WARNING: {warning}")
+    print(f"\n{gate.text()}")
+    print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html  gate: {folder}/gate.html")
+    if gate.status == "incomplete":
+        raise RunStopped(
+            "; ".join(table.incomplete.values()) + ". Their steps are not cached: run again to retry only "
+            "the failed calls."
+        )
+    return gate.exit_code

@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test lint browser postgres bench clean test-docker docs ragas-venv ppi-venv
+.PHONY: setup run test test-fast lint browser postgres bench clean test-docker docs ragas-venv ppi-venv
 
 setup: $(READY) ragas-venv ppi-venv
 
@@ -23,7 +23,7 @@ $(READY): requirements.txt requirements-dev.txt
 	touch $@
 
 # ragas 0.4.3 in an environment of its own (its langchain is not ours), every package pinned: the conformance
-# test (tests/test_ragas_conformance.py) scores the same scripted cases with it and with ragbench's scorers.
+# test (tests/system/test_ragas_conformance.py) scores the same scripted cases with it and with ragbench's scorers.
 RAGAS_VENV := .venv-ragas
 $(RAGAS_VENV)/.ready: tests/conformance/requirements-ragas.txt
 	$(PYTHON) -m venv $(RAGAS_VENV)
@@ -34,7 +34,7 @@ $(RAGAS_VENV)/.ready: tests/conformance/requirements-ragas.txt
 ragas-venv: $(RAGAS_VENV)/.ready
 
 # ppi_py (ppi-python 0.2.3), the reference code of PPI++, in an environment of its own (its numba pins numpy to
-# a window of releases), every package pinned: tests/test_ppi_conformance.py checks ragbench.analysis.ppi
+# a window of releases), every package pinned: tests/system/test_ppi_conformance.py checks ragbench.analysis.ppi
 # against it.
 PPI_VENV := .venv-ppi
 $(PPI_VENV)/.ready: tests/conformance/requirements-ppi.txt
@@ -75,8 +75,13 @@ postgres:
 test: lint browser postgres ragas-venv ppi-venv
 	$(BIN)/python -m pytest -v --durations=15
 
+# The unit tier only (tests/unit: no pipeline, model file, server or subprocess): a few minutes, for the
+# edit-test loop. `make test` runs it with the integration and system tiers.
+test-fast: $(READY)
+	$(BIN)/python -m pytest -q tests/unit
+
 # The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only. Its reference
-# pages are generated from the code (docs/hooks.py); tests/test_docs.py builds it with --strict.
+# pages are generated from the code (docs/hooks.py); tests/system/test_docs.py builds it with --strict.
 docs: $(READY)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
 

@@ -1,5 +1,5 @@
 """The core's layering, held here and nowhere else: which sub-package may import which, and the foundation
-modules every one may import. tests/test_package_layout.py checks the imports against it, and checks that
+modules every one may import. tests/unit/test_package_layout.py checks the imports against it, and checks that
 each sub-package's docstring ("May import: ...") and docs/project/layout.md say what it says, so the prose
 cannot drift from the rule.
 

@@ -1,9 +1,12 @@
-"""Each test session gets its own ZenML store, set before zenml is imported anywhere."""
+"""Each test session gets its own ZenML store, set before zenml is imported anywhere; every test gets the
+marker of the tier its folder names."""
 
 import os
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="ragbench-tests-"))
 os.environ["ZENML_CONFIG_PATH"] = str(_SESSION_DIR / "zenml")
@@ -19,3 +22,28 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+# The folder a test file sits in is its tier: `make test-fast` runs tests/unit, `make test` every tier but
+# docker. A test
+# file outside them, or a unit test that says it needs more, stops the session before any test runs.
+TIERS = {
+    "unit": "core logic on small inputs: no pipeline, no model file, no server or subprocess",
+    "integration": "runs real models, a real FAISS index or a real ZenML pipeline on small data",
+    "system": "the product as a user meets it: the command line in fresh processes, servers (PostgreSQL, "
+    "Chromium, crontab), the docs build, the reference implementations in their own environments, benches",
+    "docker": "the pipeline in containers under ZenML's local_docker orchestrator: `make test-docker` only",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.relative_to(TESTS).parts[0]
+        if tier not in TIERS:
+            raise pytest.UsageError(
+                f"{item.path} sits in no tier: move it under tests/{{{','.join(TIERS)}}}/"
+            )
+        if tier == "unit" and item.get_closest_marker("integration"):
+            raise pytest.UsageError(f"{item.nodeid} is marked integration: move it to tests/integration/")
+        item.add_marker(getattr(pytest.mark, tier))

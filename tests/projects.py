@@ -4,14 +4,20 @@ import json
 from pathlib import Path
 
 
-def write_project(root: Path, documents: dict[str, str], cases: list[dict], config: str) -> None:
-    """`root/kb/<document>`, `root/cases.jsonl` and `root/config.yaml`: the shared lines (a name of its
-    own unless `config` has one, folder knowledge base, the cases, output in `root/out`), then `config`."""
+def write_knowledge_base(root: Path, documents: dict[str, str], cases: list[dict] | None = None) -> None:
+    """`root/kb/<document>`, and `root/cases.jsonl` unless `cases` is None."""
     for name, text in documents.items():
         path = root / "kb" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    (root / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in cases))
+    if cases is not None:
+        (root / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in cases))
+
+
+def write_project(root: Path, documents: dict[str, str], cases: list[dict], config: str) -> None:
+    """`root/kb/<document>`, `root/cases.jsonl` and `root/config.yaml`: the shared lines (a name of its
+    own unless `config` has one, folder knowledge base, the cases, output in `root/out`), then `config`."""
+    write_knowledge_base(root, documents, cases)
     # runs of one config name are one history that the regression gate compares within: unique per test
     named = any(line.startswith("name:") for line in config.splitlines())  # a top-level key, not a rubric's
     name = "" if named else f"name: {root.parent.name}-{root.name}\n".lower()  # a config name is lowercase
@@ -71,3 +77,31 @@ THREE_TOPIC_CASES = [
         "expected_sources": ["files.md"],
     },
 ]
+
+
+def fake_llm_config(
+    root: Path,
+    base_url: str,
+    *,
+    name: str,
+    grid: str = "top_k: 2, top_n: 1",
+    reader_options: str = "",
+) -> None:
+    """`root/config.yaml` for the pipeline tests whose reader and judge are one FakeOpenAIServer at
+    `base_url`, on `root/kb` (`write_knowledge_base`, `write_keyword_topics`): a one-cell grid (chunks of
+    64, MiniLM, `grid` adding top_k and the like), no retries (a fault is counted, not hidden), no judge
+    card (its calls would blur the counts the tests make), the LLM cache in `root/llm-cache`;
+    `reader_options` add to the reader's settings."""
+    llm = f"api_base: {base_url}, max_retries: 0"
+    (root / "config.yaml").write_text(
+        f"name: {name}\n"
+        "knowledge_base: {kind: folder, path: kb}\n"
+        "eval_cases: cases.jsonl\n"
+        "output_dir: out\n"
+        "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, "
+        f"{grid}, reader: openai/fake-reader, judge: openai/fake-judge}}\n"
+        "retrieval: {metrics_k: 1}\n"
+        f"generation: {{reader: {{{llm}{reader_options}}}}}\n"
+        f"evaluation: {{judge: {{{llm}}}, judge_check: null}}\n"
+        f"llm_cache_dir: {root / 'llm-cache'}\n"
+    )

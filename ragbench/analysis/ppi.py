@@ -8,7 +8,7 @@ alone, lam = 1 plain PPI, and the tuned weight is never much worse than the labe
 
 - A uniform sample (a simple random sample of the answers) uses PPI++ exactly as the reference code
   (`ppi_py.ppi_mean_ci` with power tuning) computes it: the labelled answers against the judge's scores of
-  the unlabelled ones; tests/test_ppi_conformance.py checks it to 1e-6.
+  the unlabelled ones; tests/system/test_ppi_conformance.py checks it to 1e-6.
 - A weighted sample (answers where the judge is least sure drawn more often, `ragbench.review.sampling`)
   weights every label by its inverse inclusion probability (active inference: Zrnic and Candès, 2024) in
   the ratio (Hajek) form of the same estimator: the judge's mean over all N answers plus the weighted
@@ -149,7 +149,8 @@ def ppi_uniform(
     labels: np.ndarray, judge_labelled: np.ndarray, judge_unlabelled: np.ndarray, lam: float | None = None
 ) -> Fit:
     """PPI++ on a simple random sample exactly as `ppi_py.ppi_mean_ci` computes it: the labelled answers
-    against the judge's scores of the unlabelled ones (tests/test_ppi_conformance.py checks it to 1e-6)."""
+    against the judge's scores of the unlabelled ones (tests/system/test_ppi_conformance.py checks it to
+    1e-6)."""
     return fit(
         labels,
         judge_labelled,

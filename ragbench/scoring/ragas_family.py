@@ -1,5 +1,5 @@
 """The six Ragas metrics as scorers, with Ragas's names and definitions (checked against ragas 0.4.3, the
-legacy metric classes `ragas.evaluate` runs, by tests/test_ragas_conformance.py).
+legacy metric classes `ragas.evaluate` runs, by tests/system/test_ragas_conformance.py).
 
 Each scorer makes the same judge calls in the same order as Ragas, with replies of the same shape
 (`ragbench.scoring.ragas_prompts`), and computes the same number from them. Where Ragas's score is NaN the

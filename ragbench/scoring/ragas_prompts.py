@@ -2,9 +2,9 @@
 
 Every reply schema has the shape and field names of the output model Ragas 0.4.3 uses for the same step
 (`{"statements": [...]}`, `{"question", "noncommittal"}`, `{"reason", "verdict"}`, ...), so a reply means
-the same to both and tests/test_ragas_conformance.py can feed one scripted reply to each. The prompt texts
-are ragbench's own: short, instructions first, one small task per call, because the default judge is a
-1.5B local model. Text the benchmark did not write goes in as tagged data (`data_section`).
+the same to both and tests/system/test_ragas_conformance.py can feed one scripted reply to each. The
+prompt texts are ragbench's own: short, instructions first, one small task per call, because the default
+judge is a 1.5B local model. Text the benchmark did not write goes in as tagged data (`data_section`).
 """
 
 from __future__ import annotations

@@ -35,8 +35,6 @@ from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.postgres_server import postgres_server, unavailable_reason
 from tests.projects import write_keyword_topics
 
-pytestmark = [pytest.mark.docker, pytest.mark.integration]
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("RAGBENCH_IMAGE", "ragbench:local")
 # ZenML's local_docker runs steps on Docker's default bridge; the host is its gateway

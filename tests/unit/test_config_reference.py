@@ -1,0 +1,67 @@
+"""The config reference is generated from the config model: it lists every key and explains each."""
+
+import importlib.util
+import re
+import typing
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+import run
+from ragbench.config.model import BenchmarkConfig, GridConfig
+from ragbench.config.reference import reference_markdown, rows, undescribed
+from ragbench.llm.types import LLMSettings
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def all_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
+    """Every key a config may hold: sections' keys, and the fields of list entries (`key[].field`) and
+    of optional blocks, by the name YAML uses (an alias where the field has one)."""
+    keys = set()
+    for name, field in model.model_fields.items():
+        key = prefix + (field.alias or name)
+        keys.add(key)
+        annotation = field.annotation
+        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            keys |= all_fields(annotation, f"{key}.")
+        elif models:
+            keys |= all_fields(models[0], f"{key}[]." if typing.get_origin(annotation) is list else f"{key}.")
+    return keys
+
+
+def test_run_py_and_the_docs_page_print_the_reference_the_model_generates(capsys):
+    """The reference has no checked-in copy: `run.py config --reference` prints it, and the docs site's
+    Config keys page (docs/hooks.py, built strictly by tests/system/test_docs.py) is generated from it."""
+    assert run.main(["config", "--reference"]) == 0
+    assert capsys.readouterr().out == reference_markdown()
+    spec = importlib.util.spec_from_file_location("docs_hooks", REPO_ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = hooks.config_page()
+    key = re.compile(r"^\| `([^`]+)` \|", re.M)
+    assert key.findall(page) == key.findall(reference_markdown())
+    assert not (REPO_ROOT / "CONFIG.md").exists(), "the config reference lives in the docs site now"
+
+
+def test_every_key_is_listed_with_type_default_and_description():
+    listed = {row["key"]: row for row in rows(BenchmarkConfig)}
+    assert set(listed) == all_fields(BenchmarkConfig)
+    assert {row["key"] for row in rows(LLMSettings)} == set(LLMSettings.model_fields)
+    assert undescribed() == []
+    assert listed["regression.baseline"]["type"] == 'one of: "previous", "champion", "none"'
+    assert listed["regression.baseline"]["default"] == '"previous"'
+    assert listed["grid.chunk_size"]["default"] == "[128, 256]" and listed["grid"]["type"] == "section"
+    assert listed["evaluation.custom_suites[].assert"]["type"] == "str"
+    assert listed["evaluation.pairwise.seed"]["default"] == "0"
+    page = reference_markdown()
+    assert "`knowledge_base.revision`" in page and "`timeout_s`" in page and "`llm_cache_dir`" in page
+
+
+def test_a_field_added_without_a_description_fails():
+    class Extended(BenchmarkConfig):
+        shiny_new_knob: int = 3
+        grid: GridConfig = Field(default=GridConfig(), description="the grid")
+
+    assert undescribed(Extended) == ["shiny_new_knob"]

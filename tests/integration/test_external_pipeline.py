@@ -174,7 +174,7 @@ def test_a_nightly_of_the_deploy_alone_is_gated_against_its_champion(tmp_path, m
         f"llm_cache_dir: {tmp_path / 'llm-cache'}\nregression: {{baseline: champion}}\n"
         f"orchestration: {{secrets: [{secret}]}}\n"
         "systems:\n"
-        "  - {name: deploy, python: 'tests.test_external_pipeline:deployed_system',\n"
+        "  - {name: deploy, python: 'tests.integration.test_external_pipeline:deployed_system',\n"
         "     version_env: DEPLOY_SHA,\n"
         "     source_match: {rule: regex, pattern: 'https://docs.example.com/kb/(.*)'}}\n",
     )
@@ -223,7 +223,7 @@ def test_the_grid_is_judged_pairwise_against_the_deploy(tmp_path, monkeypatch):
             f"generation: {{reader: {settings}, sample_size: null}}\n"
             f"evaluation: {{judge: {settings}, rubrics: [correctness],\n"
             "             pairwise: {baseline: {external: deploy}}}\n"
-            "systems: [{name: deploy, python: 'tests.test_external_pipeline:deployed_system'}]\n",
+            "systems: [{name: deploy, python: 'tests.integration.test_external_pipeline:deployed_system'}]\n",
         )
         assert run.main(["--config", "config.yaml"]) == 0
     from zenml.client import Client

@@ -81,16 +81,11 @@ def raced(config: BenchmarkConfig) -> BenchmarkConfig:
 
 def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs: int = 20) -> set[str]:
     """Step ids that recent runs on the same documents and eval cases finished (for the dry run)."""
-    from zenml.client import Client
+    from steps.store import ZenMLStore
 
     open_store()
-    client = Client()
-    try:
-        pipeline = client.get_pipeline(BENCHMARK_PIPELINE)
-    except KeyError:
-        return set()
     done: set[str] = set()
-    for pipeline_run in client.list_pipeline_runs(pipeline_id=pipeline.id, size=runs, sort_by="desc:created"):
+    for pipeline_run in ZenMLStore().runs(BENCHMARK_PIPELINE, size=runs):
         metadata = pipeline_run.run_metadata
         if (
             metadata.get("knowledge_base_fingerprint") == knowledge_base_fingerprint

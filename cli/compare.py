@@ -35,10 +35,9 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
     """The gate by hand: the newest run of the config, whatever its status, against `against` (default:
     the config's `regression.baseline`). Exit 1 when the gate fails, 0 when it passes, 2 (via
     RunStopped) on bad input."""
-    from zenml.client import Client
-
     from ragbench.runs.gate import judge_run
     from steps.history import config_runs, failure_of, find_baseline, run_record
+    from steps.store import ZenMLStore
 
     open_store()
     runs = config_runs(config.name, tag, last)
@@ -54,7 +53,7 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
             raise RunStopped(f"no {mode} run of config {config.name!r} to compare {current.name} with: {how}")
     else:
         try:
-            baseline = Client().get_pipeline_run(mode)
+            baseline = ZenMLStore().run(mode)
         except KeyError:
             raise RunStopped(f"no run named {mode!r}") from None
     verdict = judge_run(

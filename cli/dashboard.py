@@ -27,9 +27,8 @@ class DashboardCommand(Command):
 def dashboard_command(port: int, stop: bool) -> int:
     """Start ZenML's dashboard on 127.0.0.1, past its onboarding survey, and say where a run's
     report is; or stop it."""
-    from zenml.client import Client
-
     from ragbench.runs import dashboard
+    from steps.store import ZenMLStore
 
     if stop:
         dashboard.stop()
@@ -38,9 +37,8 @@ def dashboard_command(port: int, stop: bool) -> int:
     open_store()
     url = dashboard.start(port)
     print(f"ZenML dashboard: {url}  (bound to {dashboard.HOST}; stop it with `run.py dashboard --stop`)")
-    try:
-        newest = Client().get_pipeline(BENCHMARK_PIPELINE).last_run
-    except (KeyError, RuntimeError):
+    newest = next(iter(ZenMLStore().runs(BENCHMARK_PIPELINE, size=1)), None)
+    if newest is None:
         print("no benchmark run yet: runs appear there as they happen")
         return 0
     print(

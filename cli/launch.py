@@ -91,11 +91,11 @@ def launch(
 def finished_run(run_name: str, poll_s: float = 5.0) -> Any:
     """The run as the store has it once it has finished: an asynchronous orchestrator (Kubernetes...)
     returns while the run is still going, and the object `pipeline()` returns is stale either way."""
-    from zenml.client import Client
+    from steps.store import ZenMLStore
 
     while True:
         try:
-            pipeline_run = Client().get_pipeline_run(run_name)
+            pipeline_run = ZenMLStore().run(run_name)
         except KeyError:  # the pipeline returned, yet ZenML never made the run
             raise RunStopped(describe_failed_run(run_name)) from None
         if pipeline_run.status.is_finished:
@@ -116,13 +116,12 @@ def describe_failed_run(run_name: str, error: BaseException | None = None) -> st
     """One message for a run that stopped: which step, its (redacted) error, and what was kept; or, when
     ZenML has no run of that name (the pipeline raised while compiling, ZenML refused the run), that it
     never started and `error`, the exception the launch raised (redacted: it may quote config values)."""
-    from zenml.client import Client
-
     from ragbench.llm.redaction import redact
+    from steps.store import ZenMLStore
 
     cause = redact(f"{type(error).__name__}: {error}".strip()) if error is not None else None
     try:
-        pipeline_run = Client().get_pipeline_run(run_name)
+        pipeline_run = ZenMLStore().run(run_name)
     except KeyError:
         return (
             f"run {run_name} did not start: {cause or 'ZenML has no run of that name'}. No step ran and "

@@ -29,14 +29,14 @@ def promote_command(run_name: str, config: BenchmarkConfig | None, dry_run: bool
     completed benchmark run (never a testset run, which has no metrics to be a baseline with) of the config
     named by `--config`, when one is given. `dry_run`: every check, then what would change."""
     from zenml import Tag, add_tags
-    from zenml.client import Client
 
     from ragbench.runs.compare import champion_tag
     from steps.history import config_name_of, find_baseline
+    from steps.store import ZenMLStore
 
     open_store()
     try:
-        pipeline_run = Client().get_pipeline_run(run_name)
+        pipeline_run = ZenMLStore().run(run_name)
     except KeyError:
         raise RunStopped(f"no run named {run_name!r}") from None
     config_name = config_name_of(pipeline_run)

@@ -2,6 +2,7 @@
 them, no import circle, no file over 500 lines, and domain code that never reads the composed config."""
 
 import ast
+import re
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
@@ -101,6 +102,17 @@ def test_the_layout_page_shows_the_rules():
     assert directions_markdown() in LAYOUT_PAGE.read_text(encoding="utf-8"), (
         f"docs/project/layout.md should hold, as it is (ragbench/layering.py):\n{directions_markdown()}"
     )
+
+
+def test_the_layout_page_names_every_core_module():
+    """A module the page does not name is one a newcomer cannot find from it."""
+    page = LAYOUT_PAGE.read_text()
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "ragbench").rglob("*.py"))
+        if path.name != "__init__.py" and not re.search(rf"\b{re.escape(path.stem)}\b", page)
+    ]
+    assert not unnamed, f"docs/project/layout.md names none of {unnamed}"
 
 
 def test_every_top_level_module_is_a_foundation_module():

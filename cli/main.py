@@ -26,6 +26,7 @@ from cli.schedule import ScheduleCommand
 from cli.show_config import ConfigCommand
 from cli.testset import TestsetCommand
 from cli.train_reranker import TrainRerankerCommand
+from ragbench import __version__
 
 # In the order `--help` lists them; the first is the default command.
 COMMANDS: tuple[Command, ...] = (
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"{DEFAULT_COMMAND} (`run.py --config FILE` runs the benchmark). `run.py COMMAND --help`: "
         "the options of one command.",
     )
+    parser.add_argument("--version", action="version", version=f"ragbench {__version__}")
     subparsers = parser.add_subparsers(dest="command", title="commands")
     for command in COMMANDS:
         sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
@@ -80,7 +82,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     documented `run.py --config FILE ...` keeps working)."""
     parser = build_parser()
     names = {command.name for command in COMMANDS}
-    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version")):
         argv = [DEFAULT_COMMAND, *argv]
     return parser.parse_args(argv)
 

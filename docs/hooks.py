@@ -208,7 +208,8 @@ def cli_page() -> str:
         "",
         "The first argument picks the command; without one, `run.py` runs the benchmark "
         f"({code(DEFAULT_COMMAND)}). `--dry-run` is taken only by the commands that can plan without "
-        "acting; the others refuse it.",
+        f"acting; the others refuse it. {code('--version')} prints the release ([changelog](../project/"
+        "changelog.md)).",
         "",
         table(["command", "what it does", "its options"], command_rows),
         "",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from ragbench import __version__
 from ragbench.analysis.labelled import corrected_key
 from ragbench.analysis.stats import Test
 from ragbench.scoring.metrics import LATENCY, metric_key
@@ -47,8 +48,8 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     `best_<metric>`, numbers as numbers; `metric_directions` tells `compare` which way each tracked metric
     gets worse, `configured_metrics` which metrics the config asked for (scored or not), `incomplete_cells`
     which cells could not score one of them, `judge_cards` each judge's detection of planted errors, and
-    the eval and knowledge-base fingerprints what it was measured on."""
-    flat: dict[str, Any] = {}
+    the eval and knowledge-base fingerprints what it was measured on, `ragbench_version` by which release."""
+    flat: dict[str, Any] = {"ragbench_version": __version__}
     # a latency that rounds to 0.0 (a fast system) is a value: tracked like any other, never "missing"
     timed = any(row.get(LATENCY.column) is not None for row in table.rows)
     tracked = [*table.headline, *([LATENCY] if timed else [])]

@@ -1,5 +1,6 @@
 """Runs over time: `run.py compare` flags metrics that moved the wrong way, `promote` names a champion."""
 
+import ragbench
 import run
 from ragbench.analysis.stats import StatisticsConfig, smallest_attainable_p
 from ragbench.runs.compare import compare_runs, comparison_text
@@ -359,5 +360,6 @@ def test_a_latency_that_rounds_to_zero_is_tracked_not_missing():
     )
     flat = run_metadata(table)
     assert flat["latency_p95_s__c1"] == 0.0 and flat["metric_directions"]["latency_p95_s"] == "lower"
+    assert flat["ragbench_version"] == ragbench.__version__  # every run says which release made it
     before = record("a", {("latency_p95_s", "c1"): 0.001})
     assert not compare_runs(RunRecord.from_metadata("b", "now", flat, {}), before, {}, 0.0).missing

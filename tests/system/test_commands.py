@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import cli.launch
+import ragbench
 import run
 from cli.main import COMMANDS, parse_args
 from ragbench.runs.schedule import entries
@@ -188,3 +189,12 @@ def test_run_py_is_a_shim_and_no_command_module_is_long():
     assert len((REPO_ROOT / "run.py").read_text().splitlines()) < 60
     lengths = {path.name: len(path.read_text().splitlines()) for path in (REPO_ROOT / "cli").glob("*.py")}
     assert max(lengths.values()) <= 300, lengths
+
+
+def test_version_is_printed_and_the_changelog_describes_it(capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"ragbench {ragbench.__version__}\n"
+    changelog = (Path(__file__).resolve().parents[2] / "docs" / "project" / "changelog.md").read_text()
+    assert f"## {ragbench.__version__} " in changelog

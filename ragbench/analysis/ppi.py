@@ -66,7 +66,7 @@ class Estimate(BaseModel):
         """The interval at significance `level` (1 - confidence): estimate -/+ t * standard error."""
         if self.estimate is None or self.standard_error is None or self.degrees_of_freedom is None:
             raise ValueError("no estimate: too few labels")
-        half = float(t_dist.isf(level / 2, self.degrees_of_freedom)) * self.standard_error
+        half = _half_width(self.standard_error, self.degrees_of_freedom, level)
         return self.estimate - half, self.estimate + half
 
     def text(self) -> str:
@@ -83,6 +83,7 @@ class Fit:
 
     estimate: float
     lam: float
+    tuned: bool  # lam fitted to these labels (not given): its own variance counts, and a degree of freedom
     imputed_variance: float  # lam^2 var(f) / |target|: the judge's mean over the answers it stands for
     rectifier_variance: float  # sum w_i^2 (r_i - r)^2, r_i = y_i - lam f_i: the labelled correction's
     shared_variance: float  # twice their covariance when the target holds the labelled answers too
@@ -120,6 +121,7 @@ def fit(
     w = weights / weights.sum()
     labelled_mean = float(w @ judge_labelled)
     judge_centred = judge_labelled - labelled_mean
+    tuned = lam is None
     if lam is None:
         covariance = float(w @ ((labels - w @ labels) * judge_centred))
         variance = float(np.var(judge_all, ddof=1))
@@ -138,6 +140,7 @@ def fit(
     return Fit(
         estimate=float(lam * target_mean + w @ residuals),
         lam=lam,
+        tuned=tuned,
         imputed_variance=lam * lam * float(np.var(judge_target)) / judge_target.size,
         rectifier_variance=float(squared @ (centred * centred)),
         shared_variance=shared,
@@ -217,9 +220,8 @@ def ppi_mean(
     else:
         tuned = ppi_uniform(y[labelled], f[labelled], f[~labelled])
         alone = ppi_uniform(y[labelled], f[labelled], f[~labelled], 0.0)
-    fitted = tuned is not alone
-    error, freedom = _small_sample_error(tuned, n, fitted=fitted)
-    alone_error, alone_freedom = _small_sample_error(alone, n, fitted=False)
+    error, freedom = _small_sample_error(tuned, n)
+    alone_error, alone_freedom = _small_sample_error(alone, n)
     if error == 0 or alone_error == 0:
         return _no_interval(
             y,
@@ -246,21 +248,27 @@ def ppi_mean(
     )
 
 
+def _half_width(error: float, freedom: int, level: float) -> float:
+    """Half the two-sided t interval at significance `level`: the one quantile every interval here uses."""
+    return float(t_dist.isf(level / 2, freedom)) * error
+
+
 def _interval(
     estimate: float, error: float, freedom: int, confidence: float, bounds: tuple[float, float] | None
 ) -> tuple[float, float]:
-    half = float(t_dist.isf((1 - confidence) / 2, freedom)) * error
+    half = _half_width(error, freedom, 1 - confidence)
     low, high = estimate - half, estimate + half
     return (low, high) if bounds is None else (max(low, bounds[0]), min(high, bounds[1]))
 
 
-def _small_sample_error(result: Fit, n: int, *, fitted: bool) -> tuple[float, int]:
+def _small_sample_error(result: Fit, n: int) -> tuple[float, int]:
     """(standard error, degrees of freedom) of a fit on n labels: the correction's variance made unbiased
     (n / (n - 1)); with lam tuned, lam's own variance added and t with n - 2 (a mean and lam are fitted),
-    with lam fixed (the labels alone) t with n - 1."""
-    correction = (result.rectifier_variance + (result.lam_variance_term if fitted else 0.0)) * n / (n - 1)
+    with lam given (the labels alone) t with n - 1."""
+    lam_term = result.lam_variance_term if result.tuned else 0.0
+    correction = (result.rectifier_variance + lam_term) * n / (n - 1)
     variance = result.imputed_variance + result.shared_variance + correction
-    return math.sqrt(max(0.0, variance)), n - 2 if fitted else n - 1
+    return math.sqrt(max(0.0, variance)), n - 2 if result.tuned else n - 1
 
 
 def _no_interval(y: np.ndarray, labelled: np.ndarray, weighted: bool, why: str, common: dict) -> Estimate:
@@ -286,8 +294,7 @@ def labels_for_width(estimate: Estimate, width: float) -> int | None:
     (a planning figure, not a promise). None without an interval."""
     if estimate.standard_error is None or estimate.degrees_of_freedom is None or width <= 0:
         return None
-    quantile = float(t_dist.isf((1 - estimate.confidence) / 2, estimate.degrees_of_freedom))
-    current = 2 * quantile * estimate.standard_error
+    current = 2 * _half_width(estimate.standard_error, estimate.degrees_of_freedom, 1 - estimate.confidence)
     return max(estimate.labels, math.ceil(estimate.labels * (current / width) ** 2))
 
 

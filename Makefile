@@ -22,28 +22,20 @@ $(READY): requirements.txt requirements-dev.txt
 	$(BIN)/python -c "from colbert.modeling.colbert import ColBERT; ColBERT.try_load_torch_extensions(use_gpu=False)"
 	touch $@
 
-# ragas 0.4.3 in an environment of its own (its langchain is not ours), every package pinned: the conformance
-# test (tests/system/test_ragas_conformance.py) scores the same scripted cases with it and with ragbench's scorers.
-RAGAS_VENV := .venv-ragas
-$(RAGAS_VENV)/.ready: tests/conformance/requirements-ragas.txt
-	$(PYTHON) -m venv $(RAGAS_VENV)
-	$(RAGAS_VENV)/bin/pip install --quiet -r tests/conformance/requirements-ragas.txt
-	$(RAGAS_VENV)/bin/pip check
+# A reference implementation in an environment of its own, every package pinned in
+# tests/conformance/requirements-<name>.txt, for a conformance test to run it beside ragbench:
+# .venv-ragas: ragas 0.4.3 (its langchain is not ours): tests/system/test_ragas_conformance.py scores the same
+#   scripted cases with it and with ragbench's scorers;
+# .venv-ppi: ppi_py (ppi-python 0.2.3), the reference code of PPI++ (its numba pins numpy to a window of
+#   releases): tests/system/test_ppi_conformance.py checks ragbench.analysis.ppi against it.
+.venv-%/.ready: tests/conformance/requirements-%.txt
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/pip install --quiet -r $<
+	.venv-$*/bin/pip check
 	touch $@
 
-ragas-venv: $(RAGAS_VENV)/.ready
-
-# ppi_py (ppi-python 0.2.3), the reference code of PPI++, in an environment of its own (its numba pins numpy to
-# a window of releases), every package pinned: tests/system/test_ppi_conformance.py checks ragbench.analysis.ppi
-# against it.
-PPI_VENV := .venv-ppi
-$(PPI_VENV)/.ready: tests/conformance/requirements-ppi.txt
-	$(PYTHON) -m venv $(PPI_VENV)
-	$(PPI_VENV)/bin/pip install --quiet -r tests/conformance/requirements-ppi.txt
-	$(PPI_VENV)/bin/pip check
-	touch $@
-
-ppi-venv: $(PPI_VENV)/.ready
+ragas-venv: .venv-ragas/.ready
+ppi-venv: .venv-ppi/.ready
 
 run: $(READY)
 	$(BIN)/python run.py $(ARGS)

@@ -148,6 +148,32 @@ def mark_runs_failed(abandoned: bool) -> None:
         mark_pipeline_runs_failed(name, abandoned)
 
 
+def mark_runs_failed_after_exit(pid: int | None = None) -> None:
+    """Start a detached process that waits for process `pid` (this one by default) to end, then marks
+    its runs failed (as abandoned): for when marking them in place failed. It outlives this process and
+    shares its store."""
+    import subprocess
+    import sys
+
+    pid = os.getpid() if pid is None else pid
+    repo = str(Path(__file__).resolve().parents[1])
+    subprocess.Popen(
+        [sys.executable, "-c", f"import cli.launch; cli.launch.mark_runs_failed_once_ended({pid})"],
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))},
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # not killed with this process's group
+    )
+
+
+def mark_runs_failed_once_ended(pid: int, wait_seconds: float = 600) -> None:
+    """The helper `mark_runs_failed_after_exit` starts: wait (bounded) for `pid` to end, then mark runs
+    whose process is gone failed."""
+    deadline = time.monotonic() + wait_seconds
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    mark_runs_failed(abandoned=True)
+
+
 def mark_pipeline_runs_failed(pipeline_name: str, abandoned: bool) -> None:
     """`mark_runs_failed` for one pipeline: only runs this machine's orchestrator started are looked at."""
     from zenml.client import Client

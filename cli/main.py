@@ -19,7 +19,7 @@ from cli.command import USER_ERRORS, Command
 from cli.compare import CompareCommand
 from cli.dashboard import DashboardCommand
 from cli.init_config import InitCommand
-from cli.launch import mark_runs_failed
+from cli.launch import mark_runs_failed, mark_runs_failed_after_exit
 from cli.promote import PromoteCommand
 from cli.review import ReviewCommand
 from cli.schedule import ScheduleCommand
@@ -113,10 +113,19 @@ def configure_logging() -> None:
 
 def _terminate(signum: int, frame: object) -> None:
     """SIGTERM (a scheduler or a user stopping the run): mark this process's run failed, then exit at
-    once. Raising instead would let whichever code happens to be running swallow the interrupt."""
+    once. Raising instead would let whichever code happens to be running swallow the interrupt.
+
+    The handler runs wherever the main thread was stopped: possibly mid-write to stderr (a message then
+    raises "reentrant call"), or inside the store's own write transaction (the update then finds the
+    database locked). So a message that cannot be written is dropped rather than raised, and a marking
+    that fails is handed to a detached process that marks the run once this one has exited."""
+    logging.raiseExceptions = False  # a log line that cannot be written must not stop the marking
     try:
         logger.warning("stopped by signal %d: marking the run failed", signum)
         mark_runs_failed(abandoned=False)
+    except BaseException as error:
+        logger.warning("could not mark the run failed here (%s): a helper marks it after exit", error)
+        mark_runs_failed_after_exit()
     finally:
         os._exit(128 + signum)
 

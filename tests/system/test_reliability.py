@@ -103,14 +103,18 @@ def test_a_provider_failing_persistently_stops_the_run_with_one_clear_message(tm
 
 
 def test_interrupted_and_killed_runs_are_marked_failed_not_left_running(tmp_path, server):
-    """SIGTERM ends a run like Ctrl-C and marks it failed; a SIGKILLed run is marked by the next run."""
+    """SIGTERM ends a run like Ctrl-C and marks it failed (or hands the marking to a helper that does it
+    once the process is gone); a SIGKILLed run is marked by the next run."""
     import os
     import signal
     import subprocess
     import sys
+    import time
     from pathlib import Path
 
     from zenml.client import Client
+
+    import cli.launch
 
     write_project(tmp_path, server.base_url, cases=3)
     repo = Path(run.__file__).resolve().parent
@@ -131,18 +135,33 @@ def test_interrupted_and_killed_runs_are_marked_failed_not_left_running(tmp_path
     def last_status() -> str:
         return Client().get_pipeline("rag_benchmark").last_run.status.value
 
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        process = start()
-        wait_for_chunking(process)
-        process.send_signal(sig)
-        process.wait(timeout=120)
-        if sig == signal.SIGKILL:
-            assert last_status() in ("running", "initializing")  # nobody could mark it yet
-            assert run.main(["--config", "config.yaml"]) == 0  # the next run marks it failed
-            runs = Client().list_pipeline_runs(sort_by="desc:created", size=2).items
-            assert runs[1].status.value == "failed"
-        else:
-            assert last_status() == "failed"
+    def wait_for_status_to_leave_running(deadline_seconds: float = 180) -> str:
+        deadline = time.monotonic() + deadline_seconds  # bounded: the helper runs in its own process
+        while last_status() in ("running", "initializing") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return last_status()
+
+    process = start()  # SIGTERM: the run marks itself failed before it exits (or its helper does)
+    wait_for_chunking(process)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=300) == 128 + signal.SIGTERM
+    assert wait_for_status_to_leave_running() == "failed", process.stdout.read()[-4000:]
+
+    process = start()  # the detached helper SIGTERM falls back on marks it once the process is gone
+    wait_for_chunking(process)
+    cli.launch.mark_runs_failed_after_exit(process.pid)
+    process.kill()
+    process.wait(timeout=120)
+    assert wait_for_status_to_leave_running() == "failed"
+
+    process = start()  # SIGKILL: nobody can mark it until the next run does
+    wait_for_chunking(process)
+    process.kill()
+    process.wait(timeout=120)
+    assert last_status() in ("running", "initializing")
+    assert run.main(["--config", "config.yaml"]) == 0
+    runs = Client().list_pipeline_runs(sort_by="desc:created", size=2).items
+    assert runs[1].status.value == "failed"
 
 
 def test_two_runs_at_once_on_one_store_both_complete(tmp_path, server):

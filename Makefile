@@ -9,7 +9,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test test-fast lint browser postgres bench clean test-docker docs ragas-venv ppi-venv
+.PHONY: setup run test test-fast lint browser postgres bench clean test-docker docs reference ragas-venv ppi-venv
 
 setup: $(READY) ragas-venv ppi-venv
 
@@ -72,10 +72,16 @@ test: lint browser postgres ragas-venv ppi-venv
 test-fast: $(READY)
 	$(BIN)/python -m pytest -q tests/unit
 
-# The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only. Its reference
-# pages are generated from the code (docs/hooks.py); tests/system/test_docs.py builds it with --strict.
+# The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only;
+# tests/system/test_docs.py builds it with --strict.
 docs: $(READY)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:8000
+
+# The reference pages under docs/ (config keys, command line, metrics, Python API, the container image),
+# committed Markdown generated from the code: rerun after changing what they show.
+# tests/unit/test_reference_pages.py fails when one is stale (`docs/generate_reference.py --check` says which).
+reference: $(READY)
+	$(BIN)/python docs/generate_reference.py
 
 bench: $(READY)
 	$(BIN)/python bench/bench_index_build.py

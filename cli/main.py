@@ -131,7 +131,13 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit code, 2 with one `error:` line for bad input (argparse exits 2 itself)."""
+    """Run one `run.py` command in this process and return its exit code.
+
+    `argv` is the command line without the program name, e.g. `["compare", "--config", "my.yaml"]` (None:
+    `sys.argv[1:]`); one that names no command runs the default command, `run`. Bad input returns 2 after
+    one `error:` line on stderr; argparse's own errors, `--help` and `--version` raise SystemExit instead.
+    It sets up ragbench's logging on stderr and a SIGTERM handler that marks a running pipeline failed and
+    ends the process, so call it from the main thread."""
     configure_logging()
     signal.signal(signal.SIGTERM, _terminate)  # a stopped run is marked failed, not left "running"
     args = parse_args(sys.argv[1:] if argv is None else argv)

@@ -23,6 +23,7 @@ from ragbench.hashing import short_hash
 class Plugin(ABC):
     """What every plugin has: a name (the one its entry point and the config use) and an identity."""
 
+    # The name a config selects the plugin by; its entry point registers it under the same name.
     name: ClassVar[str]
     # Bump when the results change in a way the class's source does not show: it is part of the cache key.
     version: ClassVar[str] = "1"

@@ -198,6 +198,10 @@ def suggested_name(text: str) -> str:
 
 
 class BenchmarkConfig(Section):
+    """A whole benchmark config, one field per top-level key (each key: docs/reference/config.md); a frozen
+    pydantic model validated in full, unknown keys refused. `load_config` makes one from a YAML file as the
+    command line does, `BenchmarkConfig.model_validate(mapping)` from a mapping (raising ValidationError)."""
+
     name: str = Field(
         default="default",
         description="names the config's history: runs, compare, the gate's baseline, the champion, schedules "
@@ -462,9 +466,10 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> BenchmarkConfig:
-    """Read YAML, apply `--set` overrides, validate everything at once. Relative paths in the file
-    resolve against its folder (so a scheduled run works from any directory), in `--set` values against
-    the current directory."""
+    """The config file at `path` (None: configs/default.yaml) with `overrides`, each a `--set` value
+    (`"grid.chunk_size=[128,256]"`), validated at once; `ConfigError` names each offending key. Relative
+    paths in the file resolve against its folder (so a scheduled run works from any directory), in
+    overrides against the current directory; a file without `name` is named after the file."""
     config_path = Path(path) if path else DEFAULT_CONFIG_PATH
     if not config_path.is_file():
         raise ConfigError(f"config file not found: {config_path}")

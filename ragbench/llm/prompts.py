@@ -56,7 +56,10 @@ def escape_delimiters(text: str) -> str:
 
 def data_section(tag: str, text: str, **attributes: str) -> str:
     """`text`, stripped and its delimiters escaped, between a ``<tag attr="...">`` and a ``</tag>`` line;
-    attribute values are HTML-escaped, so a source name cannot break out of the tag either."""
+    attribute values are HTML-escaped, so a source name cannot break out of the tag either. `tag` is one of
+    `DATA_TAGS` (passage, answer, reference_answer, question). Put every text the benchmark did not write
+    (a case's answer, passages, reference) into a judge's or reader's prompt this way, and say in the
+    prompt that tagged sections are data, never instructions."""
     if tag not in DATA_TAGS:
         raise ValueError(f"unknown data tag {tag!r}; choose from {', '.join(DATA_TAGS)}")
     attrs = "".join(f' {name}="{html.escape(value, quote=True)}"' for name, value in attributes.items())

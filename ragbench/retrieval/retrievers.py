@@ -53,7 +53,7 @@ class SearchContext:
     approximate index is measured against) in `excluded_seconds` and the approximate index's recall in
     `stats`, so every retriever's search is timed by one rule (`timed_search`)."""
 
-    chunks: ChunkSet
+    chunks: ChunkSet  # the cell's chunks: a ranking's positions are rows of `chunks.texts`
     dense: VectorIndex | None = None
     exact: VectorIndex | None = None  # the flat index of the dense index's vectors, when that is approximate
     lexical: LexicalIndex | None = None
@@ -113,6 +113,7 @@ class Retriever(Plugin):
     a retriever with parameters from the config takes them in `from_config` and returns them from
     `settings` (so they are in its identity and a step makes it again with `from_settings`)."""
 
+    # The shared indexes `search` reads through its context ("dense", "lexical"); none: the chunk set alone.
     reads: ClassVar[frozenset[SharedIndex]] = frozenset()
 
     @abstractmethod

@@ -49,6 +49,7 @@ class JudgeInput(BaseModel):
 
     @property
     def has_reference(self) -> bool:
+        """Whether the case has a reference answer that is not blank."""
         return bool(self.reference_answer and self.reference_answer.strip())
 
 

@@ -73,8 +73,11 @@ class Scorer(Plugin):
     (`Plugin.identity`: name, version, source, `settings`) is part of the judge step's cache key, so a
     changed prompt or parameter asks again."""
 
+    # The case fields `score` reads: a case where one is empty is skipped with the reason, never scored.
     needs: ClassVar[tuple[Input, ...]] = ("question", "answer")
+    # Whether `score` asks the judge (`context.ask`): the default `planned_calls` counts one call a case.
     uses_llm: ClassVar[bool] = True
+    # Whether `score` embeds texts (`context.embed`): the run then loads the scoring embedding model.
     uses_embeddings: ClassVar[bool] = False
     # Whether `score` returns `CaseScore.verdicts`: only such a scorer is scored again when the judge's
     # self-consistency is measured (`apply_scorers(samples=...)`); a further sample of any other records

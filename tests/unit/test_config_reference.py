@@ -32,14 +32,17 @@ def all_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
 
 
 def test_run_py_and_the_docs_page_print_the_reference_the_model_generates(capsys):
-    """The reference has no checked-in copy: `run.py config --reference` prints it, and the docs site's
-    Config keys page (docs/hooks.py, built strictly by tests/system/test_docs.py) is generated from it."""
+    """`run.py config --reference` prints the reference, and the docs site's Config keys page
+    (docs/reference/config.md, written by `make reference`: docs/generate_reference.py; kept fresh by
+    tests/unit/test_reference_pages.py) is generated from it."""
     assert run.main(["config", "--reference"]) == 0
     assert capsys.readouterr().out == reference_markdown()
-    spec = importlib.util.spec_from_file_location("docs_hooks", REPO_ROOT / "docs" / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
-    page = hooks.config_page()
+    spec = importlib.util.spec_from_file_location(
+        "generate_reference", REPO_ROOT / "docs" / "generate_reference.py"
+    )
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    page = generator.config_page()
     key = re.compile(r"^\| `([^`]+)` \|", re.M)
     assert key.findall(page) == key.findall(reference_markdown())
     assert not (REPO_ROOT / "CONFIG.md").exists(), "the config reference lives in the docs site now"

@@ -22,7 +22,7 @@ from typing import NamedTuple
 from pydantic import BaseModel
 
 from ragbench.analysis.stats import wilson_interval
-from ragbench.inputs.eval_cases import EvalCase, seeded_rank
+from ragbench.inputs.eval_cases import EvalCase, name_cases, seeded_rank
 from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, plant_errors
 from ragbench.scoring.rubrics import JudgeInput, Scale
 
@@ -276,7 +276,7 @@ def card_lines(card: JudgeCard) -> list[str]:
     )
     return [
         f"Judge card of {card.judge} ({card.rubric} rubric, {card.criterion}; passes at {passing}), "
-        f"{card.cases} cases:",
+        f"{card.cases} cases ({name_cases(list(dict.fromkeys(v.case_id for v in card.verdicts)))}):",
         *(f"  {label} {_share(count, n, low, high, card.confidence)}" for label, count, n, low, high in rows),
         f"  parse failures {card.parse_failures} of {len(card.verdicts)} verdicts; {timing}",
         f"  {verdict}",

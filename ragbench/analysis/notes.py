@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ragbench.analysis.results import CellResults
 from ragbench.generation.answers import ExternalAnswers
-from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.inputs.eval_cases import EvalSuite, name_cases
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.scoring.judge import judge_warnings
 
@@ -36,12 +36,14 @@ def run_notes(
             "behind its metric, and a stopped cell's scores rest on its own, smaller n."
         )
     elif results.answer_sets:
-        answered = len(next(iter(results.answer_sets.values())).answers)
+        case_ids = [answer.case_id for answer in next(iter(results.answer_sets.values())).answers]
+        answered = len(case_ids)
         chosen = (
             "every case" if sample_size is None else f"the first {answered} of a seeded order (seed {seed})"
         )
         notes.append(
-            f"Answers, keyword tests and the judge use {answered} cases, {chosen}, the same in every cell; "
+            f"Answers, keyword tests and the judge use {answered} cases ({name_cases(case_ids)}), "
+            f"{chosen}, the same in every cell; "
             "each *_cases column gives the number of cases behind its metric."
         )
     notes += [external_note(s.external) for s in results.answer_sets.values() if s.external is not None]

@@ -207,7 +207,7 @@ def run_preflight(
         knowledge_base_fingerprint=corpus.fingerprint,
         eval_suite=suite,
         warnings=warnings,
-        unchecked=unchecked,
+        unchecked=list(dict.fromkeys(unchecked)),  # one line per model, not per role
     )
 
 

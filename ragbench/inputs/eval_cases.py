@@ -30,6 +30,14 @@ def seeded_rank(seed: int, case_id: str) -> bytes:
     return hashlib.sha256(f"{seed}:{case_id}".encode()).digest()
 
 
+def name_cases(case_ids: list[str], shown: int = 6) -> str:
+    """Case ids as a run prints them, so a number traces back to its cases: all of a few, else the first
+    `shown` and how many more (the report and cases.jsonl list every one)."""
+    if len(case_ids) <= shown:
+        return ", ".join(case_ids)
+    return f"{', '.join(case_ids[:shown])} and {len(case_ids) - shown} more"
+
+
 class SourceChunk(BaseModel):
     """A passage a generated case was written from."""
 

@@ -101,7 +101,7 @@ RECORDINGS = {
             "starter-run",
             (("init", "my.yaml"), ("--config", "my.yaml")),
             "the starter config as written, its first run on a new ZenML store and a new LLM cache, the "
-            "local models already downloaded, on 2 cores shared with other work (its times are pessimistic); "
+            "local models already downloaded, on 2 cores, nothing else running; "
             "ZenML's own lines cut",
             keep_run,
         ),

@@ -45,13 +45,11 @@ def rerank_gains(
     metrics: Sequence[MetricInfo],
     settings: StatisticsConfig,
 ) -> list[RerankGain]:
-    """For every cell that reranks and every metric of `metrics` (the reader's ranking's columns) it has at
-    both rankings, the paired difference on the cases both rankings scored."""
+    """For every cell that reranks and every metric of `metrics` it has at both rankings (a first stage's
+    own column has no counterpart and is passed over), the paired difference on the cases both scored."""
     gains = []
-    for cell in cells:
+    for cell in (cell for cell in cells if cell.reranker is not None):
         values = case_values.get(cell.id, {})
-        if cell.reranker is None:
-            continue
         for metric in metrics:
             reranked, first = values.get(metric.column), values.get(first_stage(metric.column))
             if not reranked or not first:

@@ -22,10 +22,10 @@ from ragbench.inputs.eval_cases import EvalCase
 from ragbench.retrieval.measures import TOP_N_HIT, first_stage
 from ragbench.retrieval.rerank import Reranker, RerankerChoice
 from ragbench.retrieval.search import (
-    CaseRetrieval,
     RetrievalReport,
     RetrievalResult,
     RetrievedCandidates,
+    RetrievedChunk,
     retrieval_metrics,
 )
 
@@ -58,17 +58,13 @@ def rerank_candidates(
         raise ValueError(f"candidates of {candidates.spec.id} given to rerank key {spec.id}")
     if missing := [case.id for case in cases if case.id not in candidates.by_case]:
         raise ValueError(f"no candidates for case(s) {', '.join(missing)} in {candidates.spec.id}")
-    by_case = {
-        case.id: reranker.rerank(case.question, chunks, len(chunks))
-        if (chunks := candidates.by_case[case.id])
-        else []
-        for case in tqdm(
-            cases,
-            desc=f"rerank {spec.id}",
-            unit="question",
-            disable=None if progress is None else not progress,
-        )
-    }
+    by_case: dict[str, list[RetrievedChunk]] = {}
+    bar = tqdm(
+        cases, desc=f"rerank {spec.id}", unit="question", disable=None if progress is None else not progress
+    )
+    for case in bar:
+        chunks = candidates.by_case[case.id]
+        by_case[case.id] = reranker.rerank(case.question, chunks, len(chunks)) if chunks else []
     return RetrievedCandidates(
         spec=spec, chunk_set_fingerprint=candidates.chunk_set_fingerprint, by_case=by_case
     )
@@ -103,7 +99,7 @@ def rerank_stage(
 def _case_values(report: RetrievalReport, top_n: int | None) -> dict[str, dict[str, float]]:
     """Column -> case id -> value of one ranking; with `top_n`, whether the reader's passages hold an
     expected source too (`TOP_N_HIT`)."""
-    cases: list[CaseRetrieval] = report.cases
+    cases = report.cases
     values = {
         column: {case.case_id: case.values[column] for case in cases} for column in report.metrics.means
     }

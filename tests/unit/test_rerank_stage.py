@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from ragbench.analysis.columns import is_results_column
 from ragbench.analysis.reranking import rerank_gains
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import answer_cell
@@ -185,6 +186,7 @@ def test_a_reranking_cells_plain_columns_measure_the_reranked_ranking_and_first_
         ),
     ]
     assert list(columns)[:3] == ["chunks", "chunks_truncated", "retrieval_cases"]
+    assert all(is_results_column(column) for column in columns)  # no custom metric may take one
 
 
 def test_a_cell_without_reranker_reads_the_first_stage_so_both_rankings_are_equal():

@@ -111,6 +111,7 @@ def print_plan(config: BenchmarkConfig) -> int:
         label_correction_line,
         plan_rows,
         reference_calls,
+        rerank_work,
     )
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
@@ -140,6 +141,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         f"and eval cases (unless code changed since). New LLM calls: {total_calls}, cost {cost}; "
         f"{ANSWER_ASSUMPTION}."
     )
+    if (reranking := rerank_work(config, preflight.eval_suite.cases, done)) is not None:
+        print(reranking)
     if (card_calls := judge_card_calls(config, preflight.eval_suite.cases)) is not None:
         print(card_calls)
     if (alignment_calls := judge_alignment_calls(config)) is not None:
@@ -161,6 +164,7 @@ def print_plan(config: BenchmarkConfig) -> int:
 
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     """Run the pipeline, copy its report to the output folder and print its summary; the gate's exit code."""
+    from ragbench.report.run_page import summary_rows
     from ragbench.runs.compare import config_tag
     from ragbench.runs.gate import GateResult
 
@@ -181,7 +185,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     }
     folder = write_outputs(config, pipeline_run.name, files)
     print()
-    print(rows_to_text(table.summary_rows()))
+    print(rows_to_text(summary_rows(table)))
     print(f"(all columns: {folder}/results.csv)")
     if table.race is not None:
         print("\n" + table.race.summary({row["cell"]: row["label"] for row in table.rows}))
@@ -192,6 +196,14 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         )
         for verdict in table.verdicts:
             print(f"  {verdict.sentence()}")
+    if table.rerank_gains:
+        labels = {row["cell"]: row["label"] for row in table.rows}
+        print(
+            "\nWhat reranking changed (the ranking the reader reads against the first stage, paired on the "
+            f"same cases; {table.confidence:.0%} interval of the difference):"
+        )
+        for gain in table.rerank_gains:
+            print(f"  {labels[gain.cell]}: {gain.text()}")
     if table.judge_reliability is not None:
         for line in table.judge_reliability.lines():
             print(line)

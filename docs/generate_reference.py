@@ -235,7 +235,7 @@ def metrics_page() -> str:
     import ragbench.scoring.keyword_tests
     from ragbench.config.model import BenchmarkConfig, load_config
     from ragbench.scoring.keyword_tests import BUILTIN_SUITES, AssertionType, CaseWordsSuite, DeclinesSuite
-    from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
+    from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, ranking_metrics, retrieval_metrics
     from ragbench.scoring.ragas_family import RAGAS_FAMILY
     from ragbench.scoring.registry import Scoring, make_scorers
     from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric
@@ -416,8 +416,21 @@ def metrics_page() -> str:
             ],
         ),
         "",
+        "Every retrieval metric at the two rankings a cell is measured at "
+        "(`ragbench.scoring.metrics.ranking_metrics`): the",
+        "ranking the reader reads under the plain name (after the rerank stage in a cell with a reranker), "
+        "the first",
+        "stage's prefixed `first_stage_`; each has an interval, and the headline ones above are the "
+        "reader's ranking's:",
+        "",
+        table(
+            ["column", "label", "better"],
+            [[code(m.column), cell(m.label), _direction(m.higher_is_better)] for m in ranking_metrics(k)],
+        ),
+        "",
         "Every retrieval column of the results table (failure rate, recall, nDCG, index cost) is described",
-        "in [Metrics](../concepts/metrics.md#retrieval-metrics).",
+        "in [Metrics](../concepts/metrics.md#retrieval-metrics); why the two rankings are named so: "
+        "[Two rankings](../concepts/metrics.md#two-rankings-first-stage-and-reranked).",
         "",
         "## Custom rubric fields",
         "",

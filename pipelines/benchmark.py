@@ -1,9 +1,11 @@
 """Pipeline wiring only: the grid is expanded once (`ragbench.grid.cell`) and fanned out statically, one step
 per distinct stage key, with the key's readable id as the step id (plus one BM25 index per chunk set and one
-set of ColBERT encodings per reranker and chunk set). A step's identity is its content: it gets what can
-change its output as parameters and input artifacts (cache-keyed), and what cannot (the LLMs' concurrency,
-timeouts and retries, the LLM cache's location, the embedding shard size and device, the pairwise labels
-and confidence) in the `operations` artifact its cache key ignores (`run_operations`). The input artifacts
+set of ColBERT encodings per reranker and chunk set). An answer step reads the ranking of its cell's
+`ranking_stage`: the rerank step's, or the retrieve step's for a cell without a reranker. A step's identity
+is its content: it gets what can change its output as parameters and input artifacts (cache-keyed), and
+what cannot (the LLMs' concurrency, timeouts and retries, the LLM cache's location, the embedding shard
+size and device, the pairwise labels and confidence) in the `operations` artifact its cache key ignores
+(`run_operations`). The input artifacts
 are keyed on content too: the corpus on its documents, the eval suite on its cases, the reranker choice on
 its checkpoint (`materializers.inputs`). The regression gate is the last step; a run that breaks before it
 alerts through the failure hook."""
@@ -25,6 +27,7 @@ from ragbench.grid.cell import (
     llm_names,
     llm_operations,
     pairwise_pairs,
+    reranker_numbers,
     varying_axes,
 )
 from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
@@ -48,6 +51,7 @@ from steps import (
     measure_judge_alignment,
     pass_llm_operations,
     regression_gate,
+    rerank_cell,
     resolve_references,
     retrieve_cell,
     start_cell_race,
@@ -96,8 +100,8 @@ class Wiring:
     operations: Any
     outputs: dict = field(default_factory=dict)  # step id -> its output artifact
     retrievals: list = field(default_factory=list)
-    reranker_numbers: dict[str, int] = field(default_factory=dict)
-    rerankers: dict[str, Any] = field(default_factory=dict)
+    reranks: list = field(default_factory=list)  # each rerank step's metrics (`RerankResult`)
+    rerankers: dict[str, Any] = field(default_factory=dict)  # reranker as configured -> its choice artifact
     review_labels: Any = None  # a person's labels the judges are aligned with (evaluation.judge_alignment)
     references: Any = None  # what the run fetched for the cases' reference_from (`resolve_references`)
 
@@ -116,18 +120,10 @@ class Wiring:
                 llm_cache=settings.llm_cache,
                 id=key.step_id("answer"),
             )
-        encodings = None
-        if key.reranker is not None:
-            encodings_id = f"colbert_{self.reranker_numbers[key.reranker]}_{key.upto('chunk').id}"
-            if encodings_id not in self.outputs:
-                self.outputs[encodings_id] = encode_chunks_for_reranking(
-                    self.outputs[key.step_id("chunk")], self.rerankers[key.reranker], id=encodings_id
-                )
-            encodings = self.outputs[encodings_id]
         return answer_questions_cell(
-            self.outputs[key.step_id("retrieve")],
+            self.outputs[key.step_id(key.ranking_stage)],
             self.suite,
-            encodings,
+            self.rerankers[key.reranker] if key.reranker is not None else None,
             self.operations,
             spec=key.identity(),
             sample_size=settings.generation.sample_size if stop is None else stop,
@@ -208,6 +204,7 @@ class Wiring:
             corpus=self.corpus,
             eval_suite=self.suite,
             retrievals=self.retrievals,
+            reranks=self.reranks,
             answer_sets=answer_sets,
             judged=judged,
             pairwise=pairwise,
@@ -233,8 +230,8 @@ class Wiring:
 
 
 def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
-    """The inputs, chunk sets, indexes and retrieval of every cell: the same steps, with the same ids and
-    cache keys, in either pipeline."""
+    """The inputs, chunk sets, indexes, retrieval and reranking of every cell (on every case): the same
+    steps, with the same ids and cache keys, in either pipeline."""
     cells = expand_grid(settings)
     corpus = ingest_knowledge_base(
         knowledge_base=settings.knowledge_base.model_dump(mode="json"),
@@ -248,24 +245,20 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
     suite, references = resolve_references.with_options(
         output_materializers={"eval_cases_resolved": EvalSuiteMaterializer}
     )(defined, operations, writer=readers[0].model_dump(mode="json") if readers else None)
-    reranker_numbers = {
-        name: number
-        for number, name in enumerate(dict.fromkeys(c.reranker for c in cells if c.reranker is not None))
-    }
+    numbers = reranker_numbers(cells)
     wiring = Wiring(
         settings=settings,
         cells=cells,
         corpus=corpus,
         suite=suite,
         operations=operations,
-        reranker_numbers=reranker_numbers,
         references=references,
         review_labels=review_labels_input(settings),
         rerankers={
             name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
                 checkpoint=name, id=f"reranker_{number}"
             )
-            for name, number in reranker_numbers.items()
+            for name, number in numbers.items()
         },
     )
     outputs = wiring.outputs
@@ -306,6 +299,22 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)
+    for key in distinct_at(cells, "rerank"):
+        assert key.reranker is not None
+        encodings_id = key.encodings_step_id(numbers[key.reranker])
+        if encodings_id not in outputs:
+            outputs[encodings_id] = encode_chunks_for_reranking(
+                outputs[key.step_id("chunk")], wiring.rerankers[key.reranker], id=encodings_id
+            )
+        outputs[key.step_id("rerank")], result = rerank_cell(
+            outputs[key.step_id("retrieve")],
+            suite,
+            outputs[encodings_id],
+            spec=key.identity(),
+            metrics_k=settings.retrieval.metrics_k,
+            id=key.step_id("rerank"),
+        )
+        wiring.reranks.append(result)
     return wiring
 
 

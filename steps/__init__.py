@@ -16,6 +16,7 @@ from steps.judge import (
 )
 from steps.lexical import build_bm25_index
 from steps.race import look_at_race, start_cell_race
+from steps.rerank import rerank_cell
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
 from steps.store import ZenMLStore
@@ -51,6 +52,7 @@ __all__ = [
     "measure_judge_alignment",
     "pass_llm_operations",
     "regression_gate",
+    "rerank_cell",
     "resolve_references",
     "retrieve_cell",
     "roundtrip_eval_candidates",

@@ -6,7 +6,7 @@ from ragbench.generation.answers import AnswerSet, answer_cell, external_cell, s
 from ragbench.generation.systems import ExternalSystem
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
-from ragbench.retrieval.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
+from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import RetrievedCandidates
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
 
@@ -24,28 +24,23 @@ def pass_llm_operations(operations: dict) -> Annotated[dict, OPERATIONS]:
 def answer_questions_cell(
     candidates: RetrievedCandidates,
     eval_suite: EvalSuite,
-    reranker_encodings: ColbertEncodings | None,
+    reranker: RerankerChoice | None,
     operations: dict,
     spec: dict,
     sample_size: int | None,
     seed: int,
     first: int = 0,
 ) -> Annotated[AnswerSet, "answers"]:
-    """Optionally rerank (against the chunks' stored ColBERT encodings), answer cases `first` to
-    `sample_size` of the seeded order (a race's round: the cases after those answered before); the LLM cache
-    (named in the `operations`, outside the cache key) makes a re-run after a crash cheap."""
+    """Answer cases `first` to `sample_size` of the seeded order (a race's round: the cases after those
+    answered before) from the ranking the cell reads: its rerank step's, or its retrieve step's without a
+    reranker (`reranker`: the checkpoint that ranked them, recorded with the answers). The LLM cache (named
+    in the `operations`, outside the cache key) makes a re-run after a crash cheap."""
     settings = Operations.model_validate(operations)
     answers = answer_cell(
         CellSpec.model_validate(spec).with_operations(settings.llm),
         candidates,
         sample_cases(eval_suite.cases, sample_size, seed)[first:],
-        reranker=PrecomputedColbertReranker(
-            reranker_encodings,
-            choice=reranker_encodings.choice,
-            chunk_set_fingerprint=candidates.chunk_set_fingerprint,
-        )
-        if reranker_encodings
-        else None,
+        reranker=reranker,
         llm_cache=settings.llm_cache,
     )
     failures = sum(answer.answer is None for answer in answers.answers)

@@ -14,6 +14,7 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.report.run_page import run_report
+from ragbench.retrieval.rerank_stage import RerankResult
 from ragbench.retrieval.retrievers import row_step_ids
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment
@@ -39,6 +40,7 @@ def build_results_table(
     corpus: Corpus,
     eval_suite: EvalSuite,
     retrievals: list[RetrievalResult],
+    reranks: list[RerankResult],
     answer_sets: list[AnswerSet],
     judged: list[JudgeResult],
     pairwise: list[PairwiseResult],
@@ -59,7 +61,9 @@ def build_results_table(
     specs = [CellSpec.model_validate(cell) for cell in cells]
     settings = EvaluationConfig.model_validate(evaluation)
     scoring = settings.scoring(metrics_k)
-    results = CellResults.collect(specs, retrievals, answer_sets, judged, eval_suite.cases, scoring.suites)
+    results = CellResults.collect(
+        specs, retrievals, answer_sets, judged, eval_suite.cases, scoring.suites, reranks=reranks
+    )
     table, records = build_results(
         results,
         title=title,

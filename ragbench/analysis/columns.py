@@ -20,7 +20,7 @@ from ragbench.scoring.keyword_tests import KeywordReport, suite_column
 ROW_COLUMNS = frozenset(
     {
         *("cell", "external", "label", "reused", "judge_check", "race"),
-        *("chunks", "chunks_truncated", "chunks_per_s", "retrieval_cases"),
+        *("chunks", "chunks_truncated", "chunks_per_s", "retrieval_cases", "rerank_ms_per_query"),
         *("e2e_cases", "answers_produced", "cost_usd"),
     }
 )

@@ -29,6 +29,13 @@ def run_notes(
     notes.append(
         f"Retrieval metrics use every case with expected sources ({', '.join(map(str, retrieval_cases))})."
     )
+    if results.reranks:
+        notes.append(
+            "Reranking cells rerank every case's top_k candidates before the reader takes its top_n: their "
+            "retrieval columns without a prefix measure that reranked ranking, the passages the reader is "
+            "given; first_stage_* columns measure the ranking before reranking (equal in cells without a "
+            "reranker). hit_rate@top_n: an expected source among the reader's top_n passages."
+        )
     if results.answer_sets and raced:
         notes.append(
             f"The cells raced: each answered the first cases of one seeded order (seed {seed}) until it "
@@ -80,7 +87,7 @@ def external_note(external: ExternalAnswers) -> str:
 def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str]:
     """Everything that should change how the numbers are read, found in the results themselves."""
     warnings = [f"knowledge base: skipped {reason}" for reason in skipped_documents]
-    for choice in {a.reranker.used: a.reranker for a in results.answer_sets.values() if a.reranker}.values():
+    for choice in {r.reranker.used: r.reranker for r in results.reranks.values()}.values():
         if choice.trained_label:
             warnings.append(trained_reranker_note(choice, results))
         if choice.is_standin:
@@ -101,8 +108,10 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
 
 def trained_reranker_note(choice: RerankerChoice, results: CellResults) -> str:
     """What a locally trained reranker is (never colbertv2.0) and whether this run's cases were held out of
-    its training: a case that was not could have leaked into it, and is named."""
-    asked = {a.case_id for s in results.answer_sets.values() if s.reranker == choice for a in s.answers}
+    its training: a case that was not could have leaked into it, and is named. Its cases are those its
+    retrieval metrics were computed on and those answered from its ranking."""
+    asked = {c.case_id for r in results.reranks.values() if r.reranker == choice for c in r.retrieval.cases}
+    asked |= {a.case_id for s in results.answer_sets.values() if s.reranker == choice for a in s.answers}
     leaked = sorted(asked - set(choice.held_out_cases))
     text = (
         f"RERANKER {choice.used} is {choice.trained_label} ({choice.reason}), not colbert-ir/colbertv2.0; "

@@ -20,6 +20,7 @@ from ragbench.analysis.labelled import (
     corrected_verdicts,
 )
 from ragbench.analysis.racing import RaceTrace
+from ragbench.analysis.reranking import RerankGain, rerank_gains
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
@@ -28,13 +29,14 @@ from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, ll
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
+from ragbench.retrieval.rerank_stage import RerankResult, ranking_case_values, ranking_columns
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment, aligned_judge
 from ragbench.review.labels import ReviewLabels
 from ragbench.scoring.cells import JudgeResult, keyword_report
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.keyword_tests import KeywordFailure, KeywordReport, Suite
-from ragbench.scoring.metrics import MetricInfo
+from ragbench.scoring.metrics import MetricInfo, ranking_metrics
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import LabelCorrectionConfig, Scoring, present
 from ragbench.scoring.rubrics import checked_criterion
@@ -83,6 +85,7 @@ class CellResults(BaseModel):
 
     cells: list[CellSpec]
     retrievals: dict[str, RetrievalResult]
+    reranks: dict[str, RerankResult] = {}  # by rerank key: the ranking a reranking cell's reader reads
     answer_sets: dict[str, AnswerSet]
     judged: dict[str, JudgeResult]
     keyword: dict[str, KeywordReport]
@@ -97,6 +100,7 @@ class CellResults(BaseModel):
         judged: Sequence[JudgeResult],
         cases: Sequence[EvalCase],
         suites: Sequence[Suite],
+        reranks: Sequence[RerankResult] = (),
     ) -> CellResults:
         """The stage results by key; a key answered or judged in rounds (a race) has its parts joined."""
         answers = {
@@ -111,6 +115,7 @@ class CellResults(BaseModel):
                 for a in answers.values()
                 if a.external is not None and a.external.retrieval is not None
             },
+            reranks={r.spec.id: r for r in reranks},
             answer_sets=answers,
             judged={key: JudgeResult.joined(parts) for key, parts in _by_key(judged).items()},
             keyword={key: keyword_report(a, cases, suites) for key, a in answers.items()} if suites else {},
@@ -124,10 +129,14 @@ class CellResults(BaseModel):
     def judged_of(self, cell: CellSpec) -> JudgeResult | None:
         return self.judged.get(cell.id) if cell.judge is not None else None
 
+    def reranked_of(self, cell: CellSpec) -> RerankResult | None:
+        return self.reranks[cell.upto("rerank").id] if cell.reranker is not None else None
+
     def case_values(self, cell: CellSpec) -> CaseValues:
-        """Every per-case value behind the cell's row (column -> case id -> value)."""
+        """Every per-case value behind the cell's row (column -> case id -> value), retrieval's at both
+        rankings (`ranking_case_values`)."""
         retrieval = self.retrievals.get(cell.upto("retrieve").id)  # None: a system that returned no sources
-        values = retrieval.case_values() if retrieval is not None else {}
+        values = ranking_case_values(cell, retrieval, self.reranked_of(cell)) if retrieval is not None else {}
         answers = self.answers_of(cell)
         if answers is not None:
             values |= generation_case_values(self.keyword.get(answers.spec.id), self.judged_of(cell))
@@ -160,7 +169,7 @@ class CellResults(BaseModel):
             answers = self.answers_of(cell)
             row = {"cell": cell.id, "label": labels[cell.id], **axes}
             if (retrieval := self.retrievals.get(cell.upto("retrieve").id)) is not None:
-                row |= retrieval.columns()
+                row |= ranking_columns(cell, retrieval, self.reranked_of(cell))
             if answers is not None:
                 keyword = self.keyword.get(answers.spec.id)
                 row |= generation_columns(answers, keyword, self.judged_of(cell))
@@ -310,6 +319,8 @@ class ResultsTable(BaseModel):
     varying_axes: list[str] = []  # the axes that vary between the cells, which the report charts by
     case_values: dict[str, CaseValues] = {}  # cell id -> column -> case id -> value
     verdicts: list[MetricVerdict] = []  # per headline metric: the best cell against the others
+    ranking: list[MetricInfo] = []  # the retrieval metrics at both rankings the rows have (`ranking_metrics`)
+    rerank_gains: list[RerankGain] = []  # per reranking cell and metric: reranked against the first stage
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
     eval_set: str = ""  # which eval set the cases came from (EvalSuite.label)
@@ -356,36 +367,6 @@ class ResultsTable(BaseModel):
                 for case, value in by_case.items()
             ]
         )
-
-    def summary_rows(self) -> list[dict]:
-        """The terminal's view: each cell's label, headline scores, latency, cost, reader and judge
-        failures, reuse.
-
-        A headline score shows its interval and, where the row has it, the number of cases behind it,
-        ``0.33 [0.00, 1.00] n=3``: with a small sample a rate of 1.00 may rest on a single case.
-        """
-        failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
-        headline = [m.column for m in self.headline]
-        columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check", "race"]
-        rows = []
-        for row in self.rows:
-            kept = {"cell": row["label"]}
-            for column in (c for c in columns if c in row):
-                value, tested = row[column], row.get(f"{column}_cases")
-                if column not in headline or value is None:
-                    kept[column] = value
-                    continue
-                low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
-                text = f"{value:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
-                kept[column] = text + (f" n={tested}" if tested is not None else "")
-                if (corrected := row.get(f"{column}_corrected")) is not None:  # the number decided on
-                    low, high = row[f"{column}_corrected_low"], row[f"{column}_corrected_high"]
-                    kept[column] = (
-                        f"{corrected:.2f} [{low:.2f}, {high:.2f}] label-corrected ({row[f'{column}_labels']} "
-                        f"labels; judge alone {value:.2f})"
-                    )
-            rows.append(kept | {"reused": "yes" if row["reused"] else ""})
-        return rows
 
 
 def build_results(
@@ -438,6 +419,7 @@ def build_results(
     if race is not None:
         rows = [row | {"race": race.status(row["cell"], labels)} for row in rows]
     headline = present(scoring.headline(), rows)
+    ranking = present(ranking_metrics(scoring.metrics_k), rows)
     records = results.case_records()
     verdicts = compare_cells(headline, case_values, statistics, labels)
     correction, judge_only = None, []
@@ -479,6 +461,8 @@ def build_results(
         varying_axes=varying,
         case_values=case_values,
         verdicts=verdicts,
+        ranking=ranking,
+        rerank_gains=rerank_gains(results.cells, case_values, ranking, statistics),
         confidence=statistics.confidence,
         judge_reliability=reliability,
         eval_set=eval_suite.label if eval_suite is not None else "",

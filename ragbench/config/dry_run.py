@@ -9,7 +9,15 @@ from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
 from ragbench.generation.reader import build_reader_requests
-from ragbench.grid.cell import STAGES, CellSpec, cell_labels, distinct_at, llm_names, pairwise_pairs
+from ragbench.grid.cell import (
+    STAGES,
+    CellSpec,
+    cell_labels,
+    distinct_at,
+    llm_names,
+    pairwise_pairs,
+    reranker_numbers,
+)
 from ragbench.inputs.eval_cases import EvalCase, SourceChunk
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
@@ -187,6 +195,25 @@ def plan_rows(
             }
         )
     return rows
+
+
+def rerank_work(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> str | None:
+    """The rerank stage's work, or None when no cell reranks: its steps (one per retrieve key and reranker,
+    each reranking every case's top_k candidates, read by every answer key after it) and the ColBERT
+    encodings they read (one per checkpoint and chunk set), new or done by an earlier run."""
+    cells = expand_grid(config)
+    keys = distinct_at(cells, "rerank")
+    if not keys:
+        return None
+    numbers = reranker_numbers(cells)
+    encodings = {key.encodings_step_id(numbers[key.reranker]) for key in keys if key.reranker is not None}
+    new = sum(key.step_id("rerank") not in finished_steps for key in keys)
+    new_encodings = len(encodings - finished_steps)
+    return (
+        f"Rerank stage: {len(keys)} step(s), {new} new, each reranking the top_k candidates of all "
+        f"{len(cases)} cases (no LLM call; a query encoding and a MaxSim per case), from {len(encodings)} "
+        f"set(s) of ColBERT chunk encodings, {new_encodings} new (each encodes a whole chunk set once)."
+    )
 
 
 def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:

@@ -1,5 +1,6 @@
-"""The answers of one grid cell: optionally rerank the retrieved candidates, then let the reader answer (or
-ask an external RAG system); `ragbench.scoring.cells` scores them."""
+"""The answers of one grid cell: the reader answers from the first top_n passages of the ranking its cell
+reads (the rerank stage's or the first stage's, `CellSpec.ranking_stage`), or an external RAG system
+answers by itself; `ragbench.scoring.cells` scores them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,7 @@ from ragbench.generation.systems import ExternalSystem
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase, seeded_rank
 from ragbench.llm.client import LLMClient
-from ragbench.retrieval.colbert_maxsim import PrecomputedColbertReranker
-from ragbench.retrieval.rerank import RerankerChoice, select_contexts
+from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import (
     RetrievalResult,
     RetrievedCandidates,
@@ -88,22 +88,22 @@ def answer_cell(
     candidates: RetrievedCandidates,
     cases: Sequence[EvalCase],
     *,
-    reranker: PrecomputedColbertReranker | None,
+    reranker: RerankerChoice | None,
     llm_cache: str | None = None,
 ) -> AnswerSet:
-    """Keep `spec.top_n` of the retrieve key's candidates (reranked or in retrieval order), answer with the
-    reader."""
+    """Answer with the reader from the first `spec.top_n` passages of `candidates`, the ranking the cell
+    reads: its rerank key's (`reranker` is the checkpoint that ranked them) or, without a reranker, its
+    retrieve key's. Nothing is reranked here: the rerank stage did it for every case."""
     if spec.reader is None or spec.top_n is None or spec.prompt is None:
         raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
-    if candidates.spec != spec.upto("retrieve"):
+    if candidates.spec != spec.upto("rerank"):
         raise ValueError(f"candidates of {candidates.spec.id} given to cell {spec.id}")
-    questions = [case.question for case in cases]
-    contexts = select_contexts(
-        questions, candidates.for_cases(cases), spec.top_n, reranker, desc=f"rerank {spec.id}"
-    )
+    if (reranker is None) != (spec.reranker is None):
+        raise ValueError(f"cell {spec.id}: the reranker choice is given exactly when the cell reranks")
+    contexts = [chunks[: spec.top_n] for chunks in candidates.for_cases(cases)]
     with LLMClient(spec.reader, cache_location=llm_cache) as client:
         answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
-    return AnswerSet(spec=spec, reranker=reranker.choice if reranker else None, answers=answers)
+    return AnswerSet(spec=spec, reranker=reranker, answers=answers)
 
 
 def external_cell(

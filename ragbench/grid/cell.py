@@ -1,9 +1,10 @@
 """The grid model: one typed cell specification, expanded in one place and read by everything else.
 
 A cell is one value of every axis. Axes belong to the stage that first needs them (chunk, index,
-retrieve, answer, judge), so a stage's work is keyed by the axes up to it: every index is built once
-per (chunk size, overlap, embedding), every answer set once per reader setting however many judges
-grade it, and adding a value to any axis creates only the new keys. A new axis is one field here
+retrieve, rerank, answer, judge), so a stage's work is keyed by the axes up to it: every index is built
+once per (chunk size, overlap, embedding), every reranked ranking once per (retrieve key, reranker)
+however many readers read it, every answer set once per reader setting however many judges grade it,
+and adding a value to any axis creates only the new keys. A new axis is one field here
 (with its stage) and one list field of the same name in `GridConfig`, plus the code that uses it.
 """
 
@@ -20,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from ragbench.llm.prompts import PromptTemplate
 from ragbench.llm.types import RESULT_FIELDS, LLMSettings
 
-Stage = Literal["chunk", "index", "retrieve", "answer", "judge"]
-STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "answer", "judge")
+Stage = Literal["chunk", "index", "retrieve", "rerank", "answer", "judge"]
+STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "rerank", "answer", "judge")
 # The retriever of a cell whose `retriever` is None: ids of dense cells stay as they were before the axis.
 DEFAULT_RETRIEVER = "dense"
 
@@ -50,7 +51,7 @@ class CellSpec(BaseModel):
     top_k: int | None = _axis("retrieve", "k", "top_k ", None)
     top_n: int | None = _axis("answer", "n", "top_n ", None)
     reranker: str | None = _axis(
-        "answer", "rr-", "rerank ", None, "ColBERT checkpoint as configured; None = off"
+        "rerank", "rr-", "rerank ", None, "ColBERT checkpoint as configured; None = off"
     )
     reader: LLMSettings | None = _axis("answer", "", "", None)
     prompt: PromptTemplate | None = _axis("answer", "p-", "prompt ", None)
@@ -147,6 +148,20 @@ class CellSpec(BaseModel):
         return f"{stage}_{self.upto(stage).id}"
 
     @property
+    def ranking_stage(self) -> Stage:
+        """The stage whose ranking the reader reads and the unprefixed retrieval metrics measure: the rerank
+        stage's for a cell with a reranker, else the first stage's. `off` has no rerank step: passing the
+        first-stage ranking through a step would copy every case's candidates into a second artifact and
+        launch a step per retrieve key for nothing, so the answer step reads the retrieve step's output
+        directly; everything that needs "the ranking the reader reads" asks this property."""
+        return "rerank" if self.reranker is not None else "retrieve"
+
+    def encodings_step_id(self, number: int) -> str:
+        """The step that encodes this cell's chunk set with the grid's `number`-th reranker checkpoint (see
+        `reranker_numbers`): once per (checkpoint, chunk set), shared by every rerank key on them."""
+        return f"colbert_{number}_{self.upto('chunk').id}"
+
+    @property
     def exact_index_key(self) -> CellSpec:
         """The index-stage key of the flat index this cell's vectors are in (an approximate index is built
         from it, and its recall measured against it)."""
@@ -164,11 +179,12 @@ class CellSpec(BaseModel):
     def step_ids(self, *, lexical: bool) -> list[str]:
         """Every step after chunking whose output this cell's row is made of; `lexical`: whether its
         retriever reads the BM25 index, which only the retriever knows (`retrievers.row_step_ids`)."""
+        last = STAGES.index(self.last_stage)
         if self.external is not None:
-            return [self.step_id(stage) for stage in ("answer", "judge")[: STAGES.index(self.last_stage) - 2]]
+            return [self.step_id(stage) for stage in ("answer", "judge") if STAGES.index(stage) <= last]
         ids = [self.step_id("index")] if self.uses_dense_index else []
         ids += [self.lexical_step_id] if lexical else []
-        stages = STAGES[STAGES.index("retrieve") : STAGES.index(self.last_stage) + 1]
+        stages = [s for s in STAGES[STAGES.index("retrieve") : last + 1] if s != "rerank" or self.reranker]
         return ids + [self.step_id(stage) for stage in stages]
 
     def value_key(self, axis: str) -> str:
@@ -291,16 +307,24 @@ def llm_operations(cells: list[CellSpec]) -> dict[str, dict[str, Any]]:
 
 def distinct_at(cells: list[CellSpec], stage: Stage) -> list[CellSpec]:
     """The distinct keys of the cells' work at `stage`, in grid order (one pipeline step each); at the
-    index stage, the dense indexes (a bm25 cell has none); an external system's cell from the answer stage
-    on (it answers by itself)."""
+    index stage, the dense indexes (a bm25 cell has none); at the rerank stage, the cells that rerank (see
+    `CellSpec.ranking_stage`); an external system's cell from the answer stage on (it answers by itself)."""
     keys = {
         (key := cell.upto(stage)).id: key
         for cell in cells
         if STAGES.index(cell.last_stage) >= STAGES.index(stage)
         and (stage != "index" or cell.uses_dense_index)
+        and (stage != "rerank" or cell.reranker is not None)
         and (cell.external is None or stage in ("answer", "judge"))
     }
     return list(keys.values())
+
+
+def reranker_numbers(cells: list[CellSpec]) -> dict[str, int]:
+    """Each reranker checkpoint of the grid, as configured, by its number in grid order: what its steps'
+    ids (`CellSpec.encodings_step_id`, the `reranker_<number>` choice) are named by."""
+    names = dict.fromkeys(cell.reranker for cell in cells if cell.reranker is not None)
+    return {name: number for number, name in enumerate(names)}
 
 
 def pairwise_pairs(cells: list[CellSpec], baseline: dict[str, str]) -> list[tuple[CellSpec, CellSpec]]:

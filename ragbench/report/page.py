@@ -19,6 +19,7 @@ from ragbench.report.effects import (
 )
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.report.race import race_section
+from ragbench.report.reranking import reranking_section
 from ragbench.report.sections import (
     bar_chart_section,
     best_section,
@@ -42,6 +43,7 @@ def _navigation(report: ReportInput) -> str:
         ("best", "Best"),
         *([("race", "The race")] if report.race else []),
         ("significance", "Really better?"),
+        *([("reranking", "Reranking")] if report.rerank_gains else []),
         *([("judge", "Judge")] if report.judge_reliability or report.judge_cards else []),
         *([("pairwise", "Pairwise")] if report.pairwise else []),
         ("headline", "Headline table"),
@@ -85,6 +87,9 @@ def render_report(report: ReportInput) -> str:
         best_section(report),
         race_section(report.race, {row["cell"]: row["label"] for row in report.rows}),
         significance_section(report),
+        reranking_section(
+            report.rerank_gains, {row["cell"]: row["label"] for row in report.rows}, report.confidence
+        ),
         label_correction_section(report),
         judge_section(report),
         pairwise_section(report),

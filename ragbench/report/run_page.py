@@ -1,5 +1,5 @@
-"""A run's report page, drawn from its results table and per-case records (presentation only: every number
-comes from `ragbench.analysis`)."""
+"""A run's report page and its terminal summary, drawn from its results table and per-case records
+(presentation only: every number comes from `ragbench.analysis`)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             keyword_failures=[row | {"cell": labels[row["cell"]]} for row in keyword_failure_rows(records)],
             weak_answers=[row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records, rubrics)],
             verdicts=table.verdicts,
+            rerank_gains=table.rerank_gains,
             confidence=table.confidence,
             judge_reliability=table.judge_reliability,
             judge_cards=table.judge_cards,
@@ -43,6 +44,37 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             judge_only_verdicts=table.judge_only_verdicts,
         )
     )
+
+
+def summary_rows(table: ResultsTable) -> list[dict]:
+    """The terminal's view of a run: each cell's label, headline scores, latency, cost, reader and judge
+    failures, reuse.
+
+    A headline score shows its interval and, where the row has it, the number of cases behind it,
+    ``0.33 [0.00, 1.00] n=3``: with a small sample a rate of 1.00 may rest on a single case.
+    """
+    failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
+    headline = [m.column for m in table.headline]
+    columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check", "race"]
+    rows = []
+    for row in table.rows:
+        kept = {"cell": row["label"]}
+        for column in (c for c in columns if c in row):
+            value, tested = row[column], row.get(f"{column}_cases")
+            if column not in headline or value is None:
+                kept[column] = value
+                continue
+            low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+            text = f"{value:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+            kept[column] = text + (f" n={tested}" if tested is not None else "")
+            if (corrected := row.get(f"{column}_corrected")) is not None:  # the number decided on
+                low, high = row[f"{column}_corrected_low"], row[f"{column}_corrected_high"]
+                kept[column] = (
+                    f"{corrected:.2f} [{low:.2f}, {high:.2f}] label-corrected ({row[f'{column}_labels']} "
+                    f"labels; judge alone {value:.2f})"
+                )
+        rows.append(kept | {"reused": "yes" if row["reused"] else ""})
+    return rows
 
 
 def keyword_failure_rows(records: CaseRecords) -> list[dict]:

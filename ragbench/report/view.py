@@ -9,6 +9,7 @@ from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgeReliability
 from ragbench.analysis.labelled import LabelCorrection
 from ragbench.analysis.racing import RaceTrace
+from ragbench.analysis.reranking import RerankGain
 from ragbench.analysis.uncertainty import MetricVerdict
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
@@ -51,6 +52,7 @@ class ReportInput(BaseModel):
     keyword_failures: list[dict] = []
     weak_answers: list[dict] = []
     verdicts: list[MetricVerdict] = []
+    rerank_gains: list[RerankGain] = []  # per reranking cell and metric: reranked against the first stage
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
     judge_cards: list[JudgeCard] = []

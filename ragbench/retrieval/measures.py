@@ -1,7 +1,8 @@
 """The retrieval metrics, declared once: each is a results column, how ir-measures (trec_eval) computes
-it per case, and which way is better; and the columns of what an index costs. The search computes every
-one, the results row and the per-case values carry them, and the metric registry
-(`ragbench.scoring.metrics`) turns them into metrics: a new retrieval metric is one entry here."""
+it per case, and which way is better; the hit rate of the reader's passages (`TOP_N_HIT`); how a column
+says which ranking it measures (`first_stage`); and the columns of what an index costs. The search and the
+rerank stage compute every one, the results row and the per-case values carry them, and the metric
+registry (`ragbench.scoring.metrics`) turns them into metrics: a new retrieval metric is one entry here."""
 
 from __future__ import annotations
 
@@ -48,14 +49,43 @@ RETRIEVAL_MEASURES: tuple[RetrievalMeasure, ...] = (
 )
 
 
+# The share of cases with an expected source among the first top_n chunks of the ranking: the passages the
+# reader is given (each cell's own top_n). Counted in chunks, as the reader gets them, not in distinct
+# sources, so it comes from each case's first relevant chunk (`CaseRetrieval.first_relevant_chunk`), not
+# from ir-measures; a cell without a reader has no top_n and no such column.
+TOP_N_HIT = "hit_rate@top_n"
+TOP_N_HIT_LABEL = "hit rate@top_n"
+
+# A cell is measured at two rankings. The ranking the reader reads (after the rerank stage in a cell with a
+# reranker, the first stage's own in one without: `CellSpec.ranking_stage`) keeps the plain column names,
+# so whatever reads a column (the best-cell verdicts, the gate, compare, the charts) reads the ranking whose
+# passages reach the reader; the first stage's ranking has the same columns with this prefix. Without a
+# reranker the two are equal.
+FIRST_STAGE_PREFIX = "first_stage_"
+
+
+def first_stage(column: str) -> str:
+    """The column of the first stage's ranking beside `column`, the ranking the reader reads."""
+    return FIRST_STAGE_PREFIX + column
+
+
 def retrieval_columns(metrics_k: int) -> list[str]:
-    """Every retrieval metric's column at `metrics_k`, in display order."""
+    """Every ir-measures retrieval metric's column at `metrics_k`, in display order."""
     return [measure.column_at(metrics_k) for measure in RETRIEVAL_MEASURES]
 
 
+def ranking_measures(metrics_k: int) -> list[tuple[str, str, bool]]:
+    """(column, label, higher is better) of every metric a ranking gets at `metrics_k`, `TOP_N_HIT` last."""
+    declared = [
+        (m.column_at(metrics_k), m.label_at(metrics_k), m.higher_is_better) for m in RETRIEVAL_MEASURES
+    ]
+    return [*declared, (TOP_N_HIT, TOP_N_HIT_LABEL, True)]
+
+
 def is_retrieval_column(column: str) -> bool:
-    """Whether `column` is a retrieval metric's, at any k."""
-    return any(
+    """Whether `column` is a retrieval metric's, at any k and either ranking."""
+    column = column.removeprefix(FIRST_STAGE_PREFIX)
+    return column == TOP_N_HIT or any(
         column == measure.column or ("{" in measure.column and column.startswith(measure.column_prefix))
         for measure in RETRIEVAL_MEASURES
     )

@@ -6,8 +6,8 @@ is used instead and a loud warning says so: the stand-in proves that the late-in
 (obvious matches rank first) but ranks worse than the plain bi-encoder on paraphrased questions,
 so its numbers must never be reported as ColBERT results. `RerankerChoice.label` marks it in tables.
 
-Without a reranker the reader gets the first ``top_n`` retrieved chunks; `select_context` and
-`select_contexts` give both paths one shape.
+The rerank stage (`ragbench.retrieval.rerank_stage`) reorders every case's candidates with a `Reranker`;
+the reader then takes the first ``top_n`` of the ranking its cell reads, reranked or not.
 
 RAGatouille, colbert-ai and torch are imported on first use only, so importing this module is cheap.
 """
@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, computed_field
-from tqdm.auto import tqdm
 
 from ragbench.models.errors import ModelResolutionError
 from ragbench.models.hub import check_model_available
@@ -41,8 +40,6 @@ __all__ = [
     "Reranker",
     "RerankerChoice",
     "resolve_reranker",
-    "select_context",
-    "select_contexts",
 ]
 
 # The ColBERT checkpoint `reranker: true` names.
@@ -246,86 +243,14 @@ class ColbertReranker:
         k = min(top_n, len(chunks))
         documents = [chunk.text for chunk in chunks]
         # colbert-ai draws a progress bar on stderr for every call; keep it out of the console (the
-        # loop in `rerank_many` has its own bar). Our logging handlers hold their own stream reference.
+        # rerank stage's loop has its own bar). Our logging handlers hold their own stream reference.
         with loaded.lock, contextlib.redirect_stderr(io.StringIO()):
             results = loaded.model.rerank(query=question, documents=documents, k=k)
         if results is None or len(results) != k:
             raise RuntimeError(f"RAGatouille returned {results!r} for {k} of {len(documents)} documents")
         return [_with_score(chunks[int(hit["result_index"])], float(hit["score"])) for hit in results]
 
-    def rerank_many(
-        self,
-        questions: Sequence[str],
-        chunk_lists: Sequence[Sequence[RetrievedChunk]],
-        top_n: int,
-        *,
-        desc: str = "rerank",
-        progress: bool | None = None,
-    ) -> list[list[RetrievedChunk]]:
-        """`rerank` for each question with its own chunks, in input order.
-
-        `progress`: tqdm bar on/off; None shows it on a terminal only.
-        """
-        if len(questions) != len(chunk_lists):
-            raise ValueError(f"{len(questions)} questions but {len(chunk_lists)} chunk lists")
-        if questions:
-            self._loaded()  # load before the bar starts, so the bar measures reranking only
-        return [
-            self.rerank(question, chunks, top_n)
-            for question, chunks in tqdm(
-                list(zip(questions, chunk_lists, strict=True)),
-                desc=desc,
-                unit="question",
-                disable=None if progress is None else not progress,
-            )
-        ]
-
 
 def _with_score(chunk: RetrievedChunk, score: float) -> RetrievedChunk:
     first_stage = chunk.score if chunk.retrieval_score is None else chunk.retrieval_score
     return chunk.model_copy(update={"score": score, "retrieval_score": first_stage})
-
-
-# --------------------------------------------------------------------------------------------------
-# Context selection: the same call with and without reranking
-# --------------------------------------------------------------------------------------------------
-
-
-def select_context(
-    chunks: Sequence[RetrievedChunk],
-    top_n: int,
-    reranker: Reranker | None = None,
-    *,
-    question: str | None = None,
-) -> list[RetrievedChunk]:
-    """The chunks the reader gets: the first `top_n` retrieved ones, or the reranker's `top_n` best.
-
-    With a reranker, `question` is required (the reranker scores chunks against it).
-    """
-    if top_n < 1:
-        raise ValueError(f"top_n must be at least 1, got {top_n}")
-    if reranker is None:
-        return list(chunks[:top_n])
-    if question is None:
-        raise ValueError("select_context needs the question when a reranker is given")
-    return reranker.rerank(question, chunks, top_n)
-
-
-def select_contexts(
-    questions: Sequence[str],
-    chunk_lists: Sequence[Sequence[RetrievedChunk]],
-    top_n: int,
-    reranker: Reranker | None = None,
-    *,
-    desc: str = "rerank",
-    progress: bool | None = None,
-) -> list[list[RetrievedChunk]]:
-    """`select_context` for a batch (with a progress bar when reranking with a `ColbertReranker`)."""
-    if len(questions) != len(chunk_lists):
-        raise ValueError(f"{len(questions)} questions but {len(chunk_lists)} chunk lists")
-    if isinstance(reranker, ColbertReranker):
-        return reranker.rerank_many(questions, chunk_lists, top_n, desc=desc, progress=progress)
-    return [
-        select_context(chunks, top_n, reranker, question=question)
-        for question, chunks in zip(questions, chunk_lists, strict=True)
-    ]

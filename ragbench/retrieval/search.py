@@ -47,6 +47,9 @@ class CaseRetrieval(BaseModel):
     expected_sources: list[str]
     retrieved_sources: list[str]  # distinct sources in rank order, up to top_k chunks deep
     first_relevant_rank: int | None  # 1-based rank among distinct sources; None = not retrieved
+    # 1-based rank of the first chunk credited with an expected source (None = not retrieved): whether the
+    # reader's first top_n passages hold one (`measures.TOP_N_HIT`) is this against each cell's top_n
+    first_relevant_chunk: int | None = None
     # This case's value of each retrieval metric (`RETRIEVAL_MEASURES`) by column: the table's numbers are
     # their means, and intervals and paired tests are computed from them.
     values: dict[str, float] = {}
@@ -105,10 +108,11 @@ class SearchStats(BaseModel):
 
 
 class RetrievedCandidates(BaseModel):
-    """Every eval case's first-stage ranking for one retrieve key, computed once and read by every answer
-    key after it (each reranker, reader, prompt): case id -> chunks, best first."""
+    """Every eval case's ranking for one retrieve key (the first stage) or one rerank key (the same
+    candidates reordered), computed once and read by every key after it: the rerank keys and the answer
+    keys (each top_n, reader, prompt) whose `CellSpec.ranking_stage` it is. Case id -> chunks, best first."""
 
-    spec: CellSpec
+    spec: CellSpec  # the retrieve or rerank key that ranked them
     chunk_set_fingerprint: str  # positions are rows of this chunk set
     by_case: dict[str, list[RetrievedChunk]]
 
@@ -159,12 +163,21 @@ def retrieval_metrics(
         # Strictly decreasing scores: trec_eval breaks score ties by document id, not by our rank.
         run[case.id] = {source: float(len(sources) - rank) for rank, source in enumerate(sources)}
         first = next((rank for rank, source in enumerate(sources, start=1) if source in expected), None)
+        first_chunk = next(
+            (
+                rank
+                for rank, chunk in enumerate(chunks, start=1)
+                if expected & {chunk.source, *chunk.shared_with}
+            ),
+            None,
+        )
         traces.append(
             CaseRetrieval(
                 case_id=case.id,
                 expected_sources=case.expected_sources,
                 retrieved_sources=sources,
                 first_relevant_rank=first,
+                first_relevant_chunk=first_chunk,
             )
         )
     if not traces:
@@ -203,19 +216,13 @@ class RetrievalResult(BaseModel):
     search: SearchStats
     retrieval: RetrievalReport
 
-    def case_values(self) -> dict[str, dict[str, float]]:
-        """Each retrieval column's value per case (column -> case id -> value)."""
-        cases = self.retrieval.cases
-        return {
-            column: {case.case_id: case.values[column] for case in cases}
-            for column in self.retrieval.metrics.means
-        }
-
-    def columns(self) -> dict:
+    def columns(self, ranking: dict[str, float] | None = None) -> dict:
         """Quality first, then cost: an approximate index's recall_vs_exact, build time, size and search
-        time sit beside the flat cell's, so what speed costs in quality is one row apart."""
+        time sit beside the flat cell's, so what speed costs in quality is one row apart. `ranking`: the
+        metrics shown as quality (a cell's at both rankings, `rerank_stage.ranking_columns`); default, this
+        first stage's means."""
         metrics = self.retrieval.metrics
-        quality = {"retrieval_cases": metrics.cases_used, **metrics.means}
+        quality = {"retrieval_cases": metrics.cases_used, **(metrics.means if ranking is None else ranking)}
         if self.spec.external is not None:  # its index and search are the system's own, out of sight
             return quality
         dense, lexical = self.index, self.lexical

@@ -3,7 +3,9 @@ read back for comparison (`RunRecord`), and which runs may serve as the next run
 
 One module, so the writer (the results and gate steps) and the readers (`compare`, the gate, `run.py
 compare`) cannot drift apart. Keys are flat and ':'-free (ZenML's metadata filters split on ':'); per-cell
-numbers are `<metric>__<cell id>`, their interval bounds `<metric>_low__<cell id>` / `_high__`.
+numbers are `<metric>__<cell id>`, their interval bounds `<metric>_low__<cell id>` / `_high__`; the
+retrieval metrics of both rankings (`first_stage_<metric>` before reranking) are written the same way but
+not tracked.
 """
 
 from __future__ import annotations
@@ -90,8 +92,25 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
         if scored:
             best = (max if metric.higher_is_better else min)(scored)
             flat[f"best_{key}"], flat[f"best_{key}_cell"] = best
+    add_ranking_metadata(table, flat, {metric.column for metric in tracked})
     add_corrected_metadata(table, flat)
     return flat
+
+
+def add_ranking_metadata(table: ResultsTable, flat: dict[str, Any], tracked: set[str]) -> None:
+    """Every retrieval metric at both rankings (`first_stage_<metric>` before reranking) with its interval,
+    per cell, beside the tracked ones but not tracked (the headline ones measure the ranking the reader
+    reads), and what reranking changed in each reranking cell (`rerank_gains`)."""
+    for metric in table.ranking:
+        if metric.column in tracked:
+            continue
+        key = metric_key(metric.column)
+        for row in table.rows:
+            for suffix in ("", "_low", "_high"):
+                if (value := row.get(f"{metric.column}{suffix}")) is not None:
+                    flat[f"{key}{suffix}{CELL_SEPARATOR}{row['cell']}"] = value
+    if table.rerank_gains:
+        flat["rerank_gains"] = [gain.model_dump() for gain in table.rerank_gains]
 
 
 def add_corrected_metadata(table: ResultsTable, flat: dict[str, Any]) -> None:

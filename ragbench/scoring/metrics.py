@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ragbench.analysis.stats import Test
-from ragbench.retrieval.measures import RETRIEVAL_MEASURES
+from ragbench.retrieval.measures import RETRIEVAL_MEASURES, first_stage, ranking_measures
 
 
 class MetricInfo(BaseModel):
@@ -41,6 +41,19 @@ def retrieval_metrics(metrics_k: int) -> list[MetricInfo]:
         )
         for measure in RETRIEVAL_MEASURES
         if measure.headline
+    ]
+
+
+def ranking_metrics(metrics_k: int) -> list[MetricInfo]:
+    """Every retrieval metric at both rankings a cell is measured at, as results columns with intervals:
+    the ranking the reader reads under the plain names (the headline ones among them are
+    `retrieval_metrics`), then the first stage's (`ragbench.retrieval.measures.first_stage`)."""
+    measures = ranking_measures(metrics_k)
+    return [
+        MetricInfo(column=column, label=label, higher_is_better=higher) for column, label, higher in measures
+    ] + [
+        MetricInfo(column=first_stage(column), label=f"{label} (first stage)", higher_is_better=higher)
+        for column, label, higher in measures
     ]
 
 

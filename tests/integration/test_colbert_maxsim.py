@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragbench.grid.cell import CellSpec
+from ragbench.inputs.eval_cases import EvalCase
 from ragbench.models.registry import COLBERT_STANDIN_NAME
 from ragbench.retrieval.colbert_maxsim import (
     ColbertEncodings,
@@ -16,8 +18,9 @@ from ragbench.retrieval.colbert_maxsim import (
     encode_chunk_set,
     maxsim_scores,
 )
-from ragbench.retrieval.rerank import ColbertReranker, RerankerChoice, resolve_reranker, select_contexts
-from ragbench.retrieval.search import RetrievedChunk
+from ragbench.retrieval.rerank import ColbertReranker, RerankerChoice, resolve_reranker
+from ragbench.retrieval.rerank_stage import rerank_candidates
+from ragbench.retrieval.search import RetrievedCandidates, RetrievedChunk
 
 pytestmark = [
     # colbert-ai's mixed-precision helpers warn on every CPU-only machine (pytest resets warning filters).
@@ -149,7 +152,6 @@ def fixed_reranker(monkeypatch: pytest.MonkeyPatch) -> PrecomputedColbertReranke
         _encodings(CHUNKS, lengths=[3, 3, 3]), choice=CHOICE, chunk_set_fingerprint="fp"
     )
     monkeypatch.setattr(reranker, "encode_question", lambda question: QUERY)
-    monkeypatch.setattr(reranker, "_loaded", lambda: None)  # nothing to load for rerank_many
     return reranker
 
 
@@ -170,11 +172,21 @@ def test_rerank_orders_by_maxsim_and_keeps_the_first_stage_score(fixed_reranker:
         fixed_reranker.rerank("q", _candidates(0, 7), 2)
 
 
-def test_rerank_many_and_select_contexts_use_it(fixed_reranker: PrecomputedColbertReranker):
-    lists = [_candidates(1, 0), _candidates(1)]
-    many = fixed_reranker.rerank_many(["a", "b"], lists, 1, progress=False)
-    assert [[c.position for c in row] for row in many] == [[0], [1]]
-    assert select_contexts(["a", "b"], lists, 1, fixed_reranker, progress=False) == many
+def test_the_rerank_stage_reorders_each_cases_candidates_with_it(fixed_reranker: PrecomputedColbertReranker):
+    key = CellSpec(
+        chunk_size=64, chunk_overlap=6, embedding_model=MINILM, top_k=2, reranker="some/checkpoint"
+    )
+    candidates = RetrievedCandidates(
+        spec=key.upto("retrieve"),
+        chunk_set_fingerprint="fp",
+        by_case={"a": _candidates(1, 0), "b": _candidates(1)},
+    )
+    cases = [EvalCase(id="a", question="qa"), EvalCase(id="b", question="qb")]
+    reranked = rerank_candidates(candidates, cases, fixed_reranker, spec=key.upto("rerank"), progress=False)
+    assert {case: [c.position for c in chunks] for case, chunks in reranked.by_case.items()} == {
+        "a": [0, 1],
+        "b": [1],
+    }
     assert fixed_reranker.label == "some/checkpoint" and not fixed_reranker.is_standin
 
 

@@ -73,16 +73,6 @@ def test_standin_reranks_the_obvious_match_first(reranker: ColbertReranker, ques
     assert all(c.text == original[c.position].text and c.source == original[c.position].source for c in out)
 
 
-def test_rerank_many_keeps_question_order(reranker: ColbertReranker):
-    out = reranker.rerank_many(
-        ["Which tower stands in Paris?", "highest mountain above sea level"],
-        [DOCS, DOCS[2:]],
-        1,
-        progress=False,
-    )
-    assert [[c.source for c in row] for row in out] == [["eiffel"], ["everest"]]
-
-
 # -- the local reader ---------------------------------------------------------------------------
 
 # A made-up product, so a right answer can only come from the passage, plus a distractor passage.

@@ -34,6 +34,7 @@ STEP_MODULES_FREE_OF_PRESENTATION_AND_PROMPTS = (
     "steps.index",
     "steps.colbert",
     "steps.retrieve",
+    "steps.rerank",
 )
 
 
@@ -51,7 +52,7 @@ def test_materializers_render_html_outside_the_cache_closure(materializer):
 
 
 @pytest.mark.parametrize("step_module", STEP_MODULES_FREE_OF_PRESENTATION_AND_PROMPTS)
-def test_chunk_index_colbert_and_retrieve_steps_depend_on_no_html_helper_and_no_rubric(step_module):
+def test_chunk_index_colbert_retrieve_and_rerank_steps_depend_on_no_html_helper_and_no_rubric(step_module):
     """Editing a rubric prompt, an HTML helper, the LLM client or the config model recomputes none of
     these steps: none of that code is in their cache closure."""
     closure = set(core_dependencies(step_module))

@@ -147,7 +147,8 @@ def check_scale(stdout: str) -> None:
 
 def check_colbert_rerank(stdout: str) -> None:
     """Every question reranked its 30 candidates identically on both paths, the chunk set was encoded once
-    (reported apart), and the speed-up is the ratio of the two paths' mean seconds per question."""
+    (reported apart), the speed-up is the ratio of the two paths' mean seconds per question, and the rerank
+    stage's cost per case is printed."""
     rows = parse_table(stdout)
     assert list(rows[0]) == ["case", "candidates", "reencode_s", "precomputed_s", "speedup", "identical"]
     assert len(rows) == 3
@@ -162,6 +163,8 @@ def check_colbert_rerank(stdout: str) -> None:
     ratio(reencode), ratio(speedup)
     assert agrees_with_quotient(speedup, reencode, precomputed), (speedup, reencode, precomputed)
     assert "identical rankings: 3/3 questions" in stdout
+    stage = r"rerank stage \(stored encodings, metrics included\): ([\d.]+) s per case over 3 cases"
+    assert float(re.search(stage, stdout).group(1)) > 0, stdout
     assert stdout.rstrip().endswith("(smoke: speed-up not enforced) -> PASS")
 
 

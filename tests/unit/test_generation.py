@@ -8,7 +8,7 @@ from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.prompts import DEFAULT_PROMPT
 from ragbench.llm.types import LLMSettings
-from ragbench.report.run_page import keyword_failure_rows, weak_answer_rows
+from ragbench.report.run_page import keyword_failure_rows, summary_rows, weak_answer_rows
 from ragbench.scoring.cells import JudgeResult, keyword_report
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.keyword_tests import BUILTIN_SUITES, KeywordReport, run_keyword_tests
@@ -203,7 +203,7 @@ def test_terminal_summary_shows_intervals_and_how_many_cases_a_keyword_rate_rest
         warnings=[],
         report_html="",
     )
-    (summary,) = table.summary_rows()
+    (summary,) = summary_rows(table)
     assert summary == {
         "cell": "cs128",
         "fail_good_answers": "0.33 [0.00, 1.00] n=3",

@@ -1,4 +1,5 @@
-"""Fast tests of context selection and reranker resolution (no ColBERT model is loaded)."""
+"""Fast tests of reranker resolution and of the reranker's plumbing (no ColBERT model is loaded); the
+rerank stage itself: tests/unit/test_rerank_stage.py."""
 
 from __future__ import annotations
 
@@ -16,8 +17,6 @@ from ragbench.retrieval.rerank import (
     ColbertReranker,
     RerankerChoice,
     resolve_reranker,
-    select_context,
-    select_contexts,
 )
 from ragbench.retrieval.search import RetrievedChunk
 
@@ -27,51 +26,6 @@ def _chunks(n: int) -> list[RetrievedChunk]:
         RetrievedChunk(position=10 + i, source=f"doc{i}", score=1.0 - i / 10, text=f"text {i}")
         for i in range(n)
     ]
-
-
-class ReverseReranker:
-    """A fake reranker: the retrieved order reversed."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, int, int]] = []
-
-    def rerank(self, question: str, chunks: Any, top_n: int) -> list[RetrievedChunk]:
-        self.calls.append((question, len(chunks), top_n))
-        return list(reversed(chunks))[:top_n]
-
-
-# -- select_context ------------------------------------------------------------------------------
-
-
-def test_select_context_without_reranker_keeps_first_top_n_in_order():
-    chunks = _chunks(5)
-    picked = select_context(chunks, 3)
-    assert [c.position for c in picked] == [10, 11, 12]
-    assert picked == chunks[:3]
-    assert select_context(chunks, 10) == chunks  # fewer chunks than top_n: all of them
-    assert select_context([], 3) == []
-
-
-def test_select_context_with_reranker_needs_the_question():
-    chunks = _chunks(4)
-    fake = ReverseReranker()
-    assert [c.position for c in select_context(chunks, 2, fake, question="q")] == [13, 12]
-    assert fake.calls == [("q", 4, 2)]
-    with pytest.raises(ValueError, match="question"):
-        select_context(chunks, 2, fake)
-    with pytest.raises(ValueError, match="top_n"):
-        select_context(chunks, 0)
-
-
-def test_select_contexts_batches_both_paths():
-    lists = [_chunks(3), _chunks(2)]
-    assert select_contexts(["a", "b"], lists, 1) == [lists[0][:1], lists[1][:1]]
-    fake = ReverseReranker()
-    out = select_contexts(["a", "b"], lists, 1, fake)
-    assert [[c.position for c in row] for row in out] == [[12], [11]]
-    assert [call[0] for call in fake.calls] == ["a", "b"]
-    with pytest.raises(ValueError, match="2 questions but 1"):
-        select_contexts(["a", "b"], lists[:1], 1)
 
 
 # -- resolve_reranker ----------------------------------------------------------------------------
@@ -171,5 +125,3 @@ def test_colbert_reranker_clamps_k_and_handles_empty(fake_reranker):
     assert reranker.rerank("q", [], 3) == []
     with pytest.raises(ValueError, match="top_n"):
         reranker.rerank("q", chunks, 0)
-    many = reranker.rerank_many(["text 0", "text 1"], [chunks, chunks], 1, progress=False)
-    assert [[c.position for c in row] for row in many] == [[10], [11]]

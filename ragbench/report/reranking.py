@@ -1,0 +1,48 @@
+"""The report's reranking section: for every cell that reranks, each retrieval metric of the first stage's
+ranking beside the reranked one's (the passages the reader is given), with their paired difference, its
+interval and p-value. Escaped like every table of the report."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from ragbench.analysis.reranking import RerankGain
+from ragbench.report.pages import rows_to_html_table
+
+
+def gain_verdict(gain: RerankGain) -> str:
+    """Better or worse when the interval of the difference excludes zero, else not told apart."""
+    if gain.low <= 0 <= gain.high:
+        return "not told apart"
+    return "better" if (gain.difference > 0) == gain.higher_is_better else "worse"
+
+
+def reranking_section(gains: Sequence[RerankGain], names: dict[str, str], confidence: float) -> str:
+    if not gains:
+        return ""
+    rows = [
+        {
+            "cell": names.get(gain.cell, gain.cell),
+            "metric": gain.label,
+            "first stage": f"{gain.first_stage:.3f}",
+            "reranked": f"{gain.reranked:.3f}",
+            "difference": f"{gain.difference:+.3f}",
+            f"{confidence:.0%} interval": f"[{gain.low:+.3f}, {gain.high:+.3f}]",
+            "p": f"{gain.p_value:.3g}",
+            "cases": gain.cases,
+            "reranked is": gain_verdict(gain),
+        }
+        for gain in gains
+    ]
+    how = (
+        "Each reranking cell reranks every case's top_k candidates before its reader takes the first top_n. "
+        "Its retrieval columns without a prefix measure that reranked ranking, the first_stage_* columns the "
+        "ranking before it (in the full table, with their intervals). The difference is reranked minus first "
+        "stage, paired case by case on every case with expected sources, with the interval and p-value of "
+        "one sign-flip permutation test; hit rate@top_n counts the reader's top_n passages."
+    )
+    return (
+        '<h2 id="reranking">What reranking changed</h2>'
+        f'<p class="note">{escape(how)}</p>' + rows_to_html_table(rows)
+    )

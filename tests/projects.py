@@ -14,6 +14,13 @@ def write_knowledge_base(root: Path, documents: dict[str, str], cases: list[dict
         (root / "cases.jsonl").write_text("\n".join(json.dumps(case) for case in cases))
 
 
+def newest_run():
+    """The newest run of the benchmark pipeline in the active ZenML store (the one a test just started)."""
+    from zenml.client import Client
+
+    return Client().get_pipeline("rag_benchmark").last_run
+
+
 def write_project(root: Path, documents: dict[str, str], cases: list[dict], config: str) -> None:
     """`root/kb/<document>`, `root/cases.jsonl` and `root/config.yaml`: the shared lines (a name of its
     own unless `config` has one, folder knowledge base, the cases, output in `root/out`), then `config`."""

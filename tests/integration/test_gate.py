@@ -15,7 +15,7 @@ from zenml.client import Client
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import write_keyword_topics
+from tests.projects import newest_run, write_keyword_topics
 
 STAGES = ("chunk", "index", "retrieve", "answer", "judge")
 
@@ -127,10 +127,6 @@ def provider(tmp_path, monkeypatch) -> Iterator[FakeOpenAIServer]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     with FakeOpenAIServer(responder=responder) as fake:
         yield fake
-
-
-def newest_run():
-    return Client().get_pipeline("rag_benchmark").last_run
 
 
 def test_an_outage_fails_the_gate_and_alerts_it_never_compares_older_runs(tmp_path, provider, slack, capsys):

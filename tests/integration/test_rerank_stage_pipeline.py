@@ -22,7 +22,7 @@ import pytest
 import run
 from ragbench.models.registry import COLBERT_STANDIN_NAME
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import write_project
+from tests.projects import newest_run, write_project
 
 DOCUMENTS = {
     "errors.md": "# Errors\nA failing assert statement raises AssertionError. Dividing by zero raises "
@@ -86,12 +86,6 @@ class Project:
     printed: str  # what the first run printed
     dry_before: str  # the dry run before any run
     dry_after: str  # the same dry run after the first run
-
-
-def newest_run():
-    from zenml.client import Client
-
-    return Client().get_pipeline("rag_benchmark").last_run
 
 
 def printed(*arguments: str) -> str:

@@ -25,7 +25,7 @@ from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.testset.settings import TestsetConfig
 from steps.caching import core_dependencies
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import THREE_TOPIC_CASES, THREE_TOPICS, write_project
+from tests.projects import THREE_TOPIC_CASES, THREE_TOPICS, newest_run, write_project
 
 STAGES = ("chunk", "index", "retrieve", "answer", "judge", "pairwise")
 # The steps whose output no rubric, prompt, HTML helper, LLM client or config module can change.
@@ -261,12 +261,6 @@ class Project:
     root: Path
     server: FakeOpenAIServer
     first: object  # the first run (a ZenML pipeline run response)
-
-
-def newest_run():
-    from zenml.client import Client
-
-    return Client().get_pipeline("rag_benchmark").last_run
 
 
 @pytest.fixture(scope="module")

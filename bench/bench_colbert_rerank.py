@@ -47,7 +47,7 @@ from ragbench.retrieval.colbert_maxsim import PrecomputedColbertReranker, encode
 from ragbench.retrieval.index import load_embedder  # noqa: E402
 from ragbench.retrieval.rerank import DEFAULT_RERANKER, ColbertReranker, resolve_reranker  # noqa: E402
 from ragbench.retrieval.rerank_stage import rerank_stage  # noqa: E402
-from ragbench.retrieval.search import RetrievedCandidates, RetrievedChunk  # noqa: E402
+from ragbench.retrieval.search import RetrievedCandidates, RetrievedChunk, ranked_chunks  # noqa: E402
 
 SPEEDUP_GOAL = 5.0
 
@@ -60,19 +60,8 @@ def candidates(
     similarities = (
         embedder.encode_queries(questions) @ embedder.encode_documents(chunks.texts, show_progress=False).T
     )
-    return [
-        [
-            RetrievedChunk(
-                position=int(position),
-                source=chunks.chunks[position].source,
-                score=float(row[position]),
-                text=chunks.chunks[position].text,
-                retrieval_rank=rank,
-            )
-            for rank, position in enumerate(np.argsort(-row, kind="stable")[:top_k], start=1)
-        ]
-        for row in similarities
-    ]
+    orders = [np.argsort(-row, kind="stable")[:top_k] for row in similarities]
+    return [ranked_chunks(chunks, order, row[order]) for row, order in zip(similarities, orders, strict=True)]
 
 
 def timed_positions(

@@ -40,7 +40,7 @@ from ragbench.retrieval.colbert_maxsim import PrecomputedColbertReranker, encode
 from ragbench.retrieval.index import build_index, load_embedder  # noqa: E402
 from ragbench.retrieval.lexical import build_lexical_index  # noqa: E402
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker  # noqa: E402
-from ragbench.retrieval.search import RetrievedChunk, retrieval_metrics  # noqa: E402
+from ragbench.retrieval.search import RetrievedChunk, ranked_chunks, retrieval_metrics  # noqa: E402
 from ragbench.training.colbert import train_colbert  # noqa: E402
 from ragbench.training.prepare import training_pairs, training_questions  # noqa: E402
 from ragbench.training.questions import (  # noqa: E402
@@ -52,15 +52,11 @@ COLUMNS = ("mrr", "ndcg@10")
 
 
 def candidate_lists(index, embedder, chunks, questions: list[str], top_k: int) -> list[list[RetrievedChunk]]:
+    """Each question's dense top_k as the retrieve step ranks it (`ranked_chunks`: a chunk shared by
+    several documents credits each expected one, as in a run, so the figures are the run's)."""
     scores, positions = index.search(embedder.encode_queries(questions), top_k)
     return [
-        [
-            RetrievedChunk(
-                position=int(p), source=chunks.chunks[p].source, text=chunks.chunks[p].text, score=float(s)
-            )
-            for s, p in zip(row_scores, row_positions, strict=True)
-            if p >= 0
-        ]
+        ranked_chunks(chunks, row_positions, row_scores)
         for row_scores, row_positions in zip(scores, positions, strict=True)
     ]
 

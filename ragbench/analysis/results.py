@@ -149,8 +149,8 @@ class CellResults(BaseModel):
     def axis_columns(self, cell: CellSpec) -> dict:
         """The cell's axes as table columns, its reranker as really used (the UNTRAINED stand-in says so)."""
         axes = cell.axis_columns(self.llm_names)
-        if (answers := self.answers_of(cell)) is not None:
-            axes["reranker"] = answers.reranker_label
+        if (reranked := self.reranked_of(cell)) is not None:
+            axes["reranker"] = reranked.reranker.label
         return axes
 
     def labels(self, varying: list[str]) -> dict[str, str]:

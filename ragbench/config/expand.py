@@ -19,8 +19,8 @@ def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> lis
     grid = config.grid
     if axis == "external":
         return [None]
-    if CellSpec.stage_of(axis) in ("rerank", "answer", "judge") and not grid.reader:
-        return [None]
+    if CellSpec.stage_of(axis) in ("answer", "judge") and not grid.reader:
+        return [None]  # a retrieval-only grid still sweeps its rerankers: the rerank stage is retrieval
     if axis == "chunk_overlap":
         return [overlap_tokens(cell["chunk_size"], overlap) for overlap in grid.chunk_overlap]
     if axis == "retriever":

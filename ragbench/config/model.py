@@ -114,7 +114,7 @@ class GridConfig(Section):
     )
     reader: list[LLMEntry] = Field(
         default=[DEFAULT_LOCAL_LLM],
-        description="litellm model strings or LLMSettings mappings; empty = retrieval only",
+        description="litellm model strings or LLMSettings mappings; empty = retrieval (and reranking) only",
     )
     prompt: list[str] = Field(default=[DEFAULT_PROMPT_NAME], min_length=1, description="names in `prompts`")
     judge: list[LLMEntry] = Field(

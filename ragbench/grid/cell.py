@@ -67,9 +67,9 @@ class CellSpec(BaseModel):
 
     @property
     def last_stage(self) -> Stage:
-        """The deepest stage this cell reaches (retrieve for a retrieval-only grid)."""
+        """The deepest stage this cell reaches (retrieve or rerank for a retrieval-only grid)."""
         if self.reader is None and self.external is None:
-            return "retrieve"
+            return "rerank" if self.reranker is not None else "retrieve"
         return "judge" if self.judge is not None else "answer"
 
     def upto(self, stage: Stage) -> CellSpec:
@@ -86,8 +86,8 @@ class CellSpec(BaseModel):
             return value.model
         if isinstance(value, PromptTemplate):
             return value.name
-        if axis == "reranker" and value is None and self.reader is not None:
-            return "off"
+        if axis == "reranker" and value is None and self.top_k is not None:
+            return "off"  # any cell that retrieves, with or without a reader
         if axis == "retriever" and value is None:
             return DEFAULT_RETRIEVER
         if axis == "index" and value is None and self.embedding_model is not None:

@@ -222,3 +222,24 @@ def test_a_rerun_that_changes_only_the_reader_reranks_nothing_again(project):
     assert project.server.request_count > before  # the new reader answered
     reranked_rows = rows(project)  # the same rankings, measured the same
     assert float(reranked_rows["colbert-standin (UNTRAINED)"]["mrr"]) == pytest.approx(0.8667)
+
+
+def test_a_retrieval_only_grid_sweeps_its_rerankers_and_reuses_the_rerank_step(project):
+    """No reader, no LLM call: the reranker's effect on retrieval is a grid of its own (the rerank step
+    the answered runs made is the same key, so it comes from the cache)."""
+    before = project.server.request_count
+    retrieval_only = ("--set=grid.reader=[]", "--set=grid.judge=[]")
+    dry = printed("--dry-run", *retrieval_only)
+    assert "Rerank stage: 1 step(s), 0 new" in dry
+    output = printed(*retrieval_only)
+    assert "What reranking changed" in output and "MRR 0.633 -> 0.867 (+0.233 [" in output
+    statuses = {name: step.status.value for name, step in newest_run().steps.items()}
+    assert not [name for name in statuses if name.startswith(("answer_", "judge_"))]
+    assert [status for name, status in statuses.items() if name.startswith("rerank_")] == ["cached"]
+    by_reranker = rows(project)
+    assert set(by_reranker) == {"off", "colbert-standin (UNTRAINED)"}
+    on, off = by_reranker["colbert-standin (UNTRAINED)"], by_reranker["off"]
+    assert float(on["mrr"]) == pytest.approx(0.8667) and float(on["first_stage_mrr"]) == pytest.approx(0.6333)
+    assert off["mrr"] == off["first_stage_mrr"] and not off["rerank_ms_per_query"]
+    assert "hit_rate@top_n" not in on or not on["hit_rate@top_n"]  # no reader: no top_n it reads
+    assert project.server.request_count == before

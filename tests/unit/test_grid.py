@@ -93,11 +93,17 @@ def test_named_prompts_are_an_axis(tmp_path):
     assert user["content"] == "Passages: [1] text Question: Why?"
 
 
-def test_retrieval_only_grid_has_no_answer_stage(tmp_path):
+def test_retrieval_only_grid_has_no_answer_stage_but_sweeps_its_rerankers(tmp_path):
     cells = expand_grid(config(tmp_path, "grid.reader=[]"))
-    assert len(cells) == 4
-    assert all(cell.last_stage == "retrieve" and cell.judge is None and cell.top_n is None for cell in cells)
+    assert len(cells) == 8  # 4 retrieve keys, each with reranker off and colbert-ir/colbertv2.0
+    assert all(cell.judge is None and cell.top_n is None for cell in cells)
+    assert {cell.last_stage for cell in cells if cell.reranker is None} == {"retrieve"}
+    assert {cell.last_stage for cell in cells if cell.reranker is not None} == {"rerank"}
     assert distinct_at(cells, "answer") == []
+    assert len(distinct_at(cells, "rerank")) == 4
+    off = next(cell for cell in cells if cell.reranker is None)
+    assert off == off.upto("retrieve") and off.value_text("reranker") == "off"
+    assert "rerank off" in cell_label(off.axis_columns(), varying_axes(cells))
 
 
 def test_labels_name_only_the_varying_axes(tmp_path):
@@ -172,6 +178,7 @@ def test_dense_flat_cells_keep_the_ids_they_had_before_the_retriever_and_index_a
             "grid.retriever=dense",
             f"grid.embedding_model={MINILM}",
             "grid.reader=[]",
+            "grid.reranker=off",
         )
     )
     assert expanded.id == cell.id

@@ -149,8 +149,10 @@ class CellResults(BaseModel):
     def axis_columns(self, cell: CellSpec) -> dict:
         """The cell's axes as table columns, its reranker as really used (the UNTRAINED stand-in says so)."""
         axes = cell.axis_columns(self.llm_names)
-        if (reranked := self.reranked_of(cell)) is not None:
-            axes["reranker"] = reranked.reranker.label
+        if cell.reranker is not None and (reranked := self.reranks.get(cell.upto("rerank").id)):
+            axes["reranker"] = reranked.reranker.label  # a retrieval-only cell has no answers to say it
+        elif (answers := self.answers_of(cell)) is not None:
+            axes["reranker"] = answers.reranker_label
         return axes
 
     def labels(self, varying: list[str]) -> dict[str, str]:

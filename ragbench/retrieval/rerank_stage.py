@@ -116,10 +116,14 @@ def ranking_case_values(
 ) -> dict[str, dict[str, float]]:
     """A cell's retrieval metrics per case (column -> case id -> value) at both rankings: the ranking its
     reader reads (`reranked`, or the first stage's without a reranker) under the plain names, the first
-    stage's under `first_stage` names; `TOP_N_HIT` at the cell's top_n where it has a reader."""
+    stage's under `first_stage` names; `TOP_N_HIT` at the cell's top_n where it has a reader. An external
+    system's cell has one ranking, the sources it returned with its answer (its own stages are out of
+    sight), under the plain names only: a first stage equal to it would claim what was never measured."""
     if (reranked is None) != (cell.reranker is None):
         raise ValueError(f"cell {cell.id}: a rerank result is given exactly when the cell reranks")
     first_values = _case_values(first.retrieval, cell.top_n)
+    if cell.external is not None:
+        return first_values
     reader_values = _case_values(reranked.retrieval, cell.top_n) if reranked is not None else first_values
     return reader_values | {first_stage(column): values for column, values in first_values.items()}
 

@@ -102,6 +102,7 @@ def test_external_systems_are_cells_scored_gated_and_kept_secret(tmp_path, monke
         # sources mapped by basename: every case's page first -> hit rate 1, MRR 1
         assert float(prod["hit_rate@1"]) == 1.0 and float(prod["mrr"]) == 1.0
         assert prod["retrieval_cases"] == "3" and prod["index_build_s"] == ""
+        assert prod["first_stage_mrr"] == "" and grid["first_stage_mrr"] == grid["mrr"]  # one ranking only
         assert float(prod["correctness_0to1"]) == 1.0 and prod["correctness_0to1_cases"] == "3"
         assert prod["faithfulness_1to5"] and prod["answers_produced"] == "3" and prod["reader_retries"] == "2"
         # no passages: answer-only metrics, and the report says so

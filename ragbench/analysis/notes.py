@@ -34,7 +34,8 @@ def run_notes(
             "Reranking cells rerank every case's top_k candidates before the reader takes its top_n: their "
             "retrieval columns without a prefix measure that reranked ranking, the passages the reader is "
             "given; first_stage_* columns measure the ranking before reranking (equal in cells without a "
-            "reranker; an external system's cell has only the sources it returned). hit_rate@top_n: an expected source among the reader's top_n passages."
+            "reranker; an external system's cell has only the sources it returned). hit_rate@top_n: an "
+            "expected source among the reader's top_n passages."
         )
     if results.answer_sets and raced:
         notes.append(

@@ -81,6 +81,7 @@ def bar_panels(
     chart_id: str,
     intervals: Sequence[Sequence[Interval]] | None = None,
     cases: Sequence[Sequence[int | None]] | None = None,
+    title: str = "Headline scores per configuration",
 ) -> str:
     """Horizontal bars, one small panel per metric (title, value per label, higher_is_better), with
     each bar's interval (low, high) as an error bar when `intervals` gives one per panel and label,
@@ -101,7 +102,7 @@ def bar_panels(
             if slot >= len(panels):
                 axes.set_visible(False)
                 continue
-            title, values, higher_is_better = panels[slot]
+            panel_title, values, higher_is_better = panels[slot]
             known = [v for v in values if v is not None]
             best = (max if higher_is_better else min)(known) if known else None
             colors = [BEST_COLOR if v is not None and v == best else BAR_COLOR for v in values]
@@ -128,12 +129,12 @@ def bar_panels(
             axes.bar_label(bars, labels=texts, padding=2)
             direction = "higher is better" if higher_is_better else "lower is better"
             each = "" if shared is None else f"; n={shared} cases each"
-            axes.set_title(f"{shorten(title, 40)}\n({direction}{each})", fontsize=9)
+            axes.set_title(f"{shorten(panel_title, 40)}\n({direction}{each})", fontsize=9)
             axes.set_yticks(positions, [shorten(label) for label in labels])
             axes.grid(axis="y", visible=False)
             axes.margins(x=0.22 if shared is not None or all(n is None for n in counts) else 0.34)
         grid.flat[0].invert_yaxis()  # the y axis is shared: inverting it once reads top-down everywhere
-        return _to_svg(figure, chart_id, "Headline scores per configuration")
+        return _to_svg(figure, chart_id, title)
 
 
 def _x_positions(x_values: Sequence[object]) -> tuple[list[float], list[str], bool]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from html import escape
 
 from ragbench.analysis.reranking import RerankGain
+from ragbench.report import charts
 from ragbench.report.pages import rows_to_html_table
 
 
@@ -44,5 +45,31 @@ def reranking_section(gains: Sequence[RerankGain], names: dict[str, str], confid
     )
     return (
         '<h2 id="reranking">What reranking changed</h2>'
-        f'<p class="note">{escape(how)}</p>' + rows_to_html_table(rows)
+        f'<p class="note">{escape(how)}</p>{gains_chart(gains, names, confidence)}' + rows_to_html_table(rows)
     )
+
+
+def gains_chart(gains: Sequence[RerankGain], names: dict[str, str], confidence: float) -> str:
+    """One panel per metric, one bar per reranking cell: its paired change (reranked minus first stage)
+    with the interval as whiskers, so a bar whose whiskers cross zero reads as "not told apart" at a glance.
+    A bar's direction says better or worse with the panel's "higher is better"."""
+    cells = list(dict.fromkeys(gain.cell for gain in gains))
+    metrics = list(dict.fromkeys((gain.label, gain.higher_is_better) for gain in gains))
+    by_key = {(gain.cell, gain.label): gain for gain in gains}
+    found = [[by_key.get((cell, label)) for cell in cells] for label, _ in metrics]
+    chart = charts.bar_panels(
+        [names.get(cell, cell) for cell in cells],
+        [
+            (f"{label} change", [g.difference if g else None for g in row], higher)
+            for (label, higher), row in zip(metrics, found, strict=True)
+        ],
+        chart_id="rerank-gains",
+        intervals=[[(g.low, g.high) if g else None for g in row] for row in found],
+        cases=[[g.cases if g else None for g in row] for row in found],
+        title="Reranked minus first stage, per reranking cell",
+    )
+    note = (
+        f'<p class="note">Bars: reranked minus first stage; whiskers: its {confidence:.0%} paired interval. '
+        "Whiskers that cross zero: not told apart.</p>"
+    )
+    return f'<div class="charts">{chart}</div>{note}'

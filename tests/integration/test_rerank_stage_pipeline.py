@@ -170,6 +170,7 @@ def test_the_run_says_what_reranking_changed_in_its_summary_report_and_metadata(
     assert gains["mrr"]["cases"] == WITH_SOURCES and gains["mrr"]["difference"] == pytest.approx(0.2333)
     html = (project.root / "out" / "latest" / "results.html").read_text()
     assert "What reranking changed" in html and "first_stage_ndcg@10" in html
+    assert 'aria-label="Reranked minus first stage, per reranking cell"' in html  # the gains' chart
     # the best-cell verdict on MRR compares the reranked ranking with the first stage on the same cases
     table = step_output(project.first, "build_results_table", "results")
     (verdict,) = [v for v in table.verdicts if v.column == "mrr"]

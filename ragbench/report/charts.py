@@ -39,13 +39,19 @@ BEST_COLOR = "#2f6db5"
 POINT_COLOR = "#8c8c99"
 FRONT_COLOR = "#d9661f"
 MAX_LABEL_CHARS = 32
+LABEL_TAIL_CHARS = 14  # kept at a shortened label's end: "in (UNTRAINED)"
 
 Number = float | int
 
 
 def shorten(text: str, limit: int = MAX_LABEL_CHARS) -> str:
-    """Keep chart labels from eating the plot area; the tables carry the full text."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """Keep chart labels from eating the plot area; the tables carry the full text. The middle goes, not
+    the end: labels end in what tells cells apart and in warnings such as "(UNTRAINED)", which must
+    stay wherever the stand-in's numbers appear."""
+    if len(text) <= limit:
+        return text
+    tail = min(LABEL_TAIL_CHARS, limit // 2)
+    return text[: limit - 1 - tail] + "…" + text[-tail:]
 
 
 def _new_figure(width: float, height: float) -> Figure:
@@ -107,6 +113,8 @@ def bar_panels(
             best = (max if higher_is_better else min)(known) if known else None
             colors = [BEST_COLOR if v is not None and v == best else BAR_COLOR for v in values]
             bars = axes.barh(positions, [0 if v is None else v for v in values], color=colors, height=0.7)
+            if any(v < 0 for v in known):  # changes, not scores: the zero line is what a bar is read against
+                axes.axvline(0, color="#333333", lw=0.8)
             spans = intervals[slot] if intervals is not None else []
             whiskers = [
                 (position, value, span)

@@ -46,3 +46,12 @@ def test_a_metric_a_cell_lacks_shows_no_bar_and_no_gains_no_section():
 
 def test_verdicts_read_the_interval():
     assert [gain_verdict(g) for g in GAINS] == ["not told apart", "worse", "worse"]
+
+
+def test_a_shortened_chart_label_keeps_the_stand_ins_warning():
+    from ragbench.report.charts import MAX_LABEL_CHARS, shorten
+
+    label = "cs256 · all-MiniLM-L6-v2 · rerank colbert-standin (UNTRAINED)"
+    short = shorten(label)
+    assert len(short) == MAX_LABEL_CHARS and short.endswith("(UNTRAINED)") and short.startswith("cs256")
+    assert shorten("rerank off") == "rerank off"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from cli.budget import budget_line, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -99,6 +101,19 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
     return done
 
 
+def benchmark_preflight(
+    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
+) -> None:
+    """`run_preflight`, then the plan against the budget (the plan needs the eval cases the preflight
+    read, and the steps earlier runs finished, which cost nothing)."""
+    from ragbench.config.dry_run import plan_rows
+
+    preflight = run_preflight(config, step_environment=step_environment)
+    if config.budget.capped:
+        done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+        refuse_over_budget(config, plan_rows(config, preflight.eval_suite.cases, done))
+
+
 def print_plan(config: BenchmarkConfig) -> int:
     """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
@@ -151,6 +166,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(correction)
     if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
         print(fetched)
+    if (budget := budget_line(config, rows)) is not None:
+        print(budget)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)
         most = min(cases, search.max_cases or config.generation.sample_size or cases)
@@ -170,7 +187,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
 
     tags = [config_tag(config.name), *config.tags]
     function = "rag_race" if config.search is not None else None
-    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, run_preflight, tags, function=function)
+    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, benchmark_preflight, tags, function=function)
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
+from cli.budget import TESTSET_KNOBS, budget_line, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -53,14 +55,25 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
         f"size; cached calls are free). The knowledge base makes about {chunks} chunks of "
         f"{config.section_chunking(config.testset)[0]} tokens."
     )
+    if (budget := budget_line(config, rows, TESTSET_KNOBS)) is not None:
+        print(budget)
     return 0
+
+
+def testset_preflight(config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None) -> None:
+    """`run_testset_preflight`, then its plan (every candidate generated and checked) against the budget."""
+    from ragbench.config.dry_run import testset_plan_rows
+
+    chunks = run_testset_preflight(config, step_environment=step_environment)
+    if config.budget.capped:
+        refuse_over_budget(config, testset_plan_rows(config, chunks), TESTSET_KNOBS)
 
 
 def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     """Generate, critique and filter an eval set; export it as JSONL beside the ZenML artifact."""
     from ragbench.testset.assemble import EvalSet
 
-    pipeline_run = launch(TESTSET_PIPELINE, config, use_cache, run_testset_preflight, [])
+    pipeline_run = launch(TESTSET_PIPELINE, config, use_cache, testset_preflight, [])
     artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 
+from cli.budget import TRAINING_KNOBS, budget_line, refuse_over_budget
 from cli.command import Command, add_cache_option, add_config_options, config_of
 from cli.launch import launch
 from ragbench.config.model import BenchmarkConfig
@@ -41,14 +43,27 @@ def print_training_plan(config: BenchmarkConfig) -> int:
         + f"; then at most {training.epochs} epoch(s) or {training.max_minutes:g} min of training on "
         f"{training.device}. Eval cases held out: those of {config.eval_cases.label}."
     )
+    from ragbench.config.dry_run import training_plan_rows
+
+    if (budget := budget_line(config, training_plan_rows(config), TRAINING_KNOBS)) is not None:
+        print(budget)
     return 0
+
+
+def training_preflight(config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None) -> None:
+    """`run_training_preflight`, then its plan (a question for every sampled chunk) against the budget."""
+    from ragbench.config.dry_run import training_plan_rows
+
+    run_training_preflight(config, step_environment=step_environment)
+    if config.budget.capped:
+        refuse_over_budget(config, training_plan_rows(config), TRAINING_KNOBS)
 
 
 def run_train_reranker(config: BenchmarkConfig, use_cache: bool) -> int:
     """Write questions, mine pairs and train; print what the checkpoint reached and how to use it."""
     from ragbench.models.trained import artifact_name
 
-    pipeline_run = launch(TRAIN_RERANKER_PIPELINE, config, use_cache, run_training_preflight, [])
+    pipeline_run = launch(TRAIN_RERANKER_PIPELINE, config, use_cache, training_preflight, [])
     name = config.trained_reranker_name
     artifact = pipeline_run.steps["train_reranker_checkpoint"].outputs[artifact_name(name)][0]
     summary = artifact.run_metadata

@@ -85,6 +85,7 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
         shard_size=settings.embedding.shard_size,
         pairwise_labels=pairwise_labels,
         confidence=settings.statistics.confidence,
+        budget=settings.budget.model_dump(mode="json"),
     ).model_dump(mode="json")
 
 
@@ -118,6 +119,7 @@ class Wiring:
                 seed=settings.generation.seed,
                 metrics_k=settings.retrieval.metrics_k,
                 llm_cache=settings.llm_cache,
+                budget=settings.budget.model_dump(mode="json"),
                 id=key.step_id("answer"),
             )
         return answer_questions_cell(

@@ -57,6 +57,7 @@ def llm_operations(settings: BenchmarkConfig, llms: Sequence[LLMSettings]) -> di
         llm_cache=settings.llm_cache,
         device=settings.embedding.device,
         shard_size=settings.embedding.shard_size,
+        budget=settings.budget.model_dump(mode="json"),
     ).model_dump(mode="json")
 
 

@@ -65,6 +65,11 @@ class Operations(BaseModel):
         default_factory=dict,
         description="each judge's name as the report shows it, by `LLMSettings.result_key` (judge cards)",
     )
+    budget: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the run's spend cap (`config.budget`: a `ragbench.llm.budget.BudgetConfig`, as JSON so "
+        "that every step's cache key does not depend on the LLM code; `steps.spend` reads it)",
+    )
 
 
 def core_dependencies(module_name: str, packages: frozenset[str] = PROJECT_PACKAGES) -> list[str]:

@@ -9,6 +9,7 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import RetrievedCandidates
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.spend import step_spending
 
 
 # The LLMs' concurrency, timeouts and retries: they change how a provider is reached, never an answer.
@@ -36,13 +37,14 @@ def answer_questions_cell(
     reranker (`reranker`: the checkpoint that ranked them, recorded with the answers). The LLM cache (named
     in the `operations`, outside the cache key) makes a re-run after a crash cheap."""
     settings = Operations.model_validate(operations)
-    answers = answer_cell(
-        CellSpec.model_validate(spec).with_operations(settings.llm),
-        candidates,
-        sample_cases(eval_suite.cases, sample_size, seed)[first:],
-        reranker=reranker,
-        llm_cache=settings.llm_cache,
-    )
+    with step_spending(settings):
+        answers = answer_cell(
+            CellSpec.model_validate(spec).with_operations(settings.llm),
+            candidates,
+            sample_cases(eval_suite.cases, sample_size, seed)[first:],
+            reranker=reranker,
+            llm_cache=settings.llm_cache,
+        )
     failures = sum(answer.answer is None for answer in answers.answers)
     log_metadata(
         {"answers": len(answers.answers), "reader_failures": failures, "reranker": answers.reranker_label}
@@ -61,21 +63,23 @@ def answer_external_system(
     seed: int,
     metrics_k: int,
     llm_cache: str | None,
+    budget: dict | None = None,
 ) -> Annotated[AnswerSet, "answers"]:
     """Ask a system the team already runs. Never reused from ZenML's cache: the deploy behind it changes
     between runs (its version may come from the environment this step runs in); its calls are cached by
     system, version and question instead, so an unchanged deploy is not asked twice (a system without a
-    version is asked anew by every run)."""
-    answers = external_cell(
-        CellSpec.model_validate(spec),
-        ExternalSystem.model_validate(system),
-        eval_suite.cases,
-        sample_size=sample_size,
-        seed=seed,
-        metrics_k=metrics_k,
-        llm_cache=llm_cache,
-        run_scope=str(get_step_context().pipeline_run.id),
-    )
+    version is asked anew by every run). `budget`: the run's spend cap, each call sent charged to it."""
+    with step_spending(Operations(llm_cache=llm_cache, budget=budget or {})):
+        answers = external_cell(
+            CellSpec.model_validate(spec),
+            ExternalSystem.model_validate(system),
+            eval_suite.cases,
+            sample_size=sample_size,
+            seed=seed,
+            metrics_k=metrics_k,
+            llm_cache=llm_cache,
+            run_scope=str(get_step_context().pipeline_run.id),
+        )
     external = answers.external
     assert external is not None
     log_metadata(external.model_dump(mode="json", exclude={"retrieval"}, exclude_none=True))

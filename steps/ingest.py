@@ -21,6 +21,7 @@ from ragbench.llm.client import LLMClient
 from ragbench.llm.types import LLMSettings
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker
 from steps.caching import Operations
+from steps.spend import step_spending
 
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)
@@ -69,7 +70,7 @@ def resolve_references(
     else:
         llm = LLMSettings.model_validate(writer)
         llm = llm.model_copy(update=settings.llm.get(llm.result_key, {}))
-        with LLMClient(llm, cache_location=settings.llm_cache) as client:
+        with step_spending(settings), LLMClient(llm, cache_location=settings.llm_cache) as client:
             resolved, resolutions = resolve_cases(cases, reference_writer(client))
     failures = resolutions.failures()
     log_metadata({"dynamic_references": len(resolutions.resolutions), "reference_failures": failures})

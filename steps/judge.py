@@ -20,6 +20,7 @@ from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import JudgeCheckConfig, scorers_from_identities
 from ragbench.scoring.rubrics import Rubric
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.spend import step_spending
 
 
 @step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
@@ -54,16 +55,17 @@ def judge_answers_cell(
         if embedding_model is None:
             raise ValueError("a scorer compares texts by embedding but the step got no embedding_model")
         embedder = load_embedder(embedding_model, settings.device)
-    judged = judge_cell(
-        CellSpec.model_validate(spec).with_operations(settings.llm),
-        answers,
-        eval_suite.cases,
-        rubrics=chosen_rubrics,
-        scorers=chosen,
-        embed=embedder.encode_queries if embedder is not None else None,
-        llm_cache=settings.llm_cache,
-        samples=samples,
-    )
+    with step_spending(settings):
+        judged = judge_cell(
+            CellSpec.model_validate(spec).with_operations(settings.llm),
+            answers,
+            eval_suite.cases,
+            rubrics=chosen_rubrics,
+            scorers=chosen,
+            embed=embedder.encode_queries if embedder is not None else None,
+            llm_cache=settings.llm_cache,
+            samples=samples,
+        )
     log_metadata({"judge": judged.summary.model_dump()})
     if judged.failures:
         never_reuse_this_step_run()
@@ -85,17 +87,18 @@ def judge_pairwise_cell(
     outside the cache key: they are for people, the verdicts do not depend on them."""
     settings = Operations.model_validate(operations)
     judge_key = CellSpec.model_validate(spec)
-    result = pairwise_cell(
-        judge_key.with_operations(settings.llm),
-        candidate,
-        baseline,
-        eval_suite.cases,
-        labels=settings.pairwise_labels[judge_key.id],
-        criterion=criterion,
-        seed=seed,
-        confidence=settings.confidence,
-        llm_cache=settings.llm_cache,
-    )
+    with step_spending(settings):
+        result = pairwise_cell(
+            judge_key.with_operations(settings.llm),
+            candidate,
+            baseline,
+            eval_suite.cases,
+            labels=settings.pairwise_labels[judge_key.id],
+            criterion=criterion,
+            seed=seed,
+            confidence=settings.confidence,
+            llm_cache=settings.llm_cache,
+        )
     log_metadata(
         {
             "wins": result.wins,
@@ -127,16 +130,17 @@ def check_judge_on_planted_errors(
     level it was made with, as a pairwise comparison does)."""
     settings = Operations.model_validate(operations)
     llm = LLMSettings.model_validate(judge)
-    card = check_judge(
-        llm.model_copy(update=settings.llm.get(llm.result_key, {})),
-        settings.judge_names.get(llm.result_key, llm.model),
-        eval_suite.cases,
-        [document.text for document in corpus.documents],
-        Rubric.model_validate(rubric),
-        JudgeCheckConfig.model_validate(check),
-        confidence=settings.confidence,
-        llm_cache=settings.llm_cache,
-    )
+    with step_spending(settings):
+        card = check_judge(
+            llm.model_copy(update=settings.llm.get(llm.result_key, {})),
+            settings.judge_names.get(llm.result_key, llm.model),
+            eval_suite.cases,
+            [document.text for document in corpus.documents],
+            Rubric.model_validate(rubric),
+            JudgeCheckConfig.model_validate(check),
+            confidence=settings.confidence,
+            llm_cache=settings.llm_cache,
+        )
     log_metadata({"judge_card": card.model_dump(mode="json", exclude={"verdicts"})})
     if card.parse_failures:
         never_reuse_this_step_run()
@@ -157,9 +161,12 @@ def measure_judge_alignment(
     settings = Operations.model_validate(operations)
     llm = LLMSettings.model_validate(judge)
     name = settings.judge_names.get(llm.result_key, llm.model)
-    with LLMClient(
-        llm.model_copy(update=settings.llm.get(llm.result_key, {})), cache_location=settings.llm_cache
-    ) as client:
+    with (
+        step_spending(settings),
+        LLMClient(
+            llm.model_copy(update=settings.llm.get(llm.result_key, {})), cache_location=settings.llm_cache
+        ) as client,
+    ):
         measured = measure_alignment(
             client,
             review_labels,

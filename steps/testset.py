@@ -27,6 +27,7 @@ from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
 from ragbench.testset.settings import TestsetConfig
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.spend import step_spending
 
 EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact
 CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
@@ -46,7 +47,10 @@ def generate_eval_candidates(
     ops = Operations.model_validate(operations)
     index.check_matches(chunks)
     seeds = plan_for(settings, chunks.chunks, index.vectors())
-    with LLMClient(_operated(settings.generator_settings(), ops), cache_location=ops.llm_cache) as client:
+    with (
+        step_spending(ops),
+        LLMClient(_operated(settings.generator_settings(), ops), cache_location=ops.llm_cache) as client,
+    ):
         candidates = generate_candidates(
             client, seeds, audience=settings.audience, questions=settings.questions_per_chunk
         )
@@ -66,7 +70,10 @@ def critique_eval_candidates(
     embedder = load_embedder(index.manifest.embedding_model, ops.device)
     searched = [candidate for candidate in candidates.candidates if reads_search(candidate)]
     retrieved = search_whole_knowledge_base(index, chunks, embedder, searched, settings.retrieved_passages)
-    with LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client:
+    with (
+        step_spending(ops),
+        LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client,
+    ):
         critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
     log_metadata({"critic_failures": critiques.failures})
     if critiques.failures:
@@ -86,7 +93,10 @@ def roundtrip_eval_candidates(
     retrieved = search_whole_knowledge_base(
         index, chunks, embedder, candidates.candidates, settings.retrieved_passages
     )
-    with LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client:
+    with (
+        step_spending(ops),
+        LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client,
+    ):
         checked = roundtrip_filter(
             client,
             candidates,

@@ -25,6 +25,7 @@ from ragbench.training.prepare import training_pairs, training_questions
 from ragbench.training.questions import TrainingQuestions
 from ragbench.training.settings import RerankerTrainingConfig
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.spend import step_spending
 
 RERANKER_ARTIFACT = "reranker_artifact"  # the substitution that names the checkpoint artifact
 CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
@@ -40,7 +41,8 @@ def write_training_questions(
     ops = Operations.model_validate(operations)
     llm = settings.generator_settings()
     llm = llm.model_copy(update=ops.llm.get(llm.result_key, {}))
-    written = training_questions(chunks, settings, lambda: LLMClient(llm, cache_location=ops.llm_cache))
+    with step_spending(ops):
+        written = training_questions(chunks, settings, lambda: LLMClient(llm, cache_location=ops.llm_cache))
     failures = len(written.errors)
     log_metadata(
         {

@@ -29,6 +29,7 @@ from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, ll
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
+from ragbench.llm.budget import BUDGET_ADVICE, BUDGET_EXHAUSTED
 from ragbench.retrieval.rerank_stage import RerankResult, ranking_case_values, ranking_columns
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment, aligned_judge
@@ -276,6 +277,9 @@ class CellResults(BaseModel):
             answers = self.answers_of(cell)
             if answers is None or not answers.answers:
                 continue
+            if stopped := self.stopped_by_budget(cell):
+                why[cell.id] = f"the spend cap stopped {stopped} in cell {labels[cell.id]} " + BUDGET_ADVICE
+                continue
             produced = [a for a in answers.answers if a.answer is not None]
             if not produced:
                 errors = [a.error for a in answers.answers if a.error]
@@ -304,6 +308,18 @@ class CellResults(BaseModel):
                     )
                     break
         return why
+
+    def stopped_by_budget(self, cell: CellSpec) -> str:
+        """What the run's spend cap kept this cell from doing ("" when nothing): its calls not sent."""
+        answers, judged = self.answers_of(cell), self.judged_of(cell)
+        answer_errors = [a.error or "" for a in answers.answers] if answers is not None else []
+        verdict_errors = [e for j in judged.judgements for e in j.errors.values()] if judged else []
+        errors = {
+            "call(s) to the system" if cell.external else "reader call(s)": answer_errors,
+            "judge verdict(s)": verdict_errors,
+        }
+        refused = {what: sum(BUDGET_EXHAUSTED in error for error in found) for what, found in errors.items()}
+        return " and ".join(f"{count} {what}" for what, count in refused.items() if count)
 
     def judgements(self) -> list[Judgement]:
         return [j for result in self.judged.values() for j in result.judgements]

@@ -18,7 +18,9 @@ from ragbench.grid.cell import (
     pairwise_pairs,
     reranker_numbers,
 )
+from ragbench.inputs.chunking import Chunk
 from ragbench.inputs.eval_cases import EvalCase, SourceChunk
+from ragbench.llm.budget import PlannedSpend
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
 from ragbench.retrieval.rerank import RerankerChoice
@@ -36,6 +38,7 @@ from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, f
 from ragbench.testset.plan import Seed, assign_kinds
 from ragbench.testset.roundtrip import equivalence_request, max_equivalence_calls, roundtrip_requests
 from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for
+from ragbench.training.questions import question_request
 
 
 def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
@@ -195,6 +198,21 @@ def plan_rows(
             }
         )
     return rows
+
+
+def planned_spend(rows: list[dict]) -> PlannedSpend:
+    """What a plan's rows (`plan_rows`, `testset_plan_rows`) would send at most, for the budget: each
+    row's new LLM calls with their prompt tokens and max_tokens of completion, and an external system's
+    calls (one per case; their tokens and cost are the system's own, out of sight)."""
+    costs = [row["cost_usd"] for row in rows]
+    return PlannedSpend(
+        calls=sum(row.get("llm_calls", row.get("calls", 0)) + row.get("external_calls", 0) for row in rows),
+        tokens=sum(
+            row.get("prompt_tokens", 0) + row.get("completion_tokens_max", row.get("completion_tokens", 0))
+            for row in rows
+        ),
+        cost_usd=None if None in costs else sum(costs),
+    )
 
 
 def rerank_work(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> str | None:
@@ -366,6 +384,19 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
             | estimate_cost(critic_settings, requests["critics"])
         )
     return rows
+
+
+def training_plan_rows(config: BenchmarkConfig) -> list[dict]:
+    """`run.py train-reranker`'s calls at most: one generator question per sampled chunk (none when it
+    writes no questions), each chunk as long as the chunk size allows, completions `max_tokens` long."""
+    training = config.reranker_training
+    size, _ = config.section_chunking(training)
+    chunk = Chunk(text=" ".join(["token"] * size), source="doc", start_index=0)
+    request = question_request(chunk, training.audience)
+    return [
+        {"role": "question writer", "calls_for": f"one question for each of {training.chunks} chunk(s)"}
+        | estimate_cost(training.generator_settings(), [request] * training.chunks)
+    ]
 
 
 def label_correction_line(config: BenchmarkConfig) -> str | None:

@@ -22,6 +22,7 @@ from ragbench.inputs.chunking import overlap_tokens
 from ragbench.inputs.eval_cases import EvalCasesConfig
 from ragbench.inputs.knowledge_base import KnowledgeBaseConfig
 from ragbench.inputs.tables import TableError, load_yaml, read_utf8
+from ragbench.llm.budget import BudgetConfig
 from ragbench.llm.cache import check_cache_url, is_database_url
 from ragbench.llm.local import DEFAULT_LOCAL_LLM
 from ragbench.llm.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
@@ -244,6 +245,7 @@ class BenchmarkConfig(Section):
         default=None, description="race the cells in rounds of shared cases (docs/concepts/racing.md)"
     )
     regression: RegressionConfig = RegressionConfig()
+    budget: BudgetConfig = BudgetConfig()  # the most a run of any pipeline may spend
     testset: TestsetConfig = TestsetConfig()
     reranker_training: RerankerTrainingConfig = RerankerTrainingConfig()
     orchestration: OrchestrationConfig = OrchestrationConfig()
@@ -257,9 +259,7 @@ class BenchmarkConfig(Section):
         "postgresql+psycopg://ragbench@db:5432/ragbench); no password in it: PGPASSWORD or ~/.pgpass where "
         "the steps run",
     )
-    output_dir: str = Field(
-        default="output", description="where run.py writes reports, comparisons, eval sets"
-    )
+    output_dir: str = Field(default="output", description="where run.py writes every file it outputs")
 
     @field_validator("name")
     @classmethod

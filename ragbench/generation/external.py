@@ -26,6 +26,7 @@ from ragbench.generation.systems import (
     missing_environment,
 )
 from ragbench.inputs.callables import load_callable
+from ragbench.llm.budget import BUDGET_EXHAUSTED, BudgetExhausted, current_ledger
 from ragbench.llm.cache import cache_key, open_result_cache, remember_outcome
 from ragbench.llm.redaction import redact
 from ragbench.llm.retry import Failure, Retrying, parse_retry_after
@@ -143,6 +144,7 @@ class ExternalClient:
             system.max_retries, backoff_base_s, backoff_max_s, system.max_consecutive_failures
         )
         self.progress = progress
+        self.ledger = current_ledger()  # the run's spend account: each call sent is one call charged
 
     def __enter__(self) -> ExternalClient:
         return self
@@ -196,6 +198,8 @@ class ExternalClient:
             except ValidationError:
                 pass
         result = self._ask_fresh(question)
+        if result.error is not None and result.error.startswith(BUDGET_EXHAUSTED):
+            return result  # never asked: nothing to remember, and not the system's failure
         if self.cache is not None:
             value = result.model_dump_json() if result.reply is not None else None
             retried = remember_outcome(self.cache, key, self.label, value, result.error)
@@ -216,7 +220,10 @@ class ExternalClient:
         return redact(" ".join(text.split()))[:300]
 
     def _ask_fresh(self, question: str) -> ExternalResult:
-        done = self.retrying.run(lambda: self._call(question), self._classify)
+        try:
+            done = self.retrying.run(lambda: self._charged_call(question), self._classify)
+        except BudgetExhausted as refused:
+            return ExternalResult(question=question, reply=None, error=f"{BUDGET_EXHAUSTED}: {refused}")
         return ExternalResult(
             question=question,
             reply=done.value,
@@ -233,6 +240,13 @@ class ExternalClient:
         if isinstance(error, _ItemFailure):
             return Failure(self._clean(str(error)), transient=False)
         raise error
+
+    def _charged_call(self, question: str) -> ExternalReply:
+        """One attempt, charged to the run's account first: one call (what the system's own model calls
+        use is out of sight, so no tokens or cost)."""
+        if self.ledger is not None:
+            self.ledger.reserve(1, 0, 0.0)
+        return self._call(question)
 
     def _call(self, question: str) -> ExternalReply:
         if self._function is not None:

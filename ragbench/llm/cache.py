@@ -25,6 +25,9 @@ from typing import Any
 from ragbench.cache_home import cache_dir
 from ragbench.llm.redaction import refuse_url_credentials
 
+# (calls, tokens, cost in USD): what one call is charged, or an account's caps (`ragbench.llm.budget`).
+Charge = tuple[int, int, float]
+
 # Bump when the way requests are built changes (e.g. the schema instruction), to invalidate old entries.
 CACHE_KEY_VERSION = 1
 _BUSY_TIMEOUT_S = 60.0
@@ -65,6 +68,13 @@ class ResultCache:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS failures ("
                 " key TEXT PRIMARY KEY, model TEXT NOT NULL, error TEXT NOT NULL, created REAL NOT NULL)"
+            )
+            # What a run's calls were charged against its cap (`ragbench.llm.budget`): one row per run, read
+            # and written by every step of the run, wherever it runs.
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS spend (account TEXT PRIMARY KEY, calls INTEGER NOT NULL,"
+                " tokens INTEGER NOT NULL, cost REAL NOT NULL, refused INTEGER NOT NULL,"
+                " created REAL NOT NULL)"
             )
 
     def _connect(self) -> sqlite3.Connection:
@@ -121,6 +131,40 @@ class ResultCache:
     def __len__(self) -> int:
         return int(self._conn().execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
+    def charge(self, account: str, charge: Charge, caps: Charge) -> bool:
+        """Add `charge` to the account unless that would take it past any of `caps`, in one statement (so
+        two processes charging at once can never both pass the last unit); False, and one more refusal
+        counted, when it would."""
+        conn = self._conn()
+        conn.execute(
+            "INSERT OR IGNORE INTO spend (account, calls, tokens, cost, refused, created)"
+            " VALUES (?, 0, 0, 0, 0, ?)",
+            (account, time.time()),
+        )
+        charged = conn.execute(
+            "UPDATE spend SET calls = calls + ?, tokens = tokens + ?, cost = cost + ? WHERE account = ?"
+            " AND calls + ? <= ? AND tokens + ? <= ? AND cost + ? <= ?",
+            (*charge, account, charge[0], caps[0], charge[1], caps[1], charge[2], caps[2]),
+        ).rowcount
+        if not charged:
+            conn.execute("UPDATE spend SET refused = refused + 1 WHERE account = ?", (account,))
+        return bool(charged)
+
+    def settle(self, account: str, tokens: int, cost: float) -> None:
+        """Correct a charge made in advance by what the call really used (a difference, often negative)."""
+        self._conn().execute(
+            "UPDATE spend SET tokens = tokens + ?, cost = cost + ? WHERE account = ?", (tokens, cost, account)
+        )
+
+    def spent(self, account: str) -> tuple[int, int, float, int]:
+        """(calls, tokens, cost, refused) charged to the account so far; zeros for an unknown one."""
+        row = (
+            self._conn()
+            .execute("SELECT calls, tokens, cost, refused FROM spend WHERE account = ?", (account,))
+            .fetchone()
+        )
+        return (0, 0, 0.0, 0) if row is None else (int(row[0]), int(row[1]), float(row[2]), int(row[3]))
+
     def describe(self) -> str:
         return str(self.path)
 
@@ -176,7 +220,7 @@ class SQLResultCache:
     location_kind = "database"
 
     def __init__(self, url: str) -> None:
-        from sqlalchemy import Column, Float, MetaData, String, Table, Text, create_engine, text
+        from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, create_engine, text
 
         check_cache_url(url)
         self.url = url
@@ -196,6 +240,14 @@ class SQLResultCache:
 
         self.results = keyed_table("ragbench_llm_results", "value")
         self.failures = keyed_table("ragbench_llm_failures", "error")
+        self.spend = Table(
+            "ragbench_llm_spend",
+            metadata,
+            Column("account", String(64), primary_key=True),
+            *(Column(column, Integer, nullable=False) for column in ("calls", "tokens", "refused")),
+            Column("cost", Float, nullable=False),
+            Column("created", Float, nullable=False),
+        )
         with self._engine.begin() as conn:
             if self._engine.dialect.name == "postgresql":  # concurrent CREATE TABLE IF NOT EXISTS races
                 conn.execute(text("SELECT pg_advisory_xact_lock(74031977)"))
@@ -208,7 +260,8 @@ class SQLResultCache:
             self._pid = os.getpid()
         return self._engine.begin()
 
-    def _upsert(self, table: Any, row: dict[str, Any], value_column: str) -> None:
+    def _insert(self, table: Any) -> Any:
+        """The dialect's INSERT, which has ON CONFLICT."""
         dialect = self._engine.dialect.name
         if dialect == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
@@ -216,7 +269,10 @@ class SQLResultCache:
             from sqlalchemy.dialects.sqlite import insert
         else:
             raise ValueError(f"LLM cache database {dialect!r} is not supported (PostgreSQL or SQLite)")
-        statement = insert(table).values(**row)
+        return insert(table)
+
+    def _upsert(self, table: Any, row: dict[str, Any], value_column: str) -> None:
+        statement = self._insert(table).values(**row)
         statement = statement.on_conflict_do_update(
             index_elements=["key"],
             set_={value_column: statement.excluded[value_column], "created": statement.excluded.created},
@@ -259,6 +315,52 @@ class SQLResultCache:
 
         with self._connection() as conn:
             return int(conn.execute(select(func.count()).select_from(self.results)).scalar_one())
+
+    def charge(self, account: str, charge: Charge, caps: Charge) -> bool:
+        """As `ResultCache.charge`: one conditional UPDATE, which PostgreSQL re-checks on the row it locks,
+        so concurrent steps in several pods never pass a cap together."""
+        spend = self.spend.c
+        row = {"account": account, "calls": 0, "tokens": 0, "cost": 0.0, "refused": 0, "created": time.time()}
+        with self._connection() as conn:
+            conn.execute(self._insert(self.spend).values(**row).on_conflict_do_nothing())
+            charged = conn.execute(
+                self.spend.update()
+                .where(
+                    (spend.account == account)
+                    & (spend.calls + charge[0] <= caps[0])
+                    & (spend.tokens + charge[1] <= caps[1])
+                    & (spend.cost + charge[2] <= caps[2])
+                )
+                .values(
+                    calls=spend.calls + charge[0],
+                    tokens=spend.tokens + charge[1],
+                    cost=spend.cost + charge[2],
+                )
+            ).rowcount
+            if not charged:
+                conn.execute(
+                    self.spend.update().where(spend.account == account).values(refused=spend.refused + 1)
+                )
+        return bool(charged)
+
+    def settle(self, account: str, tokens: int, cost: float) -> None:
+        spend = self.spend.c
+        with self._connection() as conn:
+            conn.execute(
+                self.spend.update()
+                .where(spend.account == account)
+                .values(tokens=spend.tokens + tokens, cost=spend.cost + cost)
+            )
+
+    def spent(self, account: str) -> tuple[int, int, float, int]:
+        from sqlalchemy import select
+
+        spend = self.spend.c
+        with self._connection() as conn:
+            row = conn.execute(
+                select(spend.calls, spend.tokens, spend.cost, spend.refused).where(spend.account == account)
+            ).first()
+        return (0, 0, 0.0, 0) if row is None else (int(row[0]), int(row[1]), float(row[2]), int(row[3]))
 
     def describe(self) -> str:
         return redacted_url(self.url)

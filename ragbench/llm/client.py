@@ -22,9 +22,10 @@ from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 
 from ragbench.llm import local
+from ragbench.llm.budget import BUDGET_EXHAUSTED, BudgetExhausted, SpendLedger, current_ledger
 from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache, remember_outcome
 from ragbench.llm.errors import classify_error, retry_after_s, short_error
-from ragbench.llm.pricing import as_messages
+from ragbench.llm.pricing import as_messages, estimate_cost_usd, estimate_prompt_tokens
 from ragbench.llm.readiness import PLACEHOLDER_KEY, check_llm_ready, json_mode, sends_placeholder_key
 from ragbench.llm.retry import Failure, Retrying
 from ragbench.llm.runtime import get_litellm
@@ -76,6 +77,8 @@ class LLMClient:
     `progress` controls tqdm bars in `complete_many` (None: only on a terminal).
     `max_consecutive_failures`: after that many calls in a row exhausted their retries (server down,
     wrong api_base), raise `LLMConfigError` instead of slowly failing every remaining request.
+    `ledger`: the run's spend account every call sent is charged to first (`ragbench.llm.budget`); by
+    default the one of the `spending` block the client is made in, if any.
     """
 
     def __init__(
@@ -88,8 +91,10 @@ class LLMClient:
         backoff_max_s: float = 30.0,
         progress: bool | None = None,
         max_consecutive_failures: int | None = 8,
+        ledger: SpendLedger | None = None,
     ) -> None:
         self.settings = settings
+        self.ledger = ledger if ledger is not None else current_ledger()
         self.retrying = Retrying(
             settings.max_retries, backoff_base_s, backoff_max_s, breaker_limit=max_consecutive_failures
         )
@@ -169,7 +174,8 @@ class LLMClient:
                     self.stats.record_hit()
                     return cached
             result = self._generate(msgs, response_schema, sample)
-            if self.cache is not None:
+            refused = result.error is not None and result.error.startswith(BUDGET_EXHAUSTED)
+            if self.cache is not None and not refused:  # a refused call was never made: nothing to remember
                 result = self._remember(key, result)
         self.stats.record_fresh(result)
         return result
@@ -319,10 +325,21 @@ class LLMClient:
         litellm = get_litellm()
 
         def attempt() -> Any:
+            reserved = self._reserve(messages)
             self.stats.add(calls=1)
-            return litellm.completion(messages=messages, **params)
+            response = None
+            try:
+                response = litellm.completion(messages=messages, **params)
+                return response
+            finally:
+                if reserved is not None:
+                    self._settle(reserved, response)
 
-        done = self.retrying.run(attempt, self._classify, slot=self._slots)
+        try:
+            done = self.retrying.run(attempt, self._classify, slot=self._slots)
+        except BudgetExhausted as refused:  # not the provider's failure: no retry, no breaker
+            out.error = f"{BUDGET_EXHAUSTED}: {refused}"
+            return None
         out.attempts += done.attempts
         out.latency_s += done.latency_s
         self.stats.add(retries=done.retries)
@@ -340,9 +357,32 @@ class LLMClient:
             ) from None
         return None
 
+    def _reserve(self, messages: list[Message]) -> tuple[int, float] | None:
+        """Charge the call about to be sent its most (prompt tokens, `max_tokens` of completion, their
+        price; a price litellm does not know as 0, which the plan refuses under a cost cap); the
+        reservation, or None without a ledger. `BudgetExhausted` when the cap would be crossed."""
+        if self.ledger is None:
+            return None
+        model, most = self.settings.model, self.settings.max_tokens
+        prompt = estimate_prompt_tokens(model, messages)
+        cost = estimate_cost_usd(model, prompt, most) or 0.0
+        self.ledger.reserve(1, prompt + most, cost)
+        return prompt + most, cost
+
+    def _settle(self, reserved: tuple[int, float], response: Any | None) -> None:
+        """The reservation corrected to what the call used (a failed call: no tokens, no cost)."""
+        assert self.ledger is not None
+        used = _Outcome()
+        if response is not None:
+            self._account(response, used)
+        self.ledger.settle(*reserved, used.prompt_tokens + used.completion_tokens, used.cost_usd)
+
     def _classify(self, error: Exception) -> Failure:
         """A setup problem raises at once (every further call would fail the same way); a problem with
-        this request fails it; anything else (rate limit, 5xx, timeout, connection) is retried."""
+        this request fails it; anything else (rate limit, 5xx, timeout, connection) is retried. A call the
+        cap refused was never sent: it ends the loop (`_call` records it)."""
+        if isinstance(error, BudgetExhausted):
+            raise error
         kind = classify_error(error)
         if kind == "config":  # not chained: the provider's error text may echo credentials
             raise LLMConfigError(f"{self.settings.model}: {short_error(error)}") from None

@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from ragbench.analysis.planning import cases_needed
 from ragbench.analysis.stats import (
     PairedComparison,
     StatisticsConfig,
-    cases_needed,
     compare_to_best,
     mean_interval,
     tie_set,

@@ -262,14 +262,15 @@ class DetectionPlan(BaseModel):
         return self.detectable is not None and self.detectable <= abs(self.detect)
 
     def text(self) -> str:
-        """`on 50 cases it detects a difference of 0.081 or more (80% power, alpha 0.05 / 3 comparisons);
-        a difference of 0.05 needs about 130 cases: this sample cannot detect it`."""
+        """`on 50 cases the paired test detects a difference of 0.081 or more (80% power, alpha 0.05 / 3
+        comparisons (Holm)); a difference of 0.05 needs about 130 cases: THIS SAMPLE CANNOT DETECT IT`."""
         holm = f" / {self.comparisons} comparisons (Holm)" if self.comparisons > 1 else ""
         how = f"{self.power:.0%} power, alpha {self.alpha:g}{holm}"
         if self.detectable is None:
             text = f"on {self.cases} cases {self.why_not}"
         else:
-            text = f"on {self.cases} cases it detects a difference of {self.detectable:.3g} or more ({how})"
+            size = f"{self.detectable:.3g}"
+            text = f"on {self.cases} cases the paired test detects a difference of {size} or more ({how})"
         if self.detect is None:
             return text
         if not self.spread:

@@ -196,7 +196,11 @@ def test_a_named_difference_is_said_detectable_or_not():
     large = plan(pilot, cases=50, detect=0.3)
     assert large.can_detect is True and large.cases_to_detect <= 50
     assert "this sample can detect it" in large.text()
-    assert plan(pilot, cases=50, comparisons=3).text().startswith("on 50 cases it detects a difference of ")
+    assert (
+        plan(pilot, cases=50, comparisons=3)
+        .text()
+        .startswith("on 50 cases the paired test detects a difference of ")
+    )
     assert "alpha 0.05 / 3 comparisons (Holm)" in plan(pilot, cases=50, comparisons=3).text()
 
 

@@ -106,6 +106,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     from pipelines.options import run_options, step_environment
     from ragbench.config.dry_run import (
         ANSWER_ASSUMPTION,
+        detection_lines,
         judge_alignment_calls,
         judge_card_calls,
         label_correction_line,
@@ -115,6 +116,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     )
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
+    from steps.history import latest_results
 
     open_store()
     run_options(config)  # a typo in orchestration.docker fails here
@@ -151,6 +153,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(correction)
     if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
         print(fetched)
+    for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
+        print(line)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)
         most = min(cases, search.max_cases or config.generation.sample_size or cases)

@@ -84,6 +84,15 @@ class MetricVerdict(BaseModel):
         return self.comparison_of(self.runner_up) if self.runner_up else None
 
     @property
+    def pilot_cell(self) -> str | None:
+        """The cell whose per-case differences from the best a plan is made from: the runner-up, else
+        (every other cell has the best's mean) the first that differs on some case; None when every
+        other cell has exactly the best's values."""
+        if self.runner_up is not None:
+            return self.runner_up
+        return next((c.candidate for c in self.comparisons if not c.identical), None)
+
+    @property
     def twins(self) -> list[str]:
         """Cells with exactly the best's values on every case: as good as the best, not tested against it."""
         return [cell for c in self.comparisons if c.identical for cell in c.cells]
@@ -185,13 +194,12 @@ def compare_cells(
         runner_up = closest(comparisons, metric.higher_is_better)
         needed, planned = None, None
         if runner_up is not None:
-            shared = [case for case in values[best] if case in values[runner_up.candidate]]
-            differences = [values[runner_up.candidate][c] - values[best][c] for c in shared]
+            differences, binary = top_two_differences(values, best, runner_up.candidate)
             how = {
                 "alpha": settings.alpha,
                 "power": settings.power,
                 "comparisons": max(1, runner_up.family or 1),  # the family Holm read it in
-                "binary": is_binary(*(values[cell].values() for cell in (best, runner_up.candidate))),
+                "binary": binary,
                 "resamples": settings.resamples,
             }
             needed = cases_needed(differences, **how)
@@ -200,6 +208,16 @@ def compare_cells(
             metric_verdict(metric, best, comparisons, names or {}, cases_needed=needed, plan=planned)
         )
     return verdicts
+
+
+def top_two_differences(
+    values: Mapping[str, Mapping[str, float]], best: str, runner_up: str
+) -> tuple[list[float], bool]:
+    """runner-up - best on the cases both scored (`values`: cell -> case id -> value), the pilot a plan
+    is made from, and whether the metric is binary (every value 0 or 1), which `plan` models apart."""
+    shared = [case for case in values[best] if case in values[runner_up]]
+    differences = [values[runner_up][case] - values[best][case] for case in shared]
+    return differences, is_binary(*(values[cell].values() for cell in (best, runner_up)))
 
 
 def metric_verdict(

@@ -4,7 +4,10 @@ whether earlier runs already made its steps; it calls no LLM, needs no API key a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from ragbench.analysis.planning import plan
+from ragbench.analysis.uncertainty import top_two_differences
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
@@ -21,6 +24,7 @@ from ragbench.grid.cell import (
 from ragbench.inputs.eval_cases import EvalCase, SourceChunk
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
+from ragbench.retrieval.measures import is_retrieval_column
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.retrievers import row_step_ids
 from ragbench.retrieval.search import RetrievedChunk
@@ -36,6 +40,9 @@ from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, f
 from ragbench.testset.plan import Seed, assign_kinds
 from ragbench.testset.roundtrip import equivalence_request, max_equivalence_calls, roundtrip_requests
 from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for
+
+if TYPE_CHECKING:
+    from ragbench.analysis.results import ResultsTable
 
 
 def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
@@ -379,3 +386,58 @@ def label_correction_line(config: BenchmarkConfig) -> str | None:
         f"call; fewer than {correction.min_labels} labels per cell give no interval). Labels are read by the "
         "run."
     )
+
+
+def detection_lines(
+    config: BenchmarkConfig, cases: list[EvalCase], previous: tuple[str, ResultsTable] | None
+) -> list[str]:
+    """What the run can decide, per headline metric: the smallest difference between cells its sample
+    detects and, with `statistics.detect`, whether it detects that one and how many cases it needs
+    (`ragbench.analysis.planning`), planned from the per-case differences of the top two cells of the
+    config's latest run (`previous`: its name and results table; a pilot of a few cases serves). The sample
+    is the run's: every case with expected sources for retrieval metrics, the sampled cases for the others
+    (a metric scored only where its fields are present may get fewer); the comparisons are every other
+    cell against the best, at Holm's strictest level. Nothing with one cell (no comparison)."""
+    cells = expand_grid(config)
+    if len(cells) < 2:
+        return []
+    if previous is None:
+        return [
+            f"What the run can decide: no earlier run of config {config.name} to plan from; a pilot of a few "
+            "cases (--set generation.sample_size=10) gives the spread the next dry run plans with."
+        ]
+    name, table = previous
+    settings = config.statistics
+    comparisons = len(cells) - 1
+    sampled = len(sample_cases(cases, config.generation.sample_size, config.generation.seed))
+    with_sources = sum(
+        bool(case.expected_sources) or case.expected_sources_from is not None for case in cases
+    )
+    lines = [
+        f"What the run can decide, per headline metric (planned from the top two cells of run {name}; "
+        f"{comparisons} comparison(s) with the best, Holm-corrected):"
+    ]
+    for verdict in table.verdicts:
+        if (other := verdict.pilot_cell) is None:
+            lines.append(
+                f"  {verdict.label}: its cells scored the same on every case there: no spread to plan from"
+            )
+            continue
+        values = {
+            cell: table.case_values.get(cell, {}).get(verdict.column, {}) for cell in (verdict.best, other)
+        }
+        differences, binary = top_two_differences(values, verdict.best, other)
+        planned = plan(
+            differences,
+            cases=with_sources if is_retrieval_column(verdict.column) else sampled,
+            alpha=settings.alpha,
+            power=settings.power,
+            comparisons=comparisons,
+            binary=binary,
+            detect=settings.detect,
+            resamples=settings.resamples,
+        )
+        lines.append(f"  {verdict.label}: {planned.text()}")
+    if len(lines) == 1:
+        lines.append(f"  run {name} compared no cells: nothing to plan from")
+    return lines

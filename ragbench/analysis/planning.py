@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.analysis.ppi import MIN_LABELS
 from ragbench.analysis.stats import smallest_attainable_p
 
 # bisection steps of a difference's size: 2^-60 of its bracket, far below any metric's printed precision
@@ -358,3 +359,85 @@ def is_binary(*values: Sequence[float]) -> bool:
     """Whether every (non-NaN) value is 0 or 1: a hit-rate-like metric, planned with the sign test's exact
     power (`binary_power`)."""
     return all(v in (0.0, 1.0) for side in values for v in side if not math.isnan(v))
+
+
+def labels_needed(
+    judge: Sequence[float],
+    labels: Sequence[float],
+    *,
+    answers: int,
+    difference: float,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    comparisons: int = 1,
+    min_labels: int = MIN_LABELS,
+) -> int | None:
+    """Labels (of `answers` judged paired differences, drawn as a simple random sample) the label-corrected
+    comparison needs to detect a mean paired difference `difference` with `power` at alpha / comparisons:
+    the prediction-powered t-test of `ragbench.analysis.ppi` (PPI++, its judge weight tuned), planned from
+    a pilot's judge differences `judge` and the person's `labels` of them (NaN where unlabelled).
+
+    The pilot gives the judge's variance (over every answer), the labels' variance and their covariance
+    with the judge; at n labels the estimate's variance is then the judge's mean over the N - n unlabelled
+    answers, lam^2 var(f) / (N - n), plus the correction's, var(y - lam f) / n, with lam tuned as PPI++
+    tunes it, plus the tuned lam's own variance times the squared gap it multiplies (as `ppi.fit` adds
+    it), and t with n - 2 degrees of freedom. Labelling every answer is the labels alone. None when the
+    pilot has fewer than 3 labelled differences or none that vary, or when even labelling all `answers`
+    would not reach `power`. A weighted (uncertainty-first) sample is not planned here: its variance
+    depends on the probabilities the next labels would be drawn with."""
+    level = _check(alpha, power, comparisons)
+    f, y = np.asarray(judge, dtype=float), np.asarray(labels, dtype=float)
+    if f.shape != y.shape or f.ndim != 1:
+        raise ValueError("judge differences and labels must be two equally long lists")
+    labelled = ~np.isnan(y)
+    if labelled.sum() < 3 or np.ptp(y[labelled]) == 0 or f.size < 2:
+        return None
+    var_f = float(np.var(f, ddof=1))
+    person, judged = y[labelled], f[labelled]
+    var_y = float(np.var(person, ddof=1))
+    cov = float(np.cov(person, judged, ddof=1)[0, 1])
+    judged_centred = judged - judged.mean()
+
+    def achieved(n: int) -> float:
+        if n >= answers:  # a census: the labels alone
+            error, freedom = math.sqrt(var_y / answers), answers - 1
+        else:
+            rest = answers - n
+            lam = 0.0 if var_f == 0 else float(np.clip(cov / ((1 + n / rest) * var_f), 0.0, 1.0))
+            residuals = person - lam * judged
+            centred = residuals - residuals.mean()
+            # the tuned lam's own variance, m4 / (n var_f^2), times the expected squared gap between the
+            # judge's mean over the unlabelled and the labelled answers, var_f (1 / (N - n) + 1 / n)
+            moment = float(np.mean(centred**2 * judged_centred**2))
+            lam_term = 0.0 if var_f == 0 else moment * (1 / rest + 1 / n) / (n * var_f)
+            variance = (
+                lam * lam * var_f / rest + float(np.var(residuals, ddof=1)) / n + lam_term * n / (n - 1)
+            )
+            error, freedom = math.sqrt(variance), n - 2
+        return _t_power(abs(difference) / error if error > 0 else math.inf, freedom, level)
+
+    # every count in turn, not a bisection: the power is not monotone in the labels. Near a census the tuned
+    # lam's own variance term grows as 1 / (N - n) (ppi.py's interval widens there, as planned here),
+    # until labelling every answer drops it
+    return next((n for n in range(max(3, min_labels), answers + 1) if achieved(n) >= power), None)
+
+
+def _t_power(shift: float, freedom: int, level: float) -> float:
+    """Power of a two-sided t-test at `level` with `freedom` degrees of freedom whose statistic is centred
+    at `shift` standard errors (the noncentral t)."""
+    if math.isinf(shift):
+        return 1.0
+    from scipy.stats import nct
+    from scipy.stats import t as t_dist
+
+    critical = float(t_dist.isf(level / 2, freedom))
+    shift = abs(shift)
+    # scipy's noncentral t gives NaN far in a tail (large shifts): the wrong-direction tail is then 0, and
+    # the right-direction one the normal's, which it is within a hair of out there
+    wrong = float(nct.cdf(-critical, freedom, shift))
+    right = float(nct.sf(critical, freedom, shift))
+    if math.isnan(right):
+        from scipy.stats import norm
+
+        right = float(norm.sf(critical - shift))
+    return min(1.0, right + (0.0 if math.isnan(wrong) else wrong))

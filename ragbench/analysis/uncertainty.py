@@ -67,6 +67,11 @@ class MetricVerdict(BaseModel):
     labels_needed: int | None = None  # labelled cases in all for the top two's difference within target_width
     # what the top two's comparison could detect on its cases, planned from their own differences
     plan: DetectionPlan | None = None
+    # label-corrected: labelled cases in all the top two's comparison needs to detect `detect` (a simple
+    # random sample; None: no number of labels would, or the sample is weighted, which is not planned)
+    labels_to_detect: int | None = None
+    weighted_labels: bool = False
+    detect: float | None = None  # statistics.detect, the difference the labels are planned for
 
     @property
     def title(self) -> str:
@@ -145,7 +150,20 @@ class MetricVerdict(BaseModel):
         )
 
     def plan_sentence(self) -> str:
-        """` Planned from the top two's differences: on 50 cases the paired test detects ...`, or nothing."""
+        """` Planned from the top two's differences: on 50 cases the paired test detects ...`; for a
+        label-corrected verdict with `statistics.detect`, the labels that difference needs; or nothing."""
+        if self.corrected and self.detect is not None:
+            if self.weighted_labels:
+                return (
+                    f" Labels to detect a difference of {self.detect:g} are not planned for a weighted "
+                    "(uncertainty-first) sample."
+                )
+            if self.labels_to_detect is None:
+                return f" Even labelling every case would not detect a difference of {self.detect:g}."
+            return (
+                f" About {self.labels_to_detect} labelled cases in all (a simple random sample) would detect "
+                f"a difference of {self.detect:g} with the label-corrected test."
+            )
         if self.plan is None:
             return ""
         return f" Planned from the top two's differences: {self.plan.text()}."

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ragbench.analysis.planning import plan
-from ragbench.analysis.uncertainty import top_two_differences
+from ragbench.analysis.labelled import paired_labels
+from ragbench.analysis.planning import labels_needed, plan
+from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
@@ -397,7 +398,8 @@ def detection_lines(
     config's latest run (`previous`: its name and results table; a pilot of a few cases serves). The sample
     is the run's: every case with expected sources for retrieval metrics, the sampled cases for the others
     (a metric scored only where its fields are present may get fewer); the comparisons are every other
-    cell against the best, at Holm's strictest level. Nothing with one cell (no comparison)."""
+    cell against the best, at Holm's strictest level. With label correction, the labels too (`_labels_text`).
+    Nothing with one cell (no comparison)."""
     cells = expand_grid(config)
     if len(cells) < 2:
         return []
@@ -437,7 +439,41 @@ def detection_lines(
             detect=settings.detect,
             resamples=settings.resamples,
         )
-        lines.append(f"  {verdict.label}: {planned.text()}")
+        lines.append(
+            f"  {verdict.label}: {planned.text()}{_labels_text(config, table, verdict, other, sampled)}"
+        )
     if len(lines) == 1:
         lines.append(f"  run {name} compared no cells: nothing to plan from")
     return lines
+
+
+def _labels_text(
+    config: BenchmarkConfig, table: ResultsTable, verdict: MetricVerdict, other: str, answers: int
+) -> str:
+    """`; with labels, about 40 labelled cases (a simple random sample) detect it`: the labels the named
+    difference needs when the run corrects this metric with labels, planned from the earlier run's labelled
+    top two (`planning.labels_needed`); empty without `statistics.detect`, label correction or such labels."""
+    correction, detect = config.evaluation.label_correction, config.statistics.detect
+    if correction is None or detect is None or table.label_correction is None:
+        return ""
+    if (corrected := table.label_correction.of(verdict.column)) is None:
+        return ""
+    if corrected.weighted:
+        return "; labels for it are not planned for a weighted (uncertainty-first) sample"
+    judge_values = {
+        cell: table.case_values.get(cell, {}).get(verdict.column, {}) for cell in (verdict.best, other)
+    }
+    _, judge, person = paired_labels(corrected, judge_values, verdict.best, other)
+    needed = labels_needed(
+        judge,
+        person,
+        answers=answers,
+        difference=detect,
+        alpha=config.statistics.alpha,
+        power=config.statistics.power,
+        comparisons=len(expand_grid(config)) - 1,
+        min_labels=correction.min_labels,
+    )
+    if needed is None:
+        return "; with labels, not even labelling every sampled case detects it"
+    return f"; with labels, about {needed} labelled cases (a simple random sample) detect it"

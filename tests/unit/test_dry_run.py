@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import compare_cells
 from ragbench.config.dry_run import ANSWER_ASSUMPTION, detection_lines, plan_rows
@@ -40,7 +41,12 @@ def test_a_judge_reads_answers_as_long_as_the_reader_is_priced_for(tmp_path):
     assert 190 <= long["prompt_tokens"] - short["prompt_tokens"] <= 210
 
 
-def detection_plan(tmp_path, grid: str, previous, statistics: str = "") -> list[str]:
+CORRECTNESS = "{rubrics: [correctness], judge_check: null}"
+
+
+def detection_plan(
+    tmp_path, grid: str, previous, statistics: str = "", evaluation: str = CORRECTNESS
+) -> list[str]:
     cases = [
         {
             "id": f"q{i}",
@@ -54,8 +60,8 @@ def detection_plan(tmp_path, grid: str, previous, statistics: str = "") -> list[
         tmp_path,
         {"a.md": "# A\nA is the first letter."},
         cases,
-        f"name: planned\ngrid: {grid}\ngeneration: {{sample_size: 10}}\n"
-        "evaluation: {rubrics: [correctness], judge_check: null}\n" + statistics,
+        f"name: planned\ngrid: {grid}\ngeneration: {{sample_size: 10}}\nevaluation: {evaluation}\n"
+        + statistics,
     )
     config = load_config(tmp_path / "config.yaml")
     return detection_lines(config, [EvalCase.model_validate(c) for c in cases], previous)
@@ -81,7 +87,7 @@ def previous_run(seed: int = 0) -> tuple[str, SimpleNamespace]:
         for c, cell in enumerate(["cs64", "cs128"])
     }
     verdicts = compare_cells(metrics, values, StatisticsConfig(resamples=999))
-    return "planned-2026", SimpleNamespace(verdicts=verdicts, case_values=values)
+    return "planned-2026", SimpleNamespace(verdicts=verdicts, case_values=values, label_correction=None)
 
 
 def test_the_plan_says_what_the_sample_can_detect_from_the_latest_run(tmp_path):
@@ -138,3 +144,33 @@ def test_the_plan_reads_the_newest_run_whose_results_table_loads(monkeypatch):
     assert history.latest_results("planned") == ("good", "table")
     monkeypatch.setattr(history, "config_runs", lambda name, last: runs[:2])
     assert history.latest_results("planned") is None
+
+
+def test_with_label_correction_the_plan_says_how_many_labels_the_named_difference_needs(tmp_path):
+    name, table = previous_run(seed=1)
+    rng = np.random.default_rng(2)
+    cases = [f"q{i}" for i in range(10)]
+    labels = {cell: {case: float(rng.random() < 0.6) for case in cases} for cell in ("cs64", "cs128")}
+    corrected = CorrectedMetric(
+        column="correctness_0to1",
+        label="correctness",
+        rubric="correctness",
+        criterion="correctness",
+        higher_is_better=True,
+        plan="uniform:0",
+        weighted=False,
+        sampled_cases=10,
+        cases=10,
+        estimates={},
+        label_values=labels,
+    )
+    table.label_correction = LabelCorrection(metrics=[corrected])
+    settings = "statistics: {detect: 0.5}\n"
+    *_, plain = detection_plan(tmp_path / "plain", TWO_CELLS, (name, table), settings)
+    assert "labelled cases" not in plain  # the run corrects nothing with labels
+    labelled = "{rubrics: [correctness], judge_check: null, label_correction: {min_labels: 3}}"
+    *_, line = detection_plan(tmp_path / "labelled", TWO_CELLS, (name, table), settings, labelled)
+    assert line.startswith("  correctness: on 10 cases") and "; with labels, " in line
+    table.label_correction = LabelCorrection(metrics=[corrected.model_copy(update={"weighted": True})])
+    *_, weighted = detection_plan(tmp_path / "weighted", TWO_CELLS, (name, table), settings, labelled)
+    assert weighted.endswith("labels for it are not planned for a weighted (uncertainty-first) sample")

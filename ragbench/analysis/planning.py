@@ -22,6 +22,10 @@ optimistic (at 100 cases by about 6 points: few disagreeing cases, a discrete te
 exactly instead, over the binomial number of disagreeing cases. The plan keeps the pilot's share q of
 cases the cells disagree on (at least |delta|, which a difference that large needs): a difference delta
 then puts (q + delta) / 2 of the cases one way and (q - delta) / 2 the other.
+
+A metric corrected by a person's labels is compared by another test (`ragbench.analysis.ppi`'s
+prediction-powered t-test); `labels_needed` plans the labels that test needs, from a pilot's judge and
+label differences, for a simple random sample of labels.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -166,6 +167,21 @@ def print_plan(config: BenchmarkConfig) -> int:
     return 0
 
 
+def preflight_and_plan(
+    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
+) -> object:
+    """The run's checks, then, with `statistics.detect`, what the run can decide (the dry run's lines), so a
+    sample that cannot detect that difference says so before anything is spent."""
+    preflight = run_preflight(config, step_environment=step_environment)
+    if config.statistics.detect is not None:
+        from ragbench.config.dry_run import detection_lines
+        from steps.history import latest_results
+
+        for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
+            print(line)
+    return preflight
+
+
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     """Run the pipeline, copy its report to the output folder and print its summary; the gate's exit code."""
     from ragbench.report.run_page import summary_rows
@@ -174,7 +190,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
 
     tags = [config_tag(config.name), *config.tags]
     function = "rag_race" if config.search is not None else None
-    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, run_preflight, tags, function=function)
+    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, preflight_and_plan, tags, function=function)
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()

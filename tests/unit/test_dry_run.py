@@ -174,3 +174,28 @@ def test_with_label_correction_the_plan_says_how_many_labels_the_named_differenc
     table.label_correction = LabelCorrection(metrics=[corrected.model_copy(update={"weighted": True})])
     *_, weighted = detection_plan(tmp_path / "weighted", TWO_CELLS, (name, table), settings, labelled)
     assert weighted.endswith("labels for it are not planned for a weighted (uncertainty-first) sample")
+
+
+def test_a_run_with_a_named_difference_says_what_it_can_decide_before_it_starts(
+    tmp_path, monkeypatch, capsys
+):
+    from cli import benchmark
+    from steps import history
+
+    cases = [EvalCase.model_validate(c) for c in CASES]
+    checked = SimpleNamespace(eval_suite=SimpleNamespace(cases=cases))
+    monkeypatch.setattr(benchmark, "run_preflight", lambda config, step_environment=None: checked)
+    monkeypatch.setattr(history, "latest_results", lambda name: None)
+    for detect in (None, 0.05):
+        write_project(
+            tmp_path,
+            {"a.md": "# A\nA is the first letter."},
+            CASES,
+            f"grid: {TWO_CELLS}\nevaluation: {CORRECTNESS}\nstatistics: {{detect: {detect or 'null'}}}\n",
+        )
+        assert benchmark.preflight_and_plan(load_config(tmp_path / "config.yaml")) is checked
+        printed = capsys.readouterr().out
+        if detect is None:
+            assert printed == ""  # nothing asked, nothing loaded from the store
+        else:
+            assert printed.startswith("What the run can decide: no earlier run of config")

@@ -103,15 +103,22 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
 
 def benchmark_preflight(
     config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
-) -> None:
-    """`run_preflight`, then the plan against the budget (the plan needs the eval cases the preflight
-    read, and the steps earlier runs finished, which cost nothing)."""
-    from ragbench.config.dry_run import plan_rows
+) -> object:
+    """The run's checks; then, with `statistics.detect`, what the run can decide (the dry run's lines), so
+    a sample that cannot detect that difference says so before anything is spent; and the plan against
+    the budget, refused when over (it needs the eval cases the checks read and the steps earlier runs
+    finished, which cost nothing)."""
+    from ragbench.config.dry_run import detection_lines, plan_rows
+    from steps.history import latest_results
 
     preflight = run_preflight(config, step_environment=step_environment)
+    if config.statistics.detect is not None:
+        for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
+            print(line)
     if config.budget.capped:
         done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
         refuse_over_budget(config, plan_rows(config, preflight.eval_suite.cases, done))
+    return preflight
 
 
 def print_plan(config: BenchmarkConfig) -> int:
@@ -121,6 +128,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     from pipelines.options import run_options, step_environment
     from ragbench.config.dry_run import (
         ANSWER_ASSUMPTION,
+        detection_lines,
         judge_alignment_calls,
         judge_card_calls,
         label_correction_line,
@@ -130,6 +138,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     )
     from ragbench.config.expand import expand_grid
     from ragbench.retrieval.rerank import resolve_reranker
+    from steps.history import latest_results
 
     open_store()
     run_options(config)  # a typo in orchestration.docker fails here
@@ -166,6 +175,8 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(correction)
     if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
         print(fetched)
+    for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
+        print(line)
     if (budget := budget_line(config, rows)) is not None:
         print(budget)
     if (search := config.search) is not None:

@@ -57,18 +57,31 @@ def run_case_values(pipeline_run: Any) -> dict:
     """The per-case values a run's results table kept; empty for runs made before it kept them, or whose
     table this version cannot load (its type lived at another import path then): the comparison then
     falls back to the intervals in the run's metadata, and says so in each row's rule."""
+    table = results_table(pipeline_run, "compared by intervals")
+    return table.case_values if table is not None else {}
+
+
+def results_table(pipeline_run: Any, otherwise: str) -> Any | None:
+    """The run's results table, or None when it has none (it failed before) or this version cannot load
+    it (its type lived at another import path then: logged with what is done `otherwise`)."""
     try:
-        table = pipeline_run.steps[RESULTS_STEP].outputs["results"][0].load()
+        return pipeline_run.steps[RESULTS_STEP].outputs["results"][0].load()
     except (KeyError, IndexError):
-        return {}
+        return None
     except (ImportError, AttributeError, TypeError, ValueError) as error:
         logger.warning(
-            "per-case values of run %s are unreadable here (%s): compared by intervals",
-            pipeline_run.name,
-            error,
+            "per-case values of run %s are unreadable here (%s): %s", pipeline_run.name, error, otherwise
         )
-        return {}
-    return table.case_values
+        return None
+
+
+def latest_results(config_name: str, last: int = 10) -> tuple[str, Any] | None:
+    """(run name, results table) of the config's newest run among its `last` whose results table loads:
+    the pilot the dry run plans what the next run can detect from. None when there is none."""
+    for pipeline_run in config_runs(config_name, last=last):
+        if (table := results_table(pipeline_run, "not planned from")) is not None:
+            return pipeline_run.name, table
+    return None
 
 
 def config_name_of(pipeline_run: Any) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from ragbench.analysis.planning import labels_needed
 from ragbench.analysis.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
 from ragbench.analysis.stats import PairedComparison, StatisticsConfig, holm, holm_levels, verdict_of
 from ragbench.analysis.uncertainty import MetricVerdict, closest, metric_verdict
@@ -247,6 +248,18 @@ def _label_values(
     return found
 
 
+def paired_labels(
+    metric: CorrectedMetric, judge_values: Mapping[str, Mapping[str, float]], best: str, cell: str
+) -> tuple[list[str], list[float], list[float]]:
+    """The cases both cells were judged on, and on each the judge's difference cell - best and the person's
+    (NaN where either answer is unlabelled): what a label-corrected comparison, or its plan, is made of."""
+    shared = [case for case in judge_values[best] if case in judge_values[cell]]
+    judge = [judge_values[cell][case] - judge_values[best][case] for case in shared]
+    mine, theirs = metric.label_values.get(cell, {}), metric.label_values.get(best, {})
+    person = [mine[case] - theirs[case] if case in mine and case in theirs else math.nan for case in shared]
+    return shared, judge, person
+
+
 def corrected_comparisons(
     metric: CorrectedMetric,
     judge_values: Mapping[str, Mapping[str, float]],
@@ -268,12 +281,7 @@ def corrected_comparisons(
     for cell in sorted(means):
         if cell == best:
             continue
-        shared = [case for case in judge_values[best] if case in judge_values[cell]]
-        judge = [judge_values[cell][case] - judge_values[best][case] for case in shared]
-        mine, theirs = metric.label_values.get(cell, {}), metric.label_values.get(best, {})
-        person = [
-            mine[case] - theirs[case] if case in mine and case in theirs else math.nan for case in shared
-        ]
+        shared, judge, person = paired_labels(metric, judge_values, best, cell)
         estimate = ppi_mean(
             judge,
             person,
@@ -344,10 +352,31 @@ def corrected_verdicts(
             continue
         best, comparisons, differences = found
         runner_up = closest(comparisons, metric.higher_is_better)
-        needed = None
+        needed = to_detect = None
         if runner_up is not None and runner_up.verdict == "tied":
             needed = labels_for_width(differences[runner_up.candidate], correction.target_width)
+        if runner_up is not None and settings.detect is not None and not corrected.weighted:
+            _, judge, person = paired_labels(corrected, values, best, runner_up.candidate)
+            to_detect = labels_needed(
+                judge,
+                person,
+                answers=len(judge),
+                difference=settings.detect,
+                alpha=settings.alpha,
+                power=settings.power,
+                comparisons=len(comparisons),
+                min_labels=min_labels,
+            )
         verdicts[metric.column] = metric_verdict(
-            metric, best, comparisons, names, cases_needed=None, corrected=True, labels_needed=needed
+            metric,
+            best,
+            comparisons,
+            names,
+            cases_needed=None,
+            corrected=True,
+            labels_needed=needed,
+            labels_to_detect=to_detect,
+            weighted_labels=corrected.weighted,
+            detect=settings.detect,
         )
     return verdicts, why

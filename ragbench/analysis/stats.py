@@ -1,6 +1,7 @@
 """The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
-correction, sample-size estimates and rater agreement. Thin, seeded wrappers over scipy, statsmodels
-and scikit-learn, so the estimators are maintained code, not ours; the one exception, the paired test
+correction and rater agreement (what a sample can detect, and how many cases a difference needs, are
+planned in ragbench.analysis.planning). Thin, seeded wrappers over scipy, statsmodels and scikit-learn,
+so the estimators are maintained code, not ours; the one exception, the paired test
 and its interval (ragbench.analysis.permutation), reproduces scipy's p-values and is checked against them.
 Values that are NaN are cases a cell did not score: every function here drops them (pairs where either
 side is NaN).
@@ -135,11 +136,16 @@ def sign_flip_tests(
     return found
 
 
-def smallest_attainable_p(pairs: int) -> float:
-    """The smallest two-sided p-value the exact sign-flip test can give on `pairs` pairs: the most
-    extreme of 2^n equally likely sign patterns, counted at both ends. When it exceeds alpha, "not
-    significant" is no evidence of noise: the test could not have said anything else."""
-    return min(1.0, 2.0 / 2.0**pairs) if pairs > 0 else 1.0
+def smallest_attainable_p(pairs: int, resamples: int | None = None) -> float:
+    """The smallest two-sided p-value the sign-flip test can give on `pairs` pairs: the most extreme of
+    2^n equally likely sign patterns, counted at both ends; with `resamples`, also never under
+    2 / (resamples + 1), where the patterns are drawn rather than enumerated (the observed one is counted
+    with them). When it exceeds alpha, "not significant" is no evidence of noise: the test could not have
+    said anything else."""
+    if pairs <= 0:
+        return 1.0
+    exact = 2.0 / 2.0**pairs
+    return min(1.0, exact if resamples is None else max(exact, 2.0 / (resamples + 1)))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -328,53 +334,6 @@ def tie_set(best: str, comparisons: Sequence[PairedComparison]) -> list[str]:
     return [best, *(cell for c in comparisons if c.verdict == "tied" for cell in c.cells)]
 
 
-def cases_needed(differences: Sequence[float], *, alpha: float = 0.05, power: float = 0.8) -> int | None:
-    """Paired cases a two-sided paired t-test needs to detect the observed mean difference with
-    `power`, at the observed spread of the differences (Cohen's d = |mean| / sd; a paired test on n
-    pairs is a one-sample test on their n differences). None when there is no difference to detect or
-    too few cases to measure its spread; 2, the fewest a t-test takes, when the differences do not
-    vary (every case moves the same way)."""
-    if not (0 < alpha < 1 and 0 < power < 1):
-        raise ValueError(f"alpha and power must lie strictly between 0 and 1, got {alpha} and {power}")
-    data = np.asarray([d for d in differences if not math.isnan(d)], dtype=float)
-    if data.size < 2 or float(data.mean()) == 0.0:
-        return None
-    sd = float(data.std(ddof=1))
-    if sd == 0.0:
-        return 2
-    from statsmodels.stats.power import TTestPower
-    from statsmodels.tools.sm_exceptions import ConvergenceWarning
-
-    effect = abs(float(data.mean())) / sd
-    analysis = TTestPower()
-
-    def enough(n: int) -> bool:
-        achieved = analysis.power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided")
-        if math.isnan(achieved):
-            # scipy's noncentral t gives NaN far in the wrong-direction tail (large effects): count
-            # the right-direction tail alone, short of the two-sided power by under Phi(-d sqrt(n))
-            achieved = analysis.power(effect_size=effect, nobs=n, alpha=alpha / 2, alternative="larger")
-        return bool(achieved >= power)
-
-    # solve_power's root finder fails (NaN) or lands one case short for large effects, where the
-    # answer is a handful of cases; it is the starting guess, and the integer answer is the smallest
-    # n whose power (statsmodels' own) reaches the target.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)  # said before returning NaN
-        guess = float(
-            np.asarray(
-                analysis.solve_power(effect_size=effect, alpha=alpha, power=power, alternative="two-sided")
-            ).item()
-        )
-    low, high = 1, max(2, math.ceil(guess) if math.isfinite(guess) else 2)  # n = 1: no t-test at all
-    while not enough(high):  # power grows with n: double until enough, then bisect
-        low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if enough(middle) else (middle, high)
-    return max(2, high)
-
-
 def weighted_kappa(
     first: Sequence[int], second: Sequence[int], labels: Sequence[int] = (1, 2, 3, 4, 5)
 ) -> float | None:
@@ -467,3 +426,17 @@ class StatisticsConfig(Section):
     alpha: float = Field(default=0.05, gt=0.0, lt=0.5, description="significance level of paired tests")
     resamples: int = Field(default=2000, ge=100, le=100_000, description="bootstrap and permutation draws")
     seed: int = Field(default=0, description="seed of bootstrap and permutation draws")
+    power: float = Field(
+        default=0.8,
+        gt=0.5,
+        lt=1.0,
+        description="chance a planned comparison detects the difference it is planned for (dry run, report)",
+    )
+    detect: float | None = Field(
+        default=None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="a difference between cells, in a headline metric's units, the dry run and the report "
+        "say whether the sample can detect and how many cases it needs (none: only the smallest "
+        "detectable difference is stated)",
+    )

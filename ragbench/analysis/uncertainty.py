@@ -3,8 +3,9 @@
 Each metric of each cell gets an interval; on each headline metric the best cell is tested, paired
 case by case, against every other cell (cells with the same values once, Holm-corrected over the
 distinct comparisons), which names the cells tied with the best; and
-from the paired differences of the top two cells comes an estimate of how many cases would tell them
-apart.
+from the paired differences of the top two cells come an estimate of how many cases would tell them
+apart and the plan of what the comparison could detect (`ragbench.analysis.planning`), both for the test
+and the Holm family the verdict was read in.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
+from ragbench.analysis.planning import DetectionPlan, cases_needed, is_binary, plan
 from ragbench.analysis.stats import (
     PairedComparison,
     StatisticsConfig,
-    cases_needed,
     compare_to_best,
     mean_interval,
     tie_set,
@@ -58,11 +59,19 @@ class MetricVerdict(BaseModel):
     comparisons: list[PairedComparison]  # candidate and reference are cell ids
     tied: list[str]  # the best and every cell not told apart from it (cell ids)
     runner_up: str | None
-    cases_needed: int | None  # to separate best and runner-up at their observed difference, 80% power
+    # to separate best and runner-up at their observed difference (statistics.power, Holm's strictest level)
+    cases_needed: int | None
     names: dict[str, str] = {}  # cell id -> its label, for people
     # the comparisons are of label-corrected estimates (`ragbench.analysis.labelled`), not the judge's means
     corrected: bool = False
     labels_needed: int | None = None  # labelled cases in all for the top two's difference within target_width
+    # what the top two's comparison could detect on its cases, planned from their own differences
+    plan: DetectionPlan | None = None
+    # label-corrected: labelled cases in all the top two's comparison needs to detect `detect` (a simple
+    # random sample; None: no number of labels would, or the sample is weighted, which is not planned)
+    labels_to_detect: int | None = None
+    weighted_labels: bool = False
+    detect: float | None = None  # statistics.detect, the difference the labels are planned for
 
     @property
     def title(self) -> str:
@@ -78,6 +87,15 @@ class MetricVerdict(BaseModel):
     @property
     def runner_up_comparison(self) -> PairedComparison | None:
         return self.comparison_of(self.runner_up) if self.runner_up else None
+
+    @property
+    def pilot_cell(self) -> str | None:
+        """The cell whose per-case differences from the best a plan is made from: the runner-up, else
+        (every other cell has the best's mean) the first that differs on some case; None when every
+        other cell has exactly the best's values."""
+        if self.runner_up is not None:
+            return self.runner_up
+        return next((c.candidate for c in self.comparisons if not c.identical), None)
 
     @property
     def twins(self) -> list[str]:
@@ -111,7 +129,7 @@ class MetricVerdict(BaseModel):
             return (
                 f"{self.title}: {best} is better than every other cell (runner-up {runner_up}: "
                 f"{difference_text(versus)}; p={versus.p_holm:.3g} after Holm, {versus.n} case(s))."
-            )
+            ) + self.plan_sentence()
         tied = [c for c in self.comparisons if c.verdict == "tied" and not c.identical and c.difference != 0]
         count = sum(len(c.cells) for c in tied)
         names = ", ".join(self.together(c.cells) for c in tied) if count <= 3 else "listed in the report"
@@ -123,10 +141,32 @@ class MetricVerdict(BaseModel):
             return (
                 f"{text}; about {self.labels_needed} labelled cases in all would bring that difference's "
                 "interval under the target width."
-            )
+            ) + self.plan_sentence()
         if self.cases_needed is None:
-            return text + "."
-        return f"{text}; about {self.cases_needed} cases would tell them apart if the difference is real."
+            return text + "." + self.plan_sentence()
+        return (
+            f"{text}; about {self.cases_needed} cases would tell them apart if the difference is real."
+            + self.plan_sentence()
+        )
+
+    def plan_sentence(self) -> str:
+        """` Planned from the top two's differences: on 50 cases the paired test detects ...`; for a
+        label-corrected verdict with `statistics.detect`, the labels that difference needs; or nothing."""
+        if self.corrected and self.detect is not None:
+            if self.weighted_labels:
+                return (
+                    f" Labels to detect a difference of {self.detect:g} are not planned for a weighted "
+                    "(uncertainty-first) sample."
+                )
+            if self.labels_to_detect is None:
+                return f" Even labelling every case would not detect a difference of {self.detect:g}."
+            return (
+                f" About {self.labels_to_detect} labelled cases in all (a simple random sample) would detect "
+                f"a difference of {self.detect:g} with the label-corrected test."
+            )
+        if self.plan is None:
+            return ""
+        return f" Planned from the top two's differences: {self.plan.text()}."
 
 
 def difference_text(comparison: PairedComparison) -> str:
@@ -170,13 +210,32 @@ def compare_cells(
             continue
         best, comparisons = compared
         runner_up = closest(comparisons, metric.higher_is_better)
-        needed = None
+        needed, planned = None, None
         if runner_up is not None:
-            shared = [case for case in values[best] if case in values[runner_up.candidate]]
-            differences = [values[runner_up.candidate][c] - values[best][c] for c in shared]
-            needed = cases_needed(differences, alpha=settings.alpha)
-        verdicts.append(metric_verdict(metric, best, comparisons, names or {}, cases_needed=needed))
+            differences, binary = top_two_differences(values, best, runner_up.candidate)
+            how = {
+                "alpha": settings.alpha,
+                "power": settings.power,
+                "comparisons": max(1, runner_up.family or 1),  # the family Holm read it in
+                "binary": binary,
+                "resamples": settings.resamples,
+            }
+            needed = cases_needed(differences, **how)
+            planned = plan(differences, cases=runner_up.n, detect=settings.detect, **how)
+        verdicts.append(
+            metric_verdict(metric, best, comparisons, names or {}, cases_needed=needed, plan=planned)
+        )
     return verdicts
+
+
+def top_two_differences(
+    values: Mapping[str, Mapping[str, float]], best: str, runner_up: str
+) -> tuple[list[float], bool]:
+    """runner-up - best on the cases both scored (`values`: cell -> case id -> value), the pilot a plan
+    is made from, and whether the metric is binary (every value 0 or 1), which `plan` models apart."""
+    shared = [case for case in values[best] if case in values[runner_up]]
+    differences = [values[runner_up][case] - values[best][case] for case in shared]
+    return differences, is_binary(*(values[cell].values() for cell in (best, runner_up)))
 
 
 def metric_verdict(

@@ -4,7 +4,11 @@ whether earlier runs already made its steps; it calls no LLM, needs no API key a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from ragbench.analysis.labelled import paired_labels
+from ragbench.analysis.planning import labels_needed, plan
+from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
@@ -23,6 +27,7 @@ from ragbench.inputs.eval_cases import EvalCase, SourceChunk
 from ragbench.llm.budget import PlannedSpend
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
+from ragbench.retrieval.measures import is_retrieval_column
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.retrievers import row_step_ids
 from ragbench.retrieval.search import RetrievedChunk
@@ -39,6 +44,9 @@ from ragbench.testset.plan import Seed, assign_kinds
 from ragbench.testset.roundtrip import equivalence_request, max_equivalence_calls, roundtrip_requests
 from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for
 from ragbench.training.questions import question_request
+
+if TYPE_CHECKING:
+    from ragbench.analysis.results import ResultsTable
 
 
 def _placeholder_context(chunk_size: int, top_n: int) -> list[RetrievedChunk]:
@@ -410,3 +418,93 @@ def label_correction_line(config: BenchmarkConfig) -> str | None:
         f"call; fewer than {correction.min_labels} labels per cell give no interval). Labels are read by the "
         "run."
     )
+
+
+def detection_lines(
+    config: BenchmarkConfig, cases: list[EvalCase], previous: tuple[str, ResultsTable] | None
+) -> list[str]:
+    """What the run can decide, per headline metric: the smallest difference between cells its sample
+    detects and, with `statistics.detect`, whether it detects that one and how many cases it needs
+    (`ragbench.analysis.planning`), planned from the per-case differences of the top two cells of the
+    config's latest run (`previous`: its name and results table; a pilot of a few cases serves). The sample
+    is the run's: every case with expected sources for retrieval metrics, the sampled cases for the others
+    (a metric scored only where its fields are present may get fewer); the comparisons are every other
+    cell against the best, at Holm's strictest level. With label correction, the labels too (`_labels_text`).
+    Nothing with one cell (no comparison)."""
+    cells = expand_grid(config)
+    if len(cells) < 2:
+        return []
+    if previous is None:
+        return [
+            f"What the run can decide: no earlier run of config {config.name} to plan from; a pilot of a few "
+            "cases (--set generation.sample_size=10) gives the spread the next dry run plans with."
+        ]
+    name, table = previous
+    settings = config.statistics
+    comparisons = len(cells) - 1
+    sampled = len(sample_cases(cases, config.generation.sample_size, config.generation.seed))
+    with_sources = sum(
+        bool(case.expected_sources) or case.expected_sources_from is not None for case in cases
+    )
+    lines = [
+        f"What the run can decide, per headline metric (planned from the top two cells of run {name}; "
+        f"{comparisons} comparison(s) with the best, Holm-corrected):"
+    ]
+    for verdict in table.verdicts:
+        if (other := verdict.pilot_cell) is None:
+            lines.append(
+                f"  {verdict.label}: its cells scored the same on every case there: no spread to plan from"
+            )
+            continue
+        values = {
+            cell: table.case_values.get(cell, {}).get(verdict.column, {}) for cell in (verdict.best, other)
+        }
+        differences, binary = top_two_differences(values, verdict.best, other)
+        planned = plan(
+            differences,
+            cases=with_sources if is_retrieval_column(verdict.column) else sampled,
+            alpha=settings.alpha,
+            power=settings.power,
+            comparisons=comparisons,
+            binary=binary,
+            detect=settings.detect,
+            resamples=settings.resamples,
+        )
+        lines.append(
+            f"  {verdict.label}: {planned.text()}{_labels_text(config, table, verdict, other, sampled)}"
+        )
+    if len(lines) == 1:
+        lines.append(f"  run {name} compared no cells: nothing to plan from")
+    return lines
+
+
+def _labels_text(
+    config: BenchmarkConfig, table: ResultsTable, verdict: MetricVerdict, other: str, answers: int
+) -> str:
+    """`; with labels, about 40 labelled cases (a simple random sample) detect it`: the labels the named
+    difference needs when the run corrects this metric with labels, planned from the earlier run's labelled
+    top two (`planning.labels_needed`); empty without `statistics.detect`, label correction or such labels."""
+    correction, detect = config.evaluation.label_correction, config.statistics.detect
+    if correction is None or detect is None or table.label_correction is None:
+        return ""
+    if (corrected := table.label_correction.of(verdict.column)) is None:
+        return ""
+    if corrected.weighted:
+        return "; labels for it are not planned for a weighted (uncertainty-first) sample"
+    judge_values = {
+        cell: table.case_values.get(cell, {}).get(verdict.column, {}) for cell in (verdict.best, other)
+    }
+    _, judge, person = paired_labels(corrected, judge_values, verdict.best, other)
+    needed = labels_needed(
+        judge,
+        person,
+        answers=answers,
+        difference=detect,
+        alpha=config.statistics.alpha,
+        power=config.statistics.power,
+        comparisons=len(expand_grid(config)) - 1,
+        min_labels=correction.min_labels,
+    )
+    if needed is None:
+        return "; with labels, not even labelling every sampled case detects it"
+    return f"; with labels, about {needed} labelled cases (a simple random sample) detect it"

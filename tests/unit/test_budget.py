@@ -31,7 +31,8 @@ def test_a_call_past_the_cap_is_not_sent_not_cached_and_not_a_provider_failure(t
         results = [client.complete(f"question {n}") for n in range(4)]
         assert server.request_count == 3  # 2 for the first question (one retry), 1 for the second
         assert [r.error is None for r in results] == [True, True, False, False]
-        assert all(r.error.startswith(f"{BUDGET_EXHAUSTED}: the run's cap (max_calls 3)") for r in results[2:])
+        refusal = f"{BUDGET_EXHAUSTED}: the run's cap (max_calls 3)"
+        assert all(r.error.startswith(refusal) for r in results[2:])
         spent = ledger.spent()
         assert (spent.calls, spent.refused) == (3, 2)
         # refused calls are not remembered: a run with a higher cap makes them, and serves the others
@@ -46,7 +47,8 @@ def test_tokens_are_charged_at_their_most_first_then_settled_to_what_was_used(tm
     with FakeOpenAIServer() as server, spending(budget) as ledger:
         client = server.client(tmp_path / "cache", max_tokens=500)
         result = client.complete("How many tokens is this?")
-        assert result.error is None and ledger.spent().tokens == result.prompt_tokens + result.completion_tokens
+        assert result.error is None
+        assert ledger.spent().tokens == result.prompt_tokens + result.completion_tokens
         # a call whose prompt plus max_tokens would cross the cap is refused though it might fit
         tight = SpendLedger(budget)
         tight.reserve(0, 10_000 - ledger.spent().tokens - 100, 0.0)

@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from ragbench.analysis.labelled import CorrectedMetric, corrected_comparisons
+from ragbench.analysis.labelled import (
+    CorrectedMetric,
+    LabelCorrection,
+    corrected_comparisons,
+    corrected_verdicts,
+    paired_labels,
+)
+from ragbench.analysis.planning import labels_needed
 from ragbench.analysis.ppi import judge_ceiling, labels_for_width, ppi_mean, ppi_weighted
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.review.labels import Label, LabelFileError, ReviewLabels, SampleDraw, check_labels, text_sha
@@ -21,6 +28,7 @@ from ragbench.review.sampling import (
     drawn_sample,
     sample_order,
 )
+from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import JudgeInput, select_rubrics
 
 
@@ -398,3 +406,39 @@ def test_a_weighted_sample_counts_the_answers_its_two_parts_share():
     parts = ppi_weighted(judge, labelled, ~np.isnan(labelled), np.full(200, 0.3), None)
     assert parts.shared_variance > 0
     assert weighted.standard_error**2 > parts.imputed_variance + parts.rectifier_variance
+
+
+def test_a_corrected_verdict_says_how_many_labels_the_named_difference_needs():
+    rng = np.random.default_rng(8)
+    right_a, right_b = rng.random(300) < 0.72, rng.random(300) < 0.66
+    truth_a, truth_b = right_a.astype(float), right_b.astype(float)
+    judge_a, judge_b = (np.clip(t + rng.normal(0, 0.3, 300), 0, 1) for t in (truth_a, truth_b))
+    sampled = sorted(rng.choice(300, 40, replace=False).tolist())
+    metric, judge = corrected_metric(truth_a, truth_b, judge_a, judge_b, sampled)
+    correction = LabelCorrection(metrics=[metric])
+    headline = [MetricInfo(column=metric.column, label=metric.label, higher_is_better=True)]
+    values = {cell: {metric.column: by_case} for cell, by_case in judge.items()}
+
+    def verdict(detect: float | None, weighted: bool = False):
+        settings = StatisticsConfig(detect=detect)
+        given = (
+            LabelCorrection(metrics=[metric.model_copy(update={"weighted": weighted})])
+            if weighted
+            else correction
+        )
+        found, _ = corrected_verdicts(given, headline, values, {}, min_labels=10, settings=settings)
+        return found[metric.column]
+
+    large = verdict(0.25)
+    _, judge_differences, person = paired_labels(metric, judge, "a", "b")
+    assert large.labels_to_detect == labels_needed(judge_differences, person, answers=300, difference=0.25)
+    assert 10 <= large.labels_to_detect < 300
+    assert (
+        f"About {large.labels_to_detect} labelled cases in all (a simple random sample)" in large.sentence()
+    )
+    assert "Even labelling every case would not detect a difference of 0.001" in verdict(0.001).sentence()
+    assert "not planned for a weighted" in verdict(0.25, weighted=True).sentence()
+    assert (
+        verdict(None).labels_to_detect is None
+        and "labelled cases in all (a simple" not in verdict(None).sentence()
+    )

@@ -17,8 +17,8 @@ import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
 from ragbench.analysis.permutation import SignFlipTest
+from ragbench.analysis.planning import cases_needed
 from ragbench.analysis.stats import (
-    cases_needed,
     compare_to_best,
     confusion,
     holm,
@@ -250,14 +250,17 @@ def test_compare_to_best_ties_missing_cases_and_too_few_pairs():
 
 def test_cases_needed_shrinks_with_the_effect_and_is_none_without_one():
     z = np.random.default_rng(5).normal(0, 1, 200)
-    needed = [cases_needed((z + shift).tolist()) for shift in (0.1, 0.2, 0.5, 1.0, 3.0, 20.0)]
-    assert all(more > fewer for more, fewer in itertools.pairwise(needed)) and needed[-1] == 2
+    needed = [cases_needed((z + shift).tolist()) for shift in (0.1, 0.2, 0.5, 1.0, 3.0)]
+    assert all(more > fewer for more, fewer in itertools.pairwise(needed))
+    # however large the effect, never fewer than the 6 cases on which the sign-flip test can reach p < 0.05
+    # (2 / 2^5 = 0.0625 is its smallest p-value on 5), which a t-test's 2 or 3 would pass over
+    assert needed[-1] == cases_needed((z + 20.0).tolist()) == 6
     assert cases_needed((-(z + 0.5)).tolist()) == needed[2]  # the direction does not matter, the size does
-    assert cases_needed([0.5, 0.5, 0.5, 0.4]) == 3  # huge effects: statsmodels' solver alone fails here
+    assert cases_needed([0.5, 0.5, 0.5, 0.4]) == 6  # huge effects: statsmodels' solver alone fails here
     assert cases_needed([0.0, 0.0, 0.0]) is None
     assert cases_needed([-0.5, 0.5]) is None
     assert cases_needed([0.5]) is None
-    assert cases_needed([0.25, 0.25, 0.25]) == 2
+    assert cases_needed([0.25, 0.25, 0.25]) == 6
     with pytest.raises(ValueError):
         cases_needed([0.1, 0.2], power=1.0)
 

@@ -51,3 +51,18 @@ def test_a_long_tie_set_is_counted_in_the_sentence_and_listed_on_the_verdict():
     assert "tied with 3 other cell(s) (c1, c2, c3) on 20 case(s)" in found.sentence()
     many = verdict(**{f"c{i}": values(*([1.0] * (20 - i) + [0.0] * i)) for i in range(5)})
     assert len(many.tied) == 5 and "tied with 4 other cell(s) (listed in the report)" in many.sentence()
+
+
+def test_the_verdict_says_what_its_comparison_could_detect_and_whether_it_detects_the_named_difference():
+    close = [1.0] * 17 + [0.0] * 3
+    best = [1.0] * 20
+    (found,) = compare_cells(
+        [MRR], {"a": values(*best), "b": values(*close)}, StatisticsConfig(resamples=999, detect=0.5)
+    )
+    planned = found.plan
+    assert planned is not None and planned.binary and planned.cases == 20 and planned.comparisons == 1
+    assert planned.detectable is not None and planned.can_detect  # 0.5 of 20 hits is a large difference
+    assert found.sentence().endswith(f"Planned from the top two's differences: {planned.text()}.")
+    assert "a difference of 0.5 needs about" in found.sentence()
+    small = compare_cells([MRR], {"a": values(*best), "b": values(*close)}, StatisticsConfig(resamples=999))
+    assert small[0].plan.detect is None and "needs" not in small[0].plan.text()

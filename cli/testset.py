@@ -42,7 +42,7 @@ class TestsetCommand(Command):
 
 def print_testset_plan(config: BenchmarkConfig) -> int:
     """The most the run calls: every candidate generated and checked by every configured filter."""
-    from ragbench.config.dry_run import testset_plan_rows
+    from ragbench.config.pipeline_plans import testset_plan_rows
 
     chunks = run_testset_preflight(config, plan_only=True)
     rows = testset_plan_rows(config, chunks)
@@ -62,7 +62,7 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
 
 def testset_preflight(config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None) -> None:
     """`run_testset_preflight`, then its plan (every candidate generated and checked) against the budget."""
-    from ragbench.config.dry_run import testset_plan_rows
+    from ragbench.config.pipeline_plans import testset_plan_rows
 
     chunks = run_testset_preflight(config, step_environment=step_environment)
     if config.budget.capped:

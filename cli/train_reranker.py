@@ -43,7 +43,7 @@ def print_training_plan(config: BenchmarkConfig) -> int:
         + f"; then at most {training.epochs} epoch(s) or {training.max_minutes:g} min of training on "
         f"{training.device}. Eval cases held out: those of {config.eval_cases.label}."
     )
-    from ragbench.config.dry_run import training_plan_rows
+    from ragbench.config.pipeline_plans import training_plan_rows
 
     if (budget := budget_line(config, training_plan_rows(config), TRAINING_KNOBS)) is not None:
         print(budget)
@@ -52,7 +52,7 @@ def print_training_plan(config: BenchmarkConfig) -> int:
 
 def training_preflight(config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None) -> None:
     """`run_training_preflight`, then its plan (a question for every sampled chunk) against the budget."""
-    from ragbench.config.dry_run import training_plan_rows
+    from ragbench.config.pipeline_plans import training_plan_rows
 
     run_training_preflight(config, step_environment=step_environment)
     if config.budget.capped:

@@ -22,8 +22,7 @@ from ragbench.grid.cell import (
     pairwise_pairs,
     reranker_numbers,
 )
-from ragbench.inputs.chunking import Chunk
-from ragbench.inputs.eval_cases import EvalCase, SourceChunk
+from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.budget import PlannedSpend
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
@@ -38,12 +37,6 @@ from ragbench.scoring.planted import PLANTED_KINDS
 from ragbench.scoring.registry import Scoring
 from ragbench.scoring.rubrics import JudgeInput, checked_rubric
 from ragbench.scoring.scorer import Scorer
-from ragbench.testset.critique import critic_request
-from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
-from ragbench.testset.plan import Seed, assign_kinds
-from ragbench.testset.roundtrip import equivalence_request, max_equivalence_calls, roundtrip_requests
-from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for
-from ragbench.training.questions import question_request
 
 if TYPE_CHECKING:
     from ragbench.analysis.results import ResultsTable
@@ -209,9 +202,9 @@ def plan_rows(
 
 
 def planned_spend(rows: list[dict]) -> PlannedSpend:
-    """What a plan's rows (`plan_rows`, `testset_plan_rows`) would send at most, for the budget: each
-    row's new LLM calls with their prompt tokens and max_tokens of completion, and an external system's
-    calls (one per case; their tokens and cost are the system's own, out of sight)."""
+    """What a plan's rows (`plan_rows`, `ragbench.config.pipeline_plans`) would send at most, for the
+    budget: each row's new LLM calls with their prompt tokens and max_tokens of completion, and an
+    external system's calls (one per case; their tokens and cost are the system's own, out of sight)."""
     costs = [row["cost_usd"] for row in rows]
     return PlannedSpend(
         calls=sum(row.get("llm_calls", row.get("calls", 0)) + row.get("external_calls", 0) for row in rows),
@@ -291,120 +284,6 @@ def reference_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | Non
         f"References: {len(fetched)} case(s) fetch theirs when the run starts (not fetched here){writer}; "
         "their judge calls are counted above as if the reference were stored."
     )
-
-
-def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[dict]:
-    """`run.py testset --dry-run`: the calls, tokens and cost generating the eval set takes at most, one
-    row per kind of call: the generator's, then those of each configured filter (`filter` names it; the
-    critic model makes them all):
-
-    - roundtrip reads: the critic answers each question as a reader, from its source passage(s) and from
-      a search of the whole knowledge base (an unanswerable question from the search only);
-    - roundtrip equivalence: asked only where word overlap cannot decide whether a read agrees with a
-      long proposed answer, so counted as if every answerable case had a long answer and neither read
-      were decided (two per answerable case);
-    - critics: every critic that applies rates every case.
-
-    Every candidate counts as generated (`questions_per_chunk` per sampled chunk); passages are as long
-    as the chunk size allows and completions `max_tokens` long."""
-    settings = config.testset
-    size, _ = config.section_chunking(config.testset)
-    kinds = assign_kinds(
-        min(settings.chunks, available_chunks),
-        settings.evolutions,
-        settings.unanswerable_share,
-        settings.seed,
-    )
-    critic_settings = settings.critic_settings()
-    passage = SourceChunk(source="doc", start_index=0, text=" ".join(["token"] * size))
-    question = " ".join(["word"] * 20)
-    # long enough that every check may need the equivalence question; the reader's answer at its longest
-    answer = " ".join(["word"] * max(40, settings.roundtrip_short_answer_tokens + 1))
-    reader_answer = " ".join(["word"] * critic_settings.max_tokens)
-    retrieved = [passage] * settings.retrieved_passages
-    requests: dict[str, list[LLMRequest]] = {"generator": [], "reads": [], "equivalence": [], "critics": []}
-    for kind in kinds:
-        evolution = EVOLUTIONS.get(kind)
-        seed = Seed(id=kind, evolution=kind, chunks=[passage] * (evolution.passages if evolution else 1))
-        requests["generator"].append(first_request(seed, settings.audience, settings.questions_per_chunk))
-        if evolution is not None:
-            evolve = evolve_request(seed, question, answer, settings.audience)
-            requests["generator"] += [evolve] * settings.questions_per_chunk
-        candidates = CandidateSet(
-            generator="",
-            candidates=[
-                Candidate(
-                    id=f"{kind}-{n}", evolution=kind, chunks=seed.chunks, question=question, answer=answer
-                )
-                for n in range(settings.questions_per_chunk)
-            ],
-        )
-        if "roundtrip" in settings.filters:
-            searched = {candidate.id: retrieved for candidate in candidates.candidates}
-            requests["reads"] += [read.request for read in roundtrip_requests(candidates, searched)]
-            equivalence = equivalence_request(question, answer, reader_answer)
-            requests["equivalence"] += [equivalence] * max_equivalence_calls(
-                candidates, settings.roundtrip_short_answer_tokens
-            )
-        if "critics" in settings.filters:
-            requests["critics"] += [
-                critic_request(critic, candidate, retrieved, settings.audience)
-                for candidate in candidates.candidates
-                for critic in critics_for(kind)
-            ]
-    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
-    per_chunk = settings.questions_per_chunk
-    answerable = per_chunk * sum(n for kind, n in counts.items() if kind != UNANSWERABLE)
-    unanswerable = per_chunk * counts.get(UNANSWERABLE, 0)
-    kinds_text = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    rows = [
-        {
-            "role": "generator",
-            "filter": "",
-            "calls_for": f"questions of {len(kinds)} chunks ({kinds_text}), then their evolutions",
-        }
-        | estimate_cost(settings.generator_settings(), requests["generator"]),
-    ]
-    if "roundtrip" in settings.filters:
-        rows += [
-            {
-                "role": "roundtrip reads",
-                "filter": "roundtrip",
-                "calls_for": f"source + whole-KB search of {answerable} answerable cases, search of "
-                f"{unanswerable} unanswerable",
-            }
-            | estimate_cost(critic_settings, requests["reads"]),
-            {
-                "role": "roundtrip equivalence",
-                "filter": "roundtrip",
-                "calls_for": f"at most 2 per answerable case ({answerable}), when a long answer is undecided",
-            }
-            | estimate_cost(critic_settings, requests["equivalence"]),
-        ]
-    if "critics" in settings.filters:
-        critics = dict.fromkeys(critic.name for kind in counts for critic in critics_for(kind))
-        rows.append(
-            {
-                "role": "critics",
-                "filter": "critics",
-                "calls_for": f"{', '.join(critics)} of {answerable + unanswerable} cases, as they apply",
-            }
-            | estimate_cost(critic_settings, requests["critics"])
-        )
-    return rows
-
-
-def training_plan_rows(config: BenchmarkConfig) -> list[dict]:
-    """`run.py train-reranker`'s calls at most: one generator question per sampled chunk (none when it
-    writes no questions), each chunk as long as the chunk size allows, completions `max_tokens` long."""
-    training = config.reranker_training
-    size, _ = config.section_chunking(training)
-    chunk = Chunk(text=" ".join(["token"] * size), source="doc", start_index=0)
-    request = question_request(chunk, training.audience)
-    return [
-        {"role": "question writer", "calls_for": f"one question for each of {training.chunks} chunk(s)"}
-        | estimate_cost(training.generator_settings(), [request] * training.chunks)
-    ]
 
 
 def label_correction_line(config: BenchmarkConfig) -> str | None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import run
-from ragbench.config import dry_run
+from ragbench.config import pipeline_plans
 from ragbench.config.model import BenchmarkConfig, load_config
 from ragbench.inputs.chunking import Chunk
 from ragbench.llm.client import LLMClient
@@ -141,7 +141,7 @@ def test_the_dry_run_bounds_every_call_of_every_configured_filter(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     config = load_config(str(write_config(tmp_path, server, filters)), [])
     chunks = tiny_chunks()
-    rows = dry_run.testset_plan_rows(config, available_chunks=len(chunks))
+    rows = pipeline_plans.testset_plan_rows(config, available_chunks=len(chunks))
     assert server.request_count == 0  # the dry run calls nothing
     assert [row["role"] for row in rows] == roles
     for row in rows:  # each line says which filter makes it

@@ -193,7 +193,7 @@ def test_a_run_with_a_named_difference_says_what_it_can_decide_before_it_starts(
             CASES,
             f"grid: {TWO_CELLS}\nevaluation: {CORRECTNESS}\nstatistics: {{detect: {detect or 'null'}}}\n",
         )
-        assert benchmark.preflight_and_plan(load_config(tmp_path / "config.yaml")) is checked
+        assert benchmark.benchmark_preflight(load_config(tmp_path / "config.yaml")) is checked
         printed = capsys.readouterr().out
         if detect is None:
             assert printed == ""  # nothing asked, nothing loaded from the store

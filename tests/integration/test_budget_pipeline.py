@@ -1,0 +1,108 @@
+"""The spend cap in real ZenML runs, reader and judge on the loopback fake OpenAI server (which counts every
+request it gets).
+
+One cell answers 4 cases and a judge grades them on one rubric: a plan of 8 calls. The server fails the first
+3 requests (retried, each retry one more call sent), so a run capped at 9 calls is cut mid-way: the reader's
+7 calls and 2 verdicts go out, the last 2 verdicts are never sent. The run says why its cell is incomplete,
+its gate fails, and a rerun with a higher cap sends only the 2 missing verdicts. A cap below the plan is
+refused before anything runs.
+"""
+
+import contextlib
+import io
+import json
+
+import pytest
+
+import run
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.projects import newest_run, write_project
+
+DOCUMENTS = {f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"}
+CASES = [
+    {
+        "id": f"case-{topic}",
+        "question": f"What is {topic}?",
+        "reference_answer": f"{topic} is a keyword.",
+        "expected_sources": [f"{topic}.md"],
+    }
+    for topic in "abcd"
+]
+
+
+def responder(request: dict) -> str:
+    if not request.get("response_format"):  # the reader
+        return "It is a Python keyword [1]."
+    return json.dumps({"reasoning": "matches", "score": 5})
+
+
+def newest_run_id() -> str | None:
+    """The newest benchmark run's id, None before any (a test run alone starts from an empty store)."""
+    try:
+        return str(newest_run().id)
+    except KeyError:
+        return None
+
+
+def printed(*arguments: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run.main(["--config", "config.yaml", *arguments])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    with FakeOpenAIServer(responder=responder) as server:
+        base = server.base_url
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, "
+            f"top_n: 1, reader: [{{model: openai/reader, api_base: {base}}}], "
+            f"judge: [{{model: openai/judge, api_base: {base}}}]}}\n"
+            "generation: {sample_size: 4, reader: {max_retries: 3, concurrency: 1}}\n"
+            "evaluation: {judge: {max_retries: 0, concurrency: 1}, rubrics: [correctness], "
+            "judge_check: null, keyword_tests: false}\n"
+            "retrieval: {metrics_k: 1}\nregression: {baseline: none}\n"
+            "llm_cache_dir: llm-cache\n",
+        )
+        yield server
+
+
+def test_a_plan_over_the_cap_is_refused_before_anything_runs(project):
+    before = newest_run_id()
+    code, out, err = printed("--set=budget.max_calls=5")
+    assert code == 2 and project.request_count == 0
+    assert "over its budget (max_calls 5)" in err and "8 calls planned, 3 over budget.max_calls 5" in err
+    assert "lower generation.sample_size" in err
+    assert newest_run_id() == before  # no run was started
+    code, out, _ = printed("--dry-run", "--set=budget.max_calls=5")
+    assert code == 0 and "Budget (max_calls 5): OVER, a real run is refused" in out
+
+
+def test_a_cap_cuts_the_run_sends_nothing_past_it_and_a_higher_cap_pays_only_for_the_rest(project):
+    project.inject("server_error", "server_error", "server_error")  # 3 retries the plan does not count
+    code, out, err = printed("--set=budget.max_calls=9")
+    assert code != 0  # the gate fails closed on an incomplete cell
+    assert project.request_count == 9  # 4 answers + 3 retries, then 2 of the 4 verdicts
+    first = newest_run()
+    (reason,) = first.run_metadata["incomplete_cells"].values()
+    assert "the spend cap stopped 2 judge verdict(s)" in reason and "raise the config's budget" in reason
+    assert first.run_metadata["gate_status"] == "incomplete"
+    statuses = {name: step.status.value for name, step in first.steps.items()}
+    assert "INCOMPLETE" in out or "incomplete" in out.lower()
+
+    code, out, err = printed("--set=budget.max_calls=20")
+    assert code == 0, out + err
+    assert project.request_count == 9 + 2  # only the 2 verdicts the cap stopped
+    second = newest_run()
+    assert not second.run_metadata.get("incomplete_cells")
+    reran = {name: step.status.value for name, step in second.steps.items()}
+    answer = [name for name in reran if name.startswith("answer_")]
+    judge = [name for name in reran if name.startswith("judge_")]
+    assert [reran[name] for name in answer] == ["cached"]  # its calls all went out in the first run
+    assert [reran[name] for name in judge] == ["completed"] and statuses[judge[0]] == "completed"

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from ragbench.analysis.case_types import case_type_rows
 from ragbench.analysis.columns import generation_case_values, generation_columns
+from ragbench.analysis.completeness import stopped_by_budget
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
 from ragbench.analysis.labelled import (
@@ -29,7 +30,7 @@ from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, ll
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
-from ragbench.llm.budget import BUDGET_ADVICE, BUDGET_EXHAUSTED
+from ragbench.llm.budget import BUDGET_ADVICE
 from ragbench.retrieval.rerank_stage import RerankResult, ranking_case_values, ranking_columns
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment, aligned_judge
@@ -277,7 +278,7 @@ class CellResults(BaseModel):
             answers = self.answers_of(cell)
             if answers is None or not answers.answers:
                 continue
-            if stopped := self.stopped_by_budget(cell):
+            if stopped := stopped_by_budget(cell, answers, self.judged_of(cell)):
                 why[cell.id] = f"the spend cap stopped {stopped} in cell {labels[cell.id]} " + BUDGET_ADVICE
                 continue
             produced = [a for a in answers.answers if a.answer is not None]
@@ -308,18 +309,6 @@ class CellResults(BaseModel):
                     )
                     break
         return why
-
-    def stopped_by_budget(self, cell: CellSpec) -> str:
-        """What the run's spend cap kept this cell from doing ("" when nothing): its calls not sent."""
-        answers, judged = self.answers_of(cell), self.judged_of(cell)
-        answer_errors = [a.error or "" for a in answers.answers] if answers is not None else []
-        verdict_errors = [e for j in judged.judgements for e in j.errors.values()] if judged else []
-        errors = {
-            "call(s) to the system" if cell.external else "reader call(s)": answer_errors,
-            "judge verdict(s)": verdict_errors,
-        }
-        refused = {what: sum(BUDGET_EXHAUSTED in error for error in found) for what, found in errors.items()}
-        return " and ".join(f"{count} {what}" for what, count in refused.items() if count)
 
     def judgements(self) -> list[Judgement]:
         return [j for result in self.judged.values() for j in result.judgements]
@@ -434,6 +423,8 @@ def build_results(
         )
     rows = [row | aligned_judge(row.get("judge"), judge_alignments) for row in rows]
     labels = {row["cell"]: row["label"] for row in rows}
+    incomplete = results.incomplete(labels)
+    warnings += [f"INCOMPLETE: {why}" for why in incomplete.values()]
     if race is not None:
         rows = [row | {"race": race.status(row["cell"], labels)} for row in rows]
     headline = present(scoring.headline(), rows)
@@ -487,7 +478,7 @@ def build_results(
         eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
         knowledge_base_fingerprint=knowledge_base_fingerprint,
         case_type_rows=by_type,
-        incomplete=results.incomplete(labels),
+        incomplete=incomplete,
         pairwise=list(pairwise),
         configured_metrics=scoring.tracked_keys() + corrected_keys(headline, scoring, label_correction),
         judge_cards=list(judge_cards),

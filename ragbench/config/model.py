@@ -216,7 +216,7 @@ class BenchmarkConfig(Section):
         default=EvalCasesConfig(
             path=str(DEFAULT_CONFIG_PATH.parent / "eval_cases" / "python_reference.yaml")
         ),
-        description="where eval cases come from; default: the 50 packaged cases on the Python language "
+        description="where eval cases come from; default: the 63 packaged cases on the Python language "
         "reference (configs/eval_cases/python_reference.yaml). A string is short for {path: ...}",
     )
     chunking: ChunkingConfig = ChunkingConfig()

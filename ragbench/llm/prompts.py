@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,7 +44,7 @@ REQUIRED_PLACEHOLDERS = ("{passages}", "{question}")
 _PLACEHOLDER = re.compile(r"\{(passages|question|refusal)\}")
 
 # Every tag that delimits a data section in a reader or judge prompt.
-DATA_TAGS = ("passage", "answer", "reference_answer", "question")
+DATA_TAGS = ("passage", "answer", "reference_answer", "question", "conversation")
 _DATA_TAG_START = re.compile(rf"<(?=\s*/?\s*(?:{'|'.join(DATA_TAGS)})\b)", re.IGNORECASE)
 
 
@@ -82,14 +82,22 @@ class PromptTemplate(BaseModel):
             raise ValueError(f"prompt {self.name!r}: the user template must contain {', '.join(missing)}")
         return self
 
-    def messages(self, question: str, passages: str) -> list[dict[str, str]]:
+    def messages(
+        self, question: str, passages: str, history: Sequence[Mapping[str, str]] = ()
+    ) -> list[dict[str, str]]:
         """The chat messages for one question (no model call, so a dry run can count their tokens).
+
+        `history`: the conversation before the question, as chat messages (role user or assistant),
+        placed between the system message and the question's, as a chat model meets a follow-up; the
+        passages come with the last turn, where the reader searches for this question. Without history
+        the messages are what they were before conversations existed (the LLM cache keys on them).
 
         Placeholders are filled in one pass over the template, so a ``{question}`` or ``{refusal}``
         written inside a passage stays as it is."""
         values = {"passages": passages, "question": question.strip(), "refusal": NOT_IN_CONTEXT}
         return [
             {"role": "system", "content": self.system.replace("{refusal}", NOT_IN_CONTEXT)},
+            *({"role": turn["role"], "content": turn["content"]} for turn in history),
             {"role": "user", "content": _PLACEHOLDER.sub(lambda match: values[match[1]], self.user)},
         ]
 

@@ -67,6 +67,12 @@
       if ((!a && !b) || (onlyDiffer.checked && !differ(a, b))) continue;
       const card = element("section", "case");
       card.append(element("h3", null, item.id + ": " + item.question));
+      if ((item.history || []).length) {
+        const turns = element("div", "turns");
+        turns.append(element("p", "note", "Asked after this conversation:"));
+        for (const turn of item.history) turns.append(element("p", "turn", turn.role + ": " + turn.content));
+        card.append(turns);
+      }
       const pair = element("div", "pair");
       pair.append(answerBlock(pickA, a), answerBlock(pickB, b));
       card.append(pair);

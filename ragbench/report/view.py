@@ -28,6 +28,7 @@ class CaseView(BaseModel):
     cell: str
     case_id: str
     question: str
+    history: list[dict[str, str]] = []  # the conversation before the question: {role, content} each
     answer: str | None
     error: str | None = None
     passages: list[CasePassage] = []

@@ -64,6 +64,7 @@ def answer_items(
         shown = JudgeInput(
             case_id=case.id,
             question=answer.question,
+            history=answer.history,
             answer=answer.answer,
             reference_answer=case.reference_answer,
             contexts=[chunk.text for chunk in answer.contexts],
@@ -115,6 +116,7 @@ def candidate_item(
         input=JudgeInput(
             case_id=case.id,
             question=case.question,
+            history=case.history,
             answer=case.reference_answer or "",
             reference_answer=case.reference_answer,
             contexts=[passage],

@@ -51,6 +51,9 @@ function showItem(item) {
   shownKey = item.key;
   markAt = 0;
   $("criterion").textContent = item.criterion + (item.scale === "1-5" ? " (1-5)" : " (pass/fail)");
+  const turns = item.history || [];
+  $("history-block").hidden = turns.length === 0;
+  $("history").replaceChildren(...turns.map((turn) => el("div", `${turn.role}: ${turn.content}`, "text turn")));
   $("question").textContent = item.question;
   $("answer-heading").textContent = item.kind === "candidate" ? "Reference answer it comes with" : "Answer";
   $("answer").textContent = item.answer;

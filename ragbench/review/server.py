@@ -87,6 +87,7 @@ class ReviewSession:
             "criterion": item.criterion_label,
             "scale": item.scale,
             "question": item.input.question,
+            "history": [turn.message() for turn in item.input.history],
             "answer": item.input.answer,
             "reference": item.input.reference_answer,
             "passages": [

@@ -1,5 +1,5 @@
 """Index types and retrievers as grid axes, in a real ZenML run on the default knowledge base (the Python
-language reference topics and its 50 eval cases), with a loopback fake LLM as reader and judge."""
+language reference topics and its 63 eval cases), with a loopback fake LLM as reader and judge."""
 
 import csv
 import json

@@ -18,7 +18,7 @@ from zenml import pipeline
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot, review_labels_input
 from ragbench.analysis.judge_check import card_rubric
-from ragbench.config.expand import expand_grid
+from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import (
     CellSpec,
@@ -31,6 +31,7 @@ from ragbench.grid.cell import (
     varying_axes,
 )
 from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
+from ragbench.retrieval.rewrite import RewriteSetup
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps import (
     answer_external_system,
@@ -73,8 +74,9 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
             for judge_key in (key for key in judges if key.upto("answer") == candidate):
                 pairwise_labels[judge_key.id] = (labels[candidate.id], labels[baseline.id])
     names = llm_names(cells)
+    rewriter = rewriter_settings(settings)
     return Operations(
-        llm=llm_operations(cells),
+        llm=llm_operations(cells) | ({rewriter.result_key: rewriter.operations()} if rewriter else {}),
         judge_names={
             key.judge.result_key: key.axis_columns(names)["judge"]
             for key in distinct_at(cells, "judge")
@@ -85,6 +87,17 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
         shard_size=settings.embedding.shard_size,
         pairwise_labels=pairwise_labels,
         confidence=settings.statistics.confidence,
+    ).model_dump(mode="json")
+
+
+def rewrite_setup(settings: BenchmarkConfig) -> dict[str, Any]:
+    """The retrieve step's `rewrite` parameter for a key that rewrites its queries (`RewriteSetup`)."""
+    rewriter = rewriter_settings(settings)
+    assert rewriter is not None  # a key rewrites only when the grid has a query_rewrite other than off
+    return RewriteSetup(
+        rewriter=rewriter.result_fields(),
+        count=settings.retrieval.multi_query_count,
+        rrf_k=settings.retrieval.rrf_k,
     ).model_dump(mode="json")
 
 
@@ -296,6 +309,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             spec=key.identity(),
             retriever=make_retriever(key, settings.retrieval).identity(),
             metrics_k=settings.retrieval.metrics_k,
+            rewrite=rewrite_setup(settings) if key.query_rewrite is not None else None,
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)

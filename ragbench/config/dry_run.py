@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ragbench.config.expand import expand_grid
+from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
 from ragbench.generation.reader import build_reader_requests
@@ -23,6 +23,7 @@ from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.retrievers import row_step_ids
+from ragbench.retrieval.rewrite import rewrite_requests
 from ragbench.retrieval.search import RetrievedChunk
 from ragbench.scoring.cells import calibration_inputs
 from ragbench.scoring.judge import build_judge_calls
@@ -98,6 +99,7 @@ def _usage(
         JudgeInput(
             case_id=case.id,
             question=case.question,
+            history=case.history,
             answer=answer,
             # a reference fetched at run time is priced as if it were there (a placeholder of its own)
             reference_answer=case.reference_answer
@@ -152,6 +154,7 @@ def plan_rows(
     candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
     # an aligned judge's prompts hold the person's examples: its step's earlier runs are no reuse
     aligned = config.evaluation.judge_alignment is not None and config.evaluation.judge_alignment.examples > 0
+    rewriter = rewriter_settings(config)
     rows = []
     for cell in cells:
         stages = STAGES[: STAGES.index(cell.last_stage) + 1]
@@ -167,6 +170,15 @@ def plan_rows(
         }
         calls = prompt_tokens = completion_tokens = 0
         cost: float | None = 0.0
+        if cell.query_rewrite is not None and rewriter is not None:  # every case is retrieved, so rewritten
+            step_id = cell.step_id("retrieve")
+            if step_id not in priced and step_id not in finished_steps:
+                priced.add(step_id)
+                count = config.retrieval.multi_query_count
+                usage = estimate_cost(rewriter, rewrite_requests(cell.query_rewrite, cases, count))  # type: ignore[arg-type]
+                row["rewrite_calls"] = usage["calls"]
+                calls, prompt_tokens = usage["calls"], usage["prompt_tokens"]
+                completion_tokens, cost = usage["completion_tokens"], usage["cost_usd"]
         for role, stage in (("reader", "answer"), ("judge", "judge"), ("pairwise", "judge")):
             step_id = cell.step_id(stage) if role != "pairwise" else f"pairwise_{cell.upto('judge').id}"
             if role == "pairwise" and cell.upto("answer").id not in candidates:

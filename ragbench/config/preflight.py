@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragbench.config.expand import expand_grid
+from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.reader import build_reader_messages
 from ragbench.generation.systems import missing_environment
@@ -137,8 +137,13 @@ def run_preflight(
             pairwise_pairs(cells, config.evaluation.pairwise.baseline)
         except ValueError as error:
             raise PreflightError(str(error)) from None
+    rewriter = rewriter_settings(config)  # the query rewrite's LLM, when a cell rewrites
     llms = list(
-        {s.model_dump_json(): s for c in cells for s in (c.reader, c.judge) if s is not None}.values()
+        {
+            s.model_dump_json(): s
+            for s in [*(s for c in cells for s in (c.reader, c.judge)), rewriter]
+            if s is not None
+        }.values()
     )
     check_systems(config, step_environment, plan_only)
     grid_models = [config.chunking_tokenizer, *config.grid.embedding_model] if config.benchmark_grid else []

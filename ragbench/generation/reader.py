@@ -80,6 +80,8 @@ class ReaderAnswer(BaseModel):
     question: str
     # the conversation before the question, as the reader saw it (empty for a single question)
     history: list[Turn] = Field(default_factory=list)
+    # what the retriever searched for it when a query rewrite changed it (empty: the question as is)
+    searched: list[str] = Field(default_factory=list)
     answer: str | None
     error: str | None = None
     contexts: list[RetrievedChunk] = Field(default_factory=list)

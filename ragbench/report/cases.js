@@ -35,6 +35,9 @@
     const failures = entry.keyword_failures.length ? entry.keyword_failures.join("; ") : "none";
     box.append(element("p", "meta", "Keyword failures: " + failures));
     if (entry.judge_reasoning) box.append(element("p", "meta", "Reasoning: " + entry.judge_reasoning));
+    if ((entry.searched || []).length) {
+      box.append(element("p", "meta", "Searched (query rewrite): " + entry.searched.join(" | ")));
+    }
     for (const [scorer, lines] of Object.entries(entry.scorer_details || {})) {
       const details = element("details", "meta");
       details.append(element("summary", null, scorer + ": what it judged"));

@@ -37,6 +37,7 @@ def case_data(cases: list[CaseView]) -> list[dict]:
             {
                 "cell": view.cell,
                 "answer": view.answer,
+                "searched": view.searched,
                 "error": view.error,
                 "scores": view.scores,
                 "keyword_failures": sorted(view.keyword_failures),

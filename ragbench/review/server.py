@@ -88,6 +88,7 @@ class ReviewSession:
             "scale": item.scale,
             "question": item.input.question,
             "history": [turn.message() for turn in item.input.history],
+            "searched": item.searched,
             "answer": item.input.answer,
             "reference": item.input.reference_answer,
             "passages": [

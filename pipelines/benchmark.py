@@ -90,14 +90,17 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
     ).model_dump(mode="json")
 
 
-def rewrite_setup(settings: BenchmarkConfig) -> dict[str, Any]:
-    """The retrieve step's `rewrite` parameter for a key that rewrites its queries (`RewriteSetup`)."""
+def rewrite_setup(settings: BenchmarkConfig, key: CellSpec) -> dict[str, Any]:
+    """The retrieve step's `rewrite` parameter for a key that rewrites its queries (`RewriteSetup`): the
+    query count and the fusion's k only where they act (multi_query), so changing them recomputes no
+    condense or hyde key."""
     rewriter = rewriter_settings(settings)
     assert rewriter is not None  # a key rewrites only when the grid has a query_rewrite other than off
+    multi = key.query_rewrite == "multi_query"
     return RewriteSetup(
         rewriter=rewriter.result_fields(),
-        count=settings.retrieval.multi_query_count,
-        rrf_k=settings.retrieval.rrf_k,
+        count=settings.retrieval.multi_query_count if multi else 1,
+        rrf_k=settings.retrieval.rrf_k if multi else 0,
     ).model_dump(mode="json")
 
 
@@ -309,7 +312,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             spec=key.identity(),
             retriever=make_retriever(key, settings.retrieval).identity(),
             metrics_k=settings.retrieval.metrics_k,
-            rewrite=rewrite_setup(settings) if key.query_rewrite is not None else None,
+            rewrite=rewrite_setup(settings, key) if key.query_rewrite is not None else None,
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)

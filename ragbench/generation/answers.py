@@ -143,7 +143,11 @@ def external_cell(
     if spec.external != system.name:
         raise ValueError(f"system {system.name} given to cell {spec.id}")
     with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
-        results = client.ask_many([case.question for case in cases], desc=f"external {system.name}")
+        results = client.ask_many(
+            [case.question for case in cases],
+            histories=[[turn.message() for turn in case.history] for case in cases],
+            desc=f"external {system.name}",
+        )
         version = client.version
     by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
     contexts = {case.id: external_contexts(by_case[case.id]) for case in cases}
@@ -154,6 +158,7 @@ def external_cell(
             ReaderAnswer(
                 case_id=case.id,
                 question=case.question,
+                history=case.history,  # the system received them (`ExternalClient.ask`)
                 answer=result.reply.answer.strip() if result.reply is not None else None,
                 error=result.error,
                 contexts=contexts[case.id],

@@ -15,7 +15,7 @@ from ragbench.retrieval.search import (
     evaluate_retrieval,
     retrieve_candidates,
 )
-from steps.caching import OPERATIONS, Operations, step_cache_policy
+from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
 
 
 @step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
@@ -74,4 +74,6 @@ def retrieve_cell(
         rewrite=rewritten,
     )
     log_metadata({key: value for key, value in result.columns().items() if value is not None})
+    if rewritten is not None and rewritten.failures:
+        never_reuse_this_step_run()  # the next run asks the failed rewrites again (the others are cached)
     return candidates, result

@@ -91,3 +91,33 @@ def test_condense_finds_the_follow_up_that_off_cannot(tmp_path, monkeypatch):
     )
     (trace,) = [case for case in result.retrieval.cases if case.case_id == "follow-up"]
     assert trace.searched == [CONDENSED] and trace.first_relevant_rank == 1
+
+
+def test_a_failed_rewrite_is_searched_as_asked_warned_about_and_asked_again(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    with FakeOpenAIServer(responder=responder) as reader, FakeOpenAIServer(responder=responder) as rewriter:
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            "grid: {chunk_size: [64], retriever: [bm25], query_rewrite: [condense], top_k: [5], top_n: [1], "
+            "reader: [openai/fake-reader], judge: []}\n"
+            f"generation: {{reader: {{api_base: {reader.base_url}, max_retries: 0}}}}\n"
+            f"retrieval: {{rewriter: {{model: openai/fake-rewriter, api_base: {rewriter.base_url}, "
+            "max_retries: 0}}\n"
+            "evaluation: {keyword_tests: false}\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        rewriter.all_fail = True
+        run.main(["--config", "config.yaml"])
+        out = capsys.readouterr().out
+        assert "query rewrite condense by openai/fake-rewriter failed for 1 of 1 case(s)" in out
+        (row,) = csv.DictReader((tmp_path / "out" / "latest" / "results.csv").open())
+        assert row["rewrite_failures"] == "1" and float(row["hit_rate@5"]) == 0.5  # searched as asked
+
+        rewriter.all_fail = False
+        assert run.main(["--config", "config.yaml"]) == 0
+        (row,) = csv.DictReader((tmp_path / "out" / "latest" / "results.csv").open())
+    assert row["rewrite_failures"] == "0" and float(row["hit_rate@5"]) == 1.0  # the step ran, and asked again
+    assert "failed for" not in capsys.readouterr().out

@@ -31,7 +31,7 @@ from ragbench.grid.cell import (
     varying_axes,
 )
 from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
-from ragbench.retrieval.rewrite import RewriteSetup
+from ragbench.retrieval.rewriter import RewriteSetup
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps import (
     answer_external_system,
@@ -55,6 +55,7 @@ from steps import (
     rerank_cell,
     resolve_references,
     retrieve_cell,
+    rewrite_queries_step,
     start_cell_race,
 )
 from steps.caching import Operations
@@ -90,18 +91,13 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
     ).model_dump(mode="json")
 
 
-def rewrite_setup(settings: BenchmarkConfig, key: CellSpec) -> dict[str, Any]:
-    """The retrieve step's `rewrite` parameter for a key that rewrites its queries (`RewriteSetup`): the
-    query count and the fusion's k only where they act (multi_query), so changing them recomputes no
-    condense or hyde key."""
+def rewrite_setup(settings: BenchmarkConfig, mode: str) -> dict[str, Any]:
+    """The rewrite step's `rewrite` parameter (`RewriteSetup`): the query count only where it acts
+    (multi_query), so changing it rewrites no condense or hyde query again."""
     rewriter = rewriter_settings(settings)
-    assert rewriter is not None  # a key rewrites only when the grid has a query_rewrite other than off
-    multi = key.query_rewrite == "multi_query"
-    return RewriteSetup(
-        rewriter=rewriter.result_fields(),
-        count=settings.retrieval.multi_query_count if multi else 1,
-        rrf_k=settings.retrieval.rrf_k if multi else 0,
-    ).model_dump(mode="json")
+    assert rewriter is not None  # a mode is rewritten only when the grid has a query_rewrite other than off
+    count = settings.retrieval.multi_query_count if mode == "multi_query" else 1
+    return RewriteSetup(rewriter=rewriter.result_fields(), count=count).model_dump(mode="json")
 
 
 @dataclass
@@ -301,6 +297,15 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             )
     for key in lexical_keys(cells):
         outputs[key.lexical_step_id] = build_bm25_index(outputs[key.step_id("chunk")], id=key.lexical_step_id)
+    for mode in dict.fromkeys(key.query_rewrite for key in distinct_at(cells, "retrieve")):
+        if mode is not None:  # once per mode, read by every retrieve key of the mode
+            outputs[f"rewrite_{mode}"] = rewrite_queries_step(
+                suite,
+                wiring.operations,
+                mode=mode,
+                rewrite=rewrite_setup(settings, mode),
+                id=f"rewrite_{mode}",
+            )
     for key in distinct_at(cells, "retrieve"):
         outputs[key.step_id("retrieve")], result = retrieve_cell(
             outputs[key.step_id("chunk")],
@@ -312,7 +317,8 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             spec=key.identity(),
             retriever=make_retriever(key, settings.retrieval).identity(),
             metrics_k=settings.retrieval.metrics_k,
-            rewrite=rewrite_setup(settings, key) if key.query_rewrite is not None else None,
+            queries=outputs[f"rewrite_{key.query_rewrite}"] if key.query_rewrite is not None else None,
+            fusion_k=settings.retrieval.rrf_k if key.query_rewrite == "multi_query" else 60,
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)

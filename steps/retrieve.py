@@ -8,14 +8,14 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.index import VectorIndex
 from ragbench.retrieval.lexical import LexicalIndex
 from ragbench.retrieval.retrievers import SearchContext, retriever_from_identity
-from ragbench.retrieval.rewrite import RewriteSetup, queries_for
+from ragbench.retrieval.rewrite import RewrittenQueries
 from ragbench.retrieval.search import (
     RetrievalResult,
     RetrievedCandidates,
     evaluate_retrieval,
     retrieve_candidates,
 )
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, step_cache_policy
 
 
 @step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
@@ -29,39 +29,32 @@ def retrieve_cell(
     spec: dict,
     retriever: dict,
     metrics_k: int,
-    rewrite: dict | None = None,
+    queries: RewrittenQueries | None = None,
+    fusion_k: int = 60,
 ) -> tuple[Annotated[RetrievedCandidates, "candidates"], Annotated[RetrievalResult, "retrieval_result"]]:
     """Once per retrieve key: every case's candidates (read by every answer key after it) and the retrieval
     metrics over every case with expected sources (not only the end-to-end sample). `retriever`: the cell's
     retriever by its identity (`Plugin.identity`: its settings, e.g. a hybrid cell's rrf_k, and another
     package's code are in the cache key, and only its own); the device the questions are encoded on comes
-    with the `operations`, outside the cache key. `rewrite`: the rewriter of a key that rewrites its queries
-    (`RewriteSetup`: its result settings, in the cache key; its operations outside it); the rewritten
-    queries are what is searched, recorded per case, and what the metrics measure."""
-    cell = CellSpec.model_validate(spec)
-    ops = Operations.model_validate(operations)
-    queries, rewritten = queries_for(
-        cell.query_rewrite,  # type: ignore[arg-type]
-        eval_suite.cases,
-        RewriteSetup.model_validate(rewrite) if rewrite is not None else None,
-        ops.llm,
-        llm_cache=ops.llm_cache,
-        desc=f"rewrite {cell.id}",
-    )
+    with the `operations`, outside the cache key. `queries`: a rewriting key's queries, from its mode's
+    rewrite step (`steps.rewrite`): what is searched, recorded per case, and what the metrics measure;
+    `fusion_k`: the reciprocal-rank fusion's k for several queries of a case (multi_query)."""
+    if queries is not None and queries.mode != CellSpec.model_validate(spec).query_rewrite:
+        raise ValueError(f"queries of rewrite {queries.mode} given to retrieve key {spec}")
     context = SearchContext(
         chunks,
         dense=dense_index,
         exact=exact_index,
         lexical=lexical_index,
-        device=ops.device,
+        device=Operations.model_validate(operations).device,
     )
     candidates, search = retrieve_candidates(
-        cell,
+        CellSpec.model_validate(spec),
         retriever_from_identity(retriever),
         context,
         eval_suite.cases,
-        queries,
-        rrf_k=rewrite["rrf_k"] if rewrite is not None else 60,
+        queries.queries if queries is not None else None,
+        rrf_k=fusion_k,
     )
     result = evaluate_retrieval(
         candidates,
@@ -71,9 +64,7 @@ def retrieve_cell(
         chunk_count=len(chunks.chunks),
         index=dense_index.manifest if dense_index else None,
         lexical=lexical_index.manifest if lexical_index else None,
-        rewrite=rewritten,
+        rewrite=queries.stats if queries is not None else None,
     )
     log_metadata({key: value for key, value in result.columns().items() if value is not None})
-    if rewritten is not None and rewritten.failures:
-        never_reuse_this_step_run()  # the next run asks the failed rewrites again (the others are cached)
     return candidates, result

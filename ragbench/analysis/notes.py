@@ -105,7 +105,7 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
         if (rewrite := result.rewrite) is not None and rewrite.failures:
             warnings.append(
                 f"query rewrite {rewrite.mode} by {rewrite.model} failed for {rewrite.failures} of "
-                f"{rewrite.calls} case(s) in {result.spec.id}: those were searched as asked, so that cell's "
+                f"{rewrite.calls} case(s): those were searched as asked in every {rewrite.mode} cell, whose "
                 "retrieval metrics understate the rewrite (the next run asks again)"
             )
     rubrics = {rubric.name: rubric for result in results.judged.values() for rubric in result.rubrics}

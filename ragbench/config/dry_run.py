@@ -171,7 +171,7 @@ def plan_rows(
         calls = prompt_tokens = completion_tokens = 0
         cost: float | None = 0.0
         if cell.query_rewrite is not None and rewriter is not None:  # every case is retrieved, so rewritten
-            step_id = cell.step_id("retrieve")
+            step_id = f"rewrite_{cell.query_rewrite}"  # one rewrite step per mode, on its first cell
             if step_id not in priced and step_id not in finished_steps:
                 priced.add(step_id)
                 count = config.retrieval.multi_query_count

@@ -9,23 +9,24 @@ case, its question as is or what an LLM made of its conversation and question.
   (`lexical.reciprocal_rank_fusion`, the fusion the hybrid retriever uses; one call per case).
 
 Every call goes through the one LLM client (cached, retried, counted) with its prompt from
-`ragbench.llm.prompts.REWRITE_PROMPTS`, in one `complete_many` batch. A failed call does not fail the
-case: it is searched with its question as is, and `CaseQueries.error` says why, so the retrieval metrics
-still count it (as the miss it likely is) and the run's rewrite failures are counted."""
+`ragbench.llm.prompts.REWRITE_PROMPTS`, in one `complete_many` batch, in a step of its own per mode
+(`ragbench.retrieval.rewriter`, `steps.rewrite`): once for every retrieve key of that mode, and the search
+steps' code stays free of the client. A failed call does not fail the case: it is searched with its question
+as is, and `CaseQueries.error` says why, so the retrieval metrics still count it (as the miss it likely is)
+and the run's rewrite failures are counted. This module holds what the search reads, and no call."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from ragbench.inputs.conversation import conversation_text
 from ragbench.inputs.eval_cases import EvalCase
-from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import REWRITE_PROMPTS
-from ragbench.llm.types import LLMRequest, LLMResult, LLMSettings
+from ragbench.llm.types import LLMRequest, LLMResult
 
 QueryRewrite = Literal["off", "condense", "hyde", "multi_query"]
 QUERY_REWRITES: tuple[QueryRewrite, ...] = ("off", "condense", "hyde", "multi_query")
@@ -104,7 +105,9 @@ def parse_reply(mode: QueryRewrite, text: str, count: int) -> list[str]:
     return lines[:1] if mode == "condense" else list(dict.fromkeys(lines))[:count]
 
 
-def _queries(mode: QueryRewrite, case: EvalCase, result: LLMResult, count: int) -> CaseQueries:
+def case_queries(mode: QueryRewrite, case: EvalCase, result: LLMResult, count: int) -> CaseQueries:
+    """What one rewrite call gives a case to search: its parsed queries, or its question as is with the
+    reason when the call failed or its reply held no query."""
     usage = {
         "calls": 1,
         "cached": result.cached,
@@ -121,57 +124,10 @@ def _queries(mode: QueryRewrite, case: EvalCase, result: LLMResult, count: int) 
     return CaseQueries(case_id=case.id, queries=parsed, rewritten=True, **usage)
 
 
-def rewrite_queries(
-    mode: QueryRewrite, cases: Sequence[EvalCase], client: LLMClient | None, *, count: int, desc: str
-) -> list[CaseQueries]:
-    """What to search for every case, in case order; `client` is the rewriter's (None only with off)."""
-    calling = [case for case in cases if needs_call(mode, case)]
-    if calling and client is None:
-        raise ValueError(f"query rewrite {mode} needs a rewriter LLM")
-    results = (
-        client.complete_many([rewrite_request(mode, case, count) for case in calling], desc=desc)
-        if calling and client is not None
-        else []
-    )
-    if len(results) != len(calling):
-        raise RuntimeError(f"LLM client returned {len(results)} results for {len(calling)} rewrites")
-    by_case = {
-        case.id: _queries(mode, case, result, count) for case, result in zip(calling, results, strict=True)
-    }
-    return [by_case.get(case.id) or CaseQueries(case_id=case.id, queries=[case.question]) for case in cases]
+class RewrittenQueries(BaseModel):
+    """What one mode's rewrite step gives every retrieve key of that mode: each case's queries, in case
+    order, and the calls' summary."""
 
-
-class RewriteSetup(BaseModel):
-    """What a retrieve key's rewrite depends on, the retrieve step's cache-keyed parameter: the rewriter's
-    result settings (`LLMSettings.result_fields`; its concurrency, timeouts and retries come with the run's
-    operations, outside the key), the number of multi_query queries and the fusion's k."""
-
-    rewriter: dict[str, Any]
-    count: int
-    rrf_k: int
-
-    def settings(self, operations: dict[str, dict[str, Any]]) -> LLMSettings:
-        """The rewriter with its operational settings put back (`operations`: by `result_key`)."""
-        settings = LLMSettings.model_validate(self.rewriter)
-        return settings.model_copy(update=operations.get(settings.result_key, {}))
-
-
-def queries_for(
-    mode: QueryRewrite | None,
-    cases: Sequence[EvalCase],
-    setup: RewriteSetup | None,
-    operations: dict[str, dict[str, Any]],
-    *,
-    llm_cache: str | None,
-    desc: str,
-) -> tuple[list[CaseQueries] | None, RewriteStats | None]:
-    """A retrieve key's queries and their calls' summary; (None, None) when it searches the questions as
-    they are (off), so such a key computes exactly what it computed before the axis existed."""
-    if mode is None or mode == OFF:
-        return None, None
-    if setup is None:
-        raise ValueError(f"query rewrite {mode} needs its rewriter's setup")
-    settings = setup.settings(operations)
-    with LLMClient(settings, cache_location=llm_cache) as client:
-        queries = rewrite_queries(mode, cases, client, count=setup.count, desc=desc)
-    return queries, RewriteStats.of(mode, settings.model, queries)
+    mode: QueryRewrite
+    queries: list[CaseQueries]
+    stats: RewriteStats

@@ -113,6 +113,7 @@ def test_a_failed_rewrite_is_searched_as_asked_warned_about_and_asked_again(tmp_
         run.main(["--config", "config.yaml"])
         out = capsys.readouterr().out
         assert "query rewrite condense by openai/fake-rewriter failed for 1 of 1 case(s)" in out
+        assert "rewrite_condense" in {step for step in newest_run().steps}
         (row,) = csv.DictReader((tmp_path / "out" / "latest" / "results.csv").open())
         assert row["rewrite_failures"] == "1" and float(row["hit_rate@5"]) == 0.5  # searched as asked
 

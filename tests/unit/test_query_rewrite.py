@@ -21,9 +21,9 @@ from ragbench.retrieval.rewrite import (
     QUERY_REWRITES,
     RewriteStats,
     parse_reply,
-    rewrite_queries,
     rewrite_requests,
 )
+from ragbench.retrieval.rewriter import rewrite_queries
 from ragbench.retrieval.search import evaluate_retrieval, retrieve_candidates
 
 try:

@@ -18,7 +18,7 @@ from zenml import pipeline
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
 from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot, review_labels_input
 from ragbench.analysis.judge_check import card_rubric
-from ragbench.config.expand import expand_grid
+from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import (
     CellSpec,
@@ -31,6 +31,7 @@ from ragbench.grid.cell import (
     varying_axes,
 )
 from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
+from ragbench.retrieval.rewriter import RewriteSetup
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps import (
     answer_external_system,
@@ -54,6 +55,7 @@ from steps import (
     rerank_cell,
     resolve_references,
     retrieve_cell,
+    rewrite_queries_step,
     start_cell_race,
 )
 from steps.caching import Operations
@@ -73,8 +75,9 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
             for judge_key in (key for key in judges if key.upto("answer") == candidate):
                 pairwise_labels[judge_key.id] = (labels[candidate.id], labels[baseline.id])
     names = llm_names(cells)
+    rewriter = rewriter_settings(settings)
     return Operations(
-        llm=llm_operations(cells),
+        llm=llm_operations(cells) | ({rewriter.result_key: rewriter.operations()} if rewriter else {}),
         judge_names={
             key.judge.result_key: key.axis_columns(names)["judge"]
             for key in distinct_at(cells, "judge")
@@ -87,6 +90,15 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
         confidence=settings.statistics.confidence,
         budget=settings.budget.model_dump(mode="json"),
     ).model_dump(mode="json")
+
+
+def rewrite_setup(settings: BenchmarkConfig, mode: str) -> dict[str, Any]:
+    """The rewrite step's `rewrite` parameter (`RewriteSetup`): the query count only where it acts
+    (multi_query), so changing it rewrites no condense or hyde query again."""
+    rewriter = rewriter_settings(settings)
+    assert rewriter is not None  # a mode is rewritten only when the grid has a query_rewrite other than off
+    count = settings.retrieval.multi_query_count if mode == "multi_query" else 1
+    return RewriteSetup(rewriter=rewriter.result_fields(), count=count).model_dump(mode="json")
 
 
 @dataclass
@@ -287,6 +299,15 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             )
     for key in lexical_keys(cells):
         outputs[key.lexical_step_id] = build_bm25_index(outputs[key.step_id("chunk")], id=key.lexical_step_id)
+    for mode in dict.fromkeys(key.query_rewrite for key in distinct_at(cells, "retrieve")):
+        if mode is not None:  # once per mode, read by every retrieve key of the mode
+            outputs[f"rewrite_{mode}"] = rewrite_queries_step(
+                suite,
+                wiring.operations,
+                mode=mode,
+                rewrite=rewrite_setup(settings, mode),
+                id=f"rewrite_{mode}",
+            )
     for key in distinct_at(cells, "retrieve"):
         outputs[key.step_id("retrieve")], result = retrieve_cell(
             outputs[key.step_id("chunk")],
@@ -298,6 +319,8 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             spec=key.identity(),
             retriever=make_retriever(key, settings.retrieval).identity(),
             metrics_k=settings.retrieval.metrics_k,
+            queries=outputs[f"rewrite_{key.query_rewrite}"] if key.query_rewrite is not None else None,
+            fusion_k=settings.retrieval.rrf_k if key.query_rewrite == "multi_query" else 60,
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)

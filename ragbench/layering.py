@@ -36,7 +36,7 @@ _DIRECTIONS: dict[str, frozenset[str]] = {
     "inputs": frozenset({"models"}),
     "llm": frozenset({"models"}),
     "grid": frozenset({"llm"}),
-    "retrieval": frozenset({"grid", "inputs", "models"}),
+    "retrieval": frozenset({"grid", "inputs", "llm", "models"}),
     "generation": frozenset({"grid", "inputs", "llm", "retrieval"}),
     "scoring": frozenset({"generation", "grid", "inputs", "llm", "retrieval"}),
     "review": frozenset({"inputs", "llm", "scoring"}),

@@ -19,6 +19,7 @@ from steps.race import look_at_race, start_cell_race
 from steps.rerank import rerank_cell
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
+from steps.rewrite import rewrite_queries_step
 from steps.store import ZenMLStore
 from steps.testset import (
     assemble_eval_set,
@@ -55,6 +56,7 @@ __all__ = [
     "rerank_cell",
     "resolve_references",
     "retrieve_cell",
+    "rewrite_queries_step",
     "roundtrip_eval_candidates",
     "start_cell_race",
 ]

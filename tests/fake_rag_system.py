@@ -76,3 +76,16 @@ def not_a_mapping(question: str) -> str:
     """A system that returns a bare string instead of {answer, contexts}."""
     _count()
     return f"just text for {question}"
+
+
+HISTORIES: list[list[dict[str, str]]] = []  # every conversation `converse` was given, in call order
+
+
+def converse(question: str, history: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """A system in conversation: searches with the earlier user turns and the question together, and
+    records the `history` it was given in `HISTORIES`."""
+    _count()
+    with _LOCK:
+        HISTORIES.append(list(history or []))
+    earlier = " ".join(turn["content"] for turn in history or [] if turn["role"] == "user")
+    return _reply(f"{earlier} {question}".strip())

@@ -21,7 +21,7 @@ ROW_COLUMNS = frozenset(
     {
         *("cell", "external", "label", "reused", "judge_check", "race"),
         *("chunks", "chunks_truncated", "chunks_per_s", "retrieval_cases", "rerank_ms_per_query"),
-        *("e2e_cases", "answers_produced", "cost_usd"),
+        *("e2e_cases", "answers_produced", "cost_usd", "rewrite_calls", "rewrite_failures"),
     }
 )
 # A metric's intervals and case counts (`<column>_low`, `_high`, `_cases`), the suites' failure rates

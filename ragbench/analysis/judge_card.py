@@ -130,6 +130,7 @@ def planted_inputs(cases: Sequence[EvalCase], vocabulary: Sequence[str], seed: i
             item = JudgeInput(
                 case_id=case.id,
                 question=case.question,
+                history=case.history,
                 answer=answer.answer,
                 reference_answer=case.reference_answer,
                 tags=list(case.tags),

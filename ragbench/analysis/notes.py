@@ -103,6 +103,12 @@ def run_warnings(results: CellResults, skipped_documents: list[str]) -> list[str
                 f"{result.index.chunks_over_max_length} chunks of size {result.index.chunk_size} exceed "
                 f"{result.index.embedding_model}'s maximum sequence length and were truncated when embedded"
             )
+        if (rewrite := result.rewrite) is not None and rewrite.failures:
+            warnings.append(
+                f"query rewrite {rewrite.mode} by {rewrite.model} failed for {rewrite.failures} of "
+                f"{rewrite.calls} case(s): those were searched as asked in every {rewrite.mode} cell, whose "
+                "retrieval metrics understate the rewrite (the next run asks again)"
+            )
     rubrics = {rubric.name: rubric for result in results.judged.values() for rubric in result.rubrics}
     return list(dict.fromkeys(warnings)) + judge_warnings(results.judgements(), rubrics.values())
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ragbench.analysis.labelled import paired_labels
 from ragbench.analysis.planning import labels_needed, plan
 from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
-from ragbench.config.expand import expand_grid
+from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
 from ragbench.generation.reader import build_reader_requests
@@ -29,6 +29,7 @@ from ragbench.llm.types import LLMRequest
 from ragbench.retrieval.measures import is_retrieval_column
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.retrievers import row_step_ids
+from ragbench.retrieval.rewrite import rewrite_requests
 from ragbench.retrieval.search import RetrievedChunk
 from ragbench.scoring.cells import calibration_inputs
 from ragbench.scoring.judge import build_judge_calls
@@ -102,6 +103,7 @@ def _usage(
         JudgeInput(
             case_id=case.id,
             question=case.question,
+            history=case.history,
             answer=answer,
             # a reference fetched at run time is priced as if it were there (a placeholder of its own)
             reference_answer=case.reference_answer
@@ -156,6 +158,7 @@ def plan_rows(
     candidates = {key.id for key, _ in pairwise_pairs(cells, pairwise.baseline)} if pairwise else set()
     # an aligned judge's prompts hold the person's examples: its step's earlier runs are no reuse
     aligned = config.evaluation.judge_alignment is not None and config.evaluation.judge_alignment.examples > 0
+    rewriter = rewriter_settings(config)
     rows = []
     for cell in cells:
         stages = STAGES[: STAGES.index(cell.last_stage) + 1]
@@ -171,6 +174,15 @@ def plan_rows(
         }
         calls = prompt_tokens = completion_tokens = 0
         cost: float | None = 0.0
+        if cell.query_rewrite is not None and rewriter is not None:  # every case is retrieved, so rewritten
+            step_id = f"rewrite_{cell.query_rewrite}"  # one rewrite step per mode, on its first cell
+            if step_id not in priced and step_id not in finished_steps:
+                priced.add(step_id)
+                count = config.retrieval.multi_query_count
+                usage = estimate_cost(rewriter, rewrite_requests(cell.query_rewrite, cases, count))  # type: ignore[arg-type]
+                row["rewrite_calls"] = usage["calls"]
+                calls, prompt_tokens = usage["calls"], usage["prompt_tokens"]
+                completion_tokens, cost = usage["completion_tokens"], usage["cost_usd"]
         for role, stage in (("reader", "answer"), ("judge", "judge"), ("pairwise", "judge")):
             step_id = cell.step_id(stage) if role != "pairwise" else f"pairwise_{cell.upto('judge').id}"
             if role == "pairwise" and cell.upto("answer").id not in candidates:

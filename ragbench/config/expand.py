@@ -8,9 +8,11 @@ from typing import Any
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import DEFAULT_RETRIEVER, CellSpec
 from ragbench.inputs.chunking import overlap_tokens
-from ragbench.llm.types import llm_settings
+from ragbench.llm.local import DEFAULT_LOCAL_LLM
+from ragbench.llm.types import LLMSettings, llm_settings
 from ragbench.retrieval.ann import FLAT_INDEX
 from ragbench.retrieval.retrievers import retriever_class
+from ragbench.retrieval.rewrite import OFF
 
 
 def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> list[Any]:
@@ -33,6 +35,8 @@ def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> lis
             if cell["embedding_model"]
             else [None]
         )
+    if axis == "query_rewrite":
+        return [None if mode == OFF else mode for mode in grid.query_rewrite]
     if axis == "reader":
         return [llm_settings(entry, config.generation.reader) for entry in grid.reader]
     if axis == "judge":
@@ -53,3 +57,13 @@ def expand_grid(config: BenchmarkConfig) -> list[CellSpec]:
     partial += [{"external": system.name, "judge": judge} for system in config.systems for judge in judges]
     cells = {spec.id: spec for spec in (CellSpec(**cell) for cell in partial)}
     return list(cells.values())
+
+
+def rewriter_settings(config: BenchmarkConfig) -> LLMSettings | None:
+    """The LLM that rewrites queries (`grid.query_rewrite`): `retrieval.rewriter`, else the grid's first
+    reader with the readers' shared settings (a rewrite is the assistant's own work, done by its model),
+    else the packaged local model; None when every cell searches the question as is."""
+    if all(mode == OFF for mode in config.grid.query_rewrite) or not config.benchmark_grid:
+        return None
+    entry = config.retrieval.rewriter or (config.grid.reader[0] if config.grid.reader else DEFAULT_LOCAL_LLM)
+    return llm_settings(entry, config.generation.reader)

@@ -16,6 +16,7 @@ from ragbench.analysis.racing import RaceConfig, race_metric
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
+from ragbench.generation.answers import GenerationConfig
 from ragbench.generation.systems import ExternalSystem
 from ragbench.grid.cell import DEFAULT_RETRIEVER
 from ragbench.inputs.chunking import overlap_tokens
@@ -31,6 +32,7 @@ from ragbench.models.devices import Device
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
 from ragbench.retrieval.rerank import DEFAULT_RERANKER
 from ragbench.retrieval.retrievers import RETRIEVERS, RetrievalConfig
+from ragbench.retrieval.rewrite import OFF, QueryRewrite
 from ragbench.runs.gate import RegressionConfig
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
@@ -61,7 +63,6 @@ class EmbeddingConfig(Section):
     device: Device = Field(
         default="auto", description="where the index step encodes: auto = a GPU where the step has one"
     )
-
     shard_size: int = Field(
         default=2048,
         ge=1,
@@ -107,6 +108,11 @@ class GridConfig(Section):
         "hnsw(m=32,ef_search=128), ivf(nlist=1024,nprobe=16,encoding=sq8) (see ragbench.retrieval.ann)",
     )
     top_k: list[PositiveInt] = Field(default=[30], min_length=1, description="chunks retrieved per question")
+    query_rewrite: list[QueryRewrite] = Field(
+        default=["off"],
+        min_length=1,
+        description="off, condense, hyde or multi_query (ragbench.retrieval.rewrite)",
+    )
     top_n: list[PositiveInt] = Field(default=[7], min_length=1, description="passages given to the reader")
     reranker: list[str | bool | None] = Field(
         default=[None],
@@ -131,6 +137,12 @@ class GridConfig(Section):
             if old in data:
                 raise ValueError(f"grid.{old} is now grid.{new} (every axis is named like the cell field)")
         return {key: value if isinstance(value, list) else [value] for key, value in data.items()}
+
+    @field_validator("query_rewrite", mode="before")
+    @classmethod
+    def _off_as_written(cls, values: Any) -> Any:
+        """YAML reads a bare `off` as false: it means off here, as for the reranker."""
+        return [OFF if value is False else value for value in values] if isinstance(values, list) else values
 
     @field_validator("reranker")
     @classmethod
@@ -172,19 +184,6 @@ class GridConfig(Section):
         return self
 
 
-class GenerationConfig(Section):
-    """Which cases run end to end, and the LLM settings every reader of the grid shares."""
-
-    sample_size: int | None = Field(
-        default=None, ge=1, description="cases answered end to end: the first N of one seeded case order"
-    )
-    seed: int = Field(default=42, description="seed of the end-to-end case order")
-    reader: dict[str, Any] = Field(
-        default_factory=lambda: {"max_tokens": 200},
-        description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
-    )
-
-
 # A config's name keys its history (run names, tags, schedules, eval sets, output folders): lowercase so
 # that no two names can meet in a case-insensitive store, no character that a run name template, a path, a
 # tag filter or a crontab line would read, and short enough for ZenML's run names.
@@ -217,7 +216,7 @@ class BenchmarkConfig(Section):
         default=EvalCasesConfig(
             path=str(DEFAULT_CONFIG_PATH.parent / "eval_cases" / "python_reference.yaml")
         ),
-        description="where eval cases come from; default: the 50 packaged cases on the Python language "
+        description="where eval cases come from; default: the 63 packaged cases on the Python language "
         "reference (configs/eval_cases/python_reference.yaml). A string is short for {path: ...}",
     )
     chunking: ChunkingConfig = ChunkingConfig()

@@ -11,14 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragbench.config.expand import expand_grid
+from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
+from ragbench.generation.reader import build_reader_messages
 from ragbench.generation.systems import missing_environment
 from ragbench.grid.cell import CellSpec, pairwise_pairs
 from ragbench.inputs.chunking import overlap_tokens
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite, load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
 from ragbench.inputs.references import dynamic_fields
+from ragbench.llm.pricing import context_window, estimate_prompt_tokens
 from ragbench.llm.readiness import check_llm_ready
 from ragbench.llm.redaction import refuse_url_credentials
 from ragbench.models.hub import check_model_available, hub_offline, resolvable_offline
@@ -135,8 +137,13 @@ def run_preflight(
             pairwise_pairs(cells, config.evaluation.pairwise.baseline)
         except ValueError as error:
             raise PreflightError(str(error)) from None
+    rewriter = rewriter_settings(config)  # the query rewrite's LLM, when a cell rewrites
     llms = list(
-        {s.model_dump_json(): s for c in cells for s in (c.reader, c.judge) if s is not None}.values()
+        {
+            s.model_dump_json(): s
+            for s in [*(s for c in cells for s in (c.reader, c.judge)), rewriter]
+            if s is not None
+        }.values()
     )
     check_systems(config, step_environment, plan_only)
     grid_models = [config.chunking_tokenizer, *config.grid.embedding_model] if config.benchmark_grid else []
@@ -179,6 +186,7 @@ def run_preflight(
             f"{', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
         )
     check_references(suite.cases, cells, step_environment, plan_only)
+    unchecked += check_histories(suite.cases, cells, config.eval_cases.label)
     if not any(case.expected_sources or case.expected_sources_from for case in suite.cases):
         raise PreflightError(
             f"{config.eval_cases.label}: no eval case names expected_sources, so retrieval cannot be measured"
@@ -233,6 +241,42 @@ def check_systems(
         module = (system.python or "").partition(":")[0]
         if module and importlib.util.find_spec(module.split(".")[0]) is None:
             raise PreflightError(f"system {system.name}: python module {module!r} is not importable here")
+
+
+def check_histories(cases: list[EvalCase], cells: list[CellSpec], label: str) -> list[str]:
+    """Every conversation must fit each reader it goes to: the reader's prompt with no passage at all, the
+    earlier turns, the question and room for the reply (`max_tokens`) within the model's context, else the
+    reader could never answer the case (a local model would fail on it, a hosted one be refused), and the
+    run finds out only after indexing. Tokens as the dry run counts them. Returns the readers whose context
+    size nobody knows (unchecked)."""
+    talks = [case for case in cases if case.history]
+    if not talks:
+        return []
+    unchecked = []
+    readers = {
+        (c.reader.model_dump_json(), c.prompt.name): (c.reader, c.prompt)
+        for c in cells
+        if c.reader and c.prompt
+    }
+    for reader, prompt in readers.values():
+        window = context_window(reader)
+        if window is None:
+            unchecked.append(
+                f"LLM {reader.model}: whether the longest conversation fits its context (size unknown)"
+            )
+            continue
+        for case in talks:
+            messages = build_reader_messages(case.question, [], prompt, case.history)
+            needed = estimate_prompt_tokens(reader.model, messages) + reader.max_tokens
+            if needed > window:
+                raise PreflightError(
+                    f"{label}: case {case.id}: its {len(case.history)} earlier turns and question take about "
+                    f"{needed - reader.max_tokens} tokens in the reader's prompt (passages not counted), "
+                    f"which with the reply's max_tokens {reader.max_tokens} exceed {reader.model}'s "
+                    f"context of "
+                    f"{window} tokens: shorten its history"
+                )
+    return unchecked
 
 
 def check_references(

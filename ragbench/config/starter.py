@@ -26,7 +26,7 @@ name: {name}                    # this config's history: its runs, gate baseline
 knowledge_base:
   kind: pydoc_topics
 
-# The questions, with what a right answer must say. Left out, the 50 packaged cases on the language
+# The questions, with what a right answer must say. Left out, the 63 packaged cases on the language
 # reference are used; yours (YAML or JSONL, one case per item: id, question, reference_answer,
 # expected_sources, good_words, bad_words, tags):
 #   eval_cases: cases.yaml

@@ -5,8 +5,9 @@ answers by itself; `ragbench.scoring.cells` scores them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ragbench.generation.external import ExternalClient, ExternalResult
 from ragbench.generation.reader import ReaderAnswer, answer_questions
@@ -22,6 +23,20 @@ from ragbench.retrieval.search import (
     SearchStats,
     retrieval_metrics,
 )
+from ragbench.section import Section
+
+
+class GenerationConfig(Section):
+    """Which cases run end to end, and the LLM settings every reader of the grid shares."""
+
+    sample_size: int | None = Field(
+        default=None, ge=1, description="cases answered end to end: the first N of one seeded case order"
+    )
+    seed: int = Field(default=42, description="seed of the end-to-end case order")
+    reader: dict[str, Any] = Field(
+        default_factory=lambda: {"max_tokens": 200},
+        description="LLMSettings fields applied to every reader in grid.reader (an entry's own fields win)",
+    )
 
 
 def case_order(cases: Sequence[EvalCase], seed: int) -> list[EvalCase]:
@@ -103,6 +118,10 @@ def answer_cell(
     contexts = [chunks[: spec.top_n] for chunks in candidates.for_cases(cases)]
     with LLMClient(spec.reader, cache_location=llm_cache) as client:
         answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
+    answers = [
+        answer.model_copy(update={"searched": candidates.searched.get(answer.case_id, [])})
+        for answer in answers
+    ]
     return AnswerSet(spec=spec, reranker=reranker, answers=answers)
 
 
@@ -124,7 +143,11 @@ def external_cell(
     if spec.external != system.name:
         raise ValueError(f"system {system.name} given to cell {spec.id}")
     with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
-        results = client.ask_many([case.question for case in cases], desc=f"external {system.name}")
+        results = client.ask_many(
+            [case.question for case in cases],
+            histories=[[turn.message() for turn in case.history] for case in cases],
+            desc=f"external {system.name}",
+        )
         version = client.version
     by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
     contexts = {case.id: external_contexts(by_case[case.id]) for case in cases}
@@ -135,6 +158,7 @@ def external_cell(
             ReaderAnswer(
                 case_id=case.id,
                 question=case.question,
+                history=case.history,  # the system received them (`ExternalClient.ask`)
                 answer=result.reply.answer.strip() if result.reply is not None else None,
                 error=result.error,
                 contexts=contexts[case.id],

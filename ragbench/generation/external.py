@@ -10,6 +10,8 @@ sent only to the system's own URL and redacted from every error text.
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -20,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 
 from ragbench.generation.systems import (
+    MESSAGES_PLACEHOLDER,
     QUESTION_PLACEHOLDER,
     ExternalSystem,
     ExternalSystemError,
@@ -72,14 +75,27 @@ class _ItemFailure(Exception):
     """This question failed (a 4xx other than auth, a reply without the answer): not retried."""
 
 
-def _filled(template: Any, question: str) -> Any:
-    """The body template with the question put in every string (as a JSON string value, never spliced)."""
+Messages = list[dict[str, str]]
+
+
+def conversation_messages(question: str, history: Sequence[Mapping[str, str]]) -> Messages:
+    """A case as OpenAI-style chat messages: its earlier turns, then the question as the user's."""
+    return [{"role": t["role"], "content": t["content"]} for t in history] + [
+        {"role": "user", "content": question}
+    ]
+
+
+def _filled(template: Any, question: str, messages: Any = None) -> Any:
+    """The body template with the question put in every string (as a JSON string value, never spliced) and
+    `messages` in place of every string that is exactly the messages placeholder."""
     if isinstance(template, str):
+        if template == MESSAGES_PLACEHOLDER:
+            return messages
         return template.replace(QUESTION_PLACEHOLDER, question)
     if isinstance(template, list):
-        return [_filled(item, question) for item in template]
+        return [_filled(item, question, messages) for item in template]
     if isinstance(template, dict):
-        return {key: _filled(value, question) for key, value in template.items()}
+        return {key: _filled(value, question, messages) for key, value in template.items()}
     return template
 
 
@@ -131,7 +147,8 @@ class ExternalClient:
         headers_env = system.http.headers_env if system.http is not None else {}
         self._secrets = {header: environment[variable] for header, variable in headers_env.items()}
         self._secret_names = {environment[variable]: variable for variable in headers_env.values()}
-        self._function: Callable[[str], Any] | None = None
+        self._function: Callable[..., Any] | None = None
+        self._takes_history = False
         self._http: Any = None
         if system.http is not None:
             import httpx
@@ -139,6 +156,7 @@ class ExternalClient:
             self._http = httpx.Client(timeout=system.timeout_s, follow_redirects=False)
         else:
             self._function = _load_callable(str(system.python))
+            self._takes_history = _takes_history(self._function)
         self.cache = open_result_cache(cache_location) if use_cache else None
         self.retrying = Retrying(
             system.max_retries, backoff_base_s, backoff_max_s, system.max_consecutive_failures
@@ -162,13 +180,24 @@ class ExternalClient:
     def label(self) -> str:
         return f"external:{self.system.name}"
 
-    def cache_key(self, question: str) -> str:
-        return cache_key(
-            {"external": self.system.identity(), "version": self.cache_scope, "question": question}
-        )
+    def cache_key(self, question: str, history: Sequence[Mapping[str, str]] = ()) -> str:
+        """The question's key (a conversation's earlier turns with it; a single question keeps the key it
+        had before conversations existed)."""
+        asked: dict[str, Any] = {"question": question} | ({"history": list(history)} if history else {})
+        return cache_key({"external": self.system.identity(), "version": self.cache_scope, **asked})
 
-    def ask_many(self, questions: Sequence[str], *, desc: str = "external") -> list[ExternalResult]:
-        """Results in input order; raises ExternalSystemError when the system is down or unusable."""
+    def ask_many(
+        self,
+        questions: Sequence[str],
+        *,
+        histories: Sequence[Sequence[Mapping[str, str]]] | None = None,
+        desc: str = "external",
+    ) -> list[ExternalResult]:
+        """Results in input order; `histories`: each question's earlier turns ({role, content}), if any.
+        Raises ExternalSystemError when the system is down or unusable."""
+        histories = [[] for _ in questions] if histories is None else histories
+        if len(histories) != len(questions):
+            raise ValueError(f"{len(histories)} histories for {len(questions)} questions")
         results: list[ExternalResult | None] = [None] * len(questions)
         workers = max(1, min(self.system.concurrency, len(questions)))
         disabled = None if self.progress is None else not self.progress
@@ -176,7 +205,10 @@ class ExternalClient:
             tqdm(total=len(questions), desc=desc, unit="call", disable=disabled) as bar,
             ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragbench-external") as pool,
         ):
-            futures = {pool.submit(self.ask, question): index for index, question in enumerate(questions)}
+            futures = {
+                pool.submit(self.ask, question, histories[index]): index
+                for index, question in enumerate(questions)
+            }
             try:
                 for future in as_completed(futures):
                     results[futures[future]] = future.result()
@@ -186,10 +218,15 @@ class ExternalClient:
                     future.cancel()
         return [result for result in results if result is not None]
 
-    def ask(self, question: str) -> ExternalResult:
-        """One question: from the cache, else from the system (retried); a failure is recorded apart and
-        never served, so the next run asks again."""
-        key = self.cache_key(question)
+    def ask(self, question: str, history: Sequence[Mapping[str, str]] = ()) -> ExternalResult:
+        """One question (after its conversation's earlier turns, if any): from the cache, else from the
+        system (retried); a failure is recorded apart and never served, so the next run asks again."""
+        if history and self._function is not None and not self._takes_history:
+            raise ExternalSystemError(
+                f"system {self.system.name}: {self.system.python} takes no `history` parameter, but a case "
+                "has earlier turns; give the function a `history` keyword (a list of {role, content})"
+            )
+        key = self.cache_key(question, history)
         if self.cache is not None and (raw := self.cache.get(key)) is not None:
             try:
                 return ExternalResult.model_validate_json(raw).model_copy(
@@ -197,7 +234,7 @@ class ExternalClient:
                 )
             except ValidationError:
                 pass
-        result = self._ask_fresh(question)
+        result = self._ask_fresh(question, list(history))
         if result.error is not None and result.error.startswith(BUDGET_EXHAUSTED):
             return result  # never asked: nothing to remember, and not the system's failure
         if self.cache is not None:
@@ -219,9 +256,9 @@ class ExternalClient:
             text = text.replace(value, f"<{variable}>")
         return redact(" ".join(text.split()))[:300]
 
-    def _ask_fresh(self, question: str) -> ExternalResult:
+    def _ask_fresh(self, question: str, history: Messages) -> ExternalResult:
         try:
-            done = self.retrying.run(lambda: self._charged_call(question), self._classify)
+            done = self.retrying.run(lambda: self._charged_call(question, history), self._classify)
         except BudgetExhausted as refused:
             return ExternalResult(question=question, reply=None, error=f"{BUDGET_EXHAUSTED}: {refused}")
         return ExternalResult(
@@ -241,22 +278,22 @@ class ExternalClient:
             return Failure(self._clean(str(error)), transient=False)
         raise error
 
-    def _charged_call(self, question: str) -> ExternalReply:
+    def _charged_call(self, question: str, history: Messages) -> ExternalReply:
         """One attempt, charged to the run's account first: one call (what the system's own model calls
         use is out of sight, so no tokens or cost)."""
         if self.ledger is not None:
             self.ledger.reserve(1, 0, 0.0)
-        return self._call(question)
+        return self._call(question, history)
 
-    def _call(self, question: str) -> ExternalReply:
+    def _call(self, question: str, history: Messages) -> ExternalReply:
         if self._function is not None:
-            return self._call_python(question)
-        return self._call_http(question)
+            return self._call_python(question, history)
+        return self._call_http(question, history)
 
-    def _call_python(self, question: str) -> ExternalReply:
+    def _call_python(self, question: str, history: Messages) -> ExternalReply:
         assert self._function is not None
         try:
-            payload = self._function(question)
+            payload = self._function(question, history=history) if history else self._function(question)
         except Exception as error:  # the user's code: a transient failure until the breaker says otherwise
             raise _Retry(f"{type(error).__name__}: {error}") from None
         if not isinstance(payload, Mapping):
@@ -272,12 +309,22 @@ class ExternalClient:
             [c.get("source") for c in contexts] if contexts else None,
         )
 
-    def _call_http(self, question: str) -> ExternalReply:
+    def _call_http(self, question: str, history: Messages) -> ExternalReply:
         import httpx
 
         http = self.system.http
         assert http is not None and self._http is not None
-        body = _filled(http.body, question)
+        messages = conversation_messages(question, history)
+        # a GET query carries text only: the messages go as their JSON text
+        shown = json.dumps(messages) if http.method == "GET" else messages
+        body = _filled(http.body, question, shown)
+        if history and MESSAGES_PLACEHOLDER not in json.dumps(http.body):
+            if not isinstance(body, dict):
+                raise ExternalSystemError(
+                    f"system {self.system.name}: a case has earlier turns, and the body is no mapping to "
+                    f"add them to: place {MESSAGES_PLACEHOLDER} where the conversation goes"
+                )
+            body = {**body, "messages": shown}  # by default, OpenAI-style beside the question
         headers = {"Accept": "application/json", **http.headers, **self._secrets}
         try:
             if http.method == "GET":
@@ -310,6 +357,15 @@ class ExternalClient:
             jmespath.search(http.contexts, payload) if http.contexts else None,
             jmespath.search(http.sources, payload) if http.sources else None,
         )
+
+
+def _takes_history(function: Callable[..., Any]) -> bool:
+    """Whether a Python system can be given a conversation: a `history` parameter, or **kwargs."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: call it with the question only
+        return False
+    return any(p.name == "history" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _load_callable(target: str) -> Callable[[str], Any]:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
+from ragbench.inputs.conversation import Turn
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import (
@@ -41,11 +42,17 @@ __all__ = [
 
 
 def build_reader_messages(
-    question: str, chunks: Sequence[RetrievedChunk], prompt: PromptTemplate = DEFAULT_PROMPT
+    question: str,
+    chunks: Sequence[RetrievedChunk],
+    prompt: PromptTemplate = DEFAULT_PROMPT,
+    history: Sequence[Turn] = (),
 ) -> list[Message]:
-    """The chat messages for one question; no model call, so a dry run can count their tokens."""
+    """The chat messages for one question, after the conversation's earlier turns (`history`) when it has
+    any; no model call, so a dry run can count their tokens."""
     return prompt.messages(
-        question, format_passages([c.text for c in chunks], [c.source for c in chunks], cite_numbers=True)
+        question,
+        format_passages([c.text for c in chunks], [c.source for c in chunks], cite_numbers=True),
+        [turn.message() for turn in history],
     )
 
 
@@ -58,7 +65,7 @@ def build_reader_requests(
     if len(cases) != len(contexts):
         raise ValueError(f"{len(cases)} cases but {len(contexts)} context lists")
     return [
-        LLMRequest(messages=build_reader_messages(case.question, chunks, prompt))
+        LLMRequest(messages=build_reader_messages(case.question, chunks, prompt, case.history))
         for case, chunks in zip(cases, contexts, strict=True)
     ]
 
@@ -71,6 +78,10 @@ class ReaderAnswer(BaseModel):
 
     case_id: str
     question: str
+    # the conversation before the question, as the reader saw it (empty for a single question)
+    history: list[Turn] = Field(default_factory=list)
+    # what the retriever searched for it when a query rewrite changed it (empty: the question as is)
+    searched: list[str] = Field(default_factory=list)
     answer: str | None
     error: str | None = None
     contexts: list[RetrievedChunk] = Field(default_factory=list)
@@ -106,6 +117,7 @@ def answer_questions(
             ReaderAnswer(
                 case_id=case.id,
                 question=case.question,
+                history=case.history,
                 answer=result.text.strip() if result.error is None else None,
                 error=result.error,
                 contexts=list(chunks),

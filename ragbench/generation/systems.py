@@ -19,6 +19,9 @@ from ragbench.llm.redaction import is_credential_key, refuse_url_credentials
 from ragbench.section import Section
 
 QUESTION_PLACEHOLDER = "{question}"
+# A body string that is exactly this becomes the conversation as OpenAI-style messages (earlier turns, then
+# the question as the last user message): JSON in a POST body, its JSON text in a GET query.
+MESSAGES_PLACEHOLDER = "{messages}"
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -87,7 +90,9 @@ class HttpSystem(Section):
     )
     body: Any = Field(
         default_factory=lambda: {"question": QUESTION_PLACEHOLDER},
-        description="the request's JSON (POST) or query (GET): every string has {question} replaced",
+        description="the request's JSON (POST) or query (GET): every string has {question} replaced; a "
+        "string that is exactly {messages} becomes the conversation as OpenAI-style messages (earlier turns, "
+        "then the question); without one, a case with earlier turns adds them as a `messages` field",
     )
     answer: str = Field(default="answer", description="JMESPath of the answer text in the reply")
     contexts: str | None = Field(

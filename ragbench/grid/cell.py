@@ -49,6 +49,10 @@ class CellSpec(BaseModel):
     embedding_model: str | None = _axis("index", "", "", None)
     index: str | None = _axis("index", "ix-", "index ", None, "an IndexSpec name; None = exact (flat)")
     top_k: int | None = _axis("retrieve", "k", "top_k ", None)
+    # What is searched for a case (`ragbench.retrieval.rewrite`): before the search, so keyed at retrieve.
+    query_rewrite: str | None = _axis(
+        "retrieve", "qr-", "rewrite ", None, "condense, hyde or multi_query; None = off (the question as is)"
+    )
     top_n: int | None = _axis("answer", "n", "top_n ", None)
     reranker: str | None = _axis(
         "rerank", "rr-", "rerank ", None, "ColBERT checkpoint as configured; None = off"
@@ -92,6 +96,8 @@ class CellSpec(BaseModel):
             return DEFAULT_RETRIEVER
         if axis == "index" and value is None and self.embedding_model is not None:
             return "flat"
+        if axis == "query_rewrite" and value is None and self.top_k is not None:
+            return "off"
         return "" if value is None else str(value)
 
     def _slug(self, axis: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragbench.hashing import short_hash
+from ragbench.inputs.conversation import Turn
 from ragbench.inputs.references import ReferenceSource
 from ragbench.inputs.tables import (
     TableError,
@@ -102,6 +103,11 @@ class EvalCase(BaseModel):
 
     id: str = Field(description="unique within the eval set")
     question: str = Field(min_length=1, description="the question asked of every cell")
+    history: list[Turn] = Field(
+        default_factory=list,
+        description="the conversation before the question, oldest first: {role: user|assistant, content}; "
+        "assistant turns are given as written (every cell reads the same conversation)",
+    )
     reference_answer: str | None = Field(
         default=None, description="a correct answer: rubrics that read one grade against it"
     )
@@ -189,7 +195,8 @@ class EvalCase(BaseModel):
 
 # Fields added after runs were recorded: left out of the fingerprint while at their default, so an
 # unchanged eval set keeps the fingerprint that lines its runs up.
-_LATER_DEFAULTS = {
+_LATER_DEFAULTS: dict[str, Any] = {
+    "history": [],
     "expected_behaviour": "answers",
     "provenance": None,
     "reference_from": None,
@@ -266,7 +273,15 @@ _LIST_FIELDS = {"expected_sources", "good_words", "bad_words", "bad_first_words"
 
 
 def _cell(field: str, value: Any) -> Any:
-    """A table cell as the field wants it: one source in a string column becomes a one-item list."""
+    """A table cell as the field wants it: one source in a string column becomes a one-item list; a
+    history is a list of {role, content} mappings, or its JSON text (a CSV cell)."""
+    if field == "history":
+        if isinstance(value, str):
+            try:
+                return json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as error:
+                raise EvalCaseError(f"history column: not a JSON list of turns ({error})") from None
+        return [dict(turn) if isinstance(turn, dict) else turn for turn in value]
     if field in _LIST_FIELDS:
         return [str(item) for item in value] if isinstance(value, list | tuple) else [str(value)]
     return str(value)
@@ -289,7 +304,10 @@ def cases_from_rows(rows: list[dict[str, Any]], columns: dict[str, str], origin:
         )
     raw = []
     for number, row in enumerate(rows, start=1):
-        item = {field: _cell(field, row[col]) for field, col in mapping.items() if row[col] is not None}
+        try:
+            item = {field: _cell(field, row[col]) for field, col in mapping.items() if row[col] is not None}
+        except EvalCaseError as error:
+            raise EvalCaseError(f"{origin}: row {number}: {error}") from None
         item.setdefault("id", f"case-{number}")
         raw.append(item)
     return _validated(raw, origin)

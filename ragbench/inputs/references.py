@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from ragbench.hashing import short_hash
 from ragbench.inputs.callables import checked_jmespath, checked_target, load_callable
+from ragbench.inputs.conversation import question_in_context
 
 ReferenceField = Literal["reference_answer", "expected_sources"]
 
@@ -281,7 +282,15 @@ def resolve_cases(
             resolved.append(case)
             continue
         found = [
-            resolve(case.id, case.question, field, source, write, environment) for field, source in fields
+            resolve(
+                case.id,
+                question_in_context(case.question, getattr(case, "history", ())),
+                field,
+                source,
+                write,
+                environment,
+            )
+            for field, source in fields
         ]
         records += found
         update: dict[str, Any] = {r.field: r.value if r.error is None else None for r in found}

@@ -44,6 +44,12 @@ DEFAULT_N_CTX = 8192  # room for a RAG prompt of several retrieved chunks plus t
 PROMPT_BLOCK = 64
 
 
+def context_size() -> int:
+    """The context (prompt and reply tokens) every local model is loaded with: what a run can check a
+    conversation against before loading one."""
+    return int(os.environ.get(N_CTX_ENV_VAR, DEFAULT_N_CTX))
+
+
 @dataclass
 class LocalModel:
     """One loaded GGUF file and the lock that serialises its use."""
@@ -153,7 +159,7 @@ def get_local_model(name: str) -> LocalModel:
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             from llama_cpp import Llama
 
-            n_ctx = int(os.environ.get(N_CTX_ENV_VAR, DEFAULT_N_CTX))
+            n_ctx = context_size()
             threads = _threads()
             logger.info("loading %s (n_ctx=%d, %d threads)", path.name, n_ctx, threads)
             # chat_format=None: llama-cpp-python uses the chat template stored in the GGUF metadata.

@@ -72,3 +72,16 @@ def estimate_cost(
         "completion_tokens": completion_tokens,
         "cost_usd": estimate_cost_usd(settings.model, prompt_tokens, completion_tokens),
     }
+
+
+def context_window(settings: LLMSettings) -> int | None:
+    """How many tokens (prompt and reply) the model reads at most: a local model's ``n_ctx`` (the value it
+    will be loaded with), else litellm's model map's ``max_input_tokens``; None when neither knows it."""
+    if settings.is_local:
+        return local.context_size()
+    try:
+        info = get_litellm().get_model_info(settings.model)
+    except Exception:  # litellm raises for a model its map does not hold
+        return None
+    window = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(window) if window else None

@@ -35,6 +35,9 @@
     const failures = entry.keyword_failures.length ? entry.keyword_failures.join("; ") : "none";
     box.append(element("p", "meta", "Keyword failures: " + failures));
     if (entry.judge_reasoning) box.append(element("p", "meta", "Reasoning: " + entry.judge_reasoning));
+    if ((entry.searched || []).length) {
+      box.append(element("p", "meta", "Searched (query rewrite): " + entry.searched.join(" | ")));
+    }
     for (const [scorer, lines] of Object.entries(entry.scorer_details || {})) {
       const details = element("details", "meta");
       details.append(element("summary", null, scorer + ": what it judged"));
@@ -67,6 +70,12 @@
       if ((!a && !b) || (onlyDiffer.checked && !differ(a, b))) continue;
       const card = element("section", "case");
       card.append(element("h3", null, item.id + ": " + item.question));
+      if ((item.history || []).length) {
+        const turns = element("div", "turns");
+        turns.append(element("p", "note", "Asked after this conversation:"));
+        for (const turn of item.history) turns.append(element("p", "turn", turn.role + ": " + turn.content));
+        card.append(turns);
+      }
       const pair = element("div", "pair");
       pair.append(answerBlock(pickA, a), answerBlock(pickB, b));
       card.append(pair);

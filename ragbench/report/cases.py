@@ -30,12 +30,14 @@ def case_data(cases: list[CaseView]) -> list[dict]:
     by_case: dict[str, dict] = {}
     for view in cases:
         case = by_case.setdefault(
-            view.case_id, {"id": view.case_id, "question": view.question, "answers": []}
+            view.case_id,
+            {"id": view.case_id, "question": view.question, "history": view.history, "answers": []},
         )
         case["answers"].append(
             {
                 "cell": view.cell,
                 "answer": view.answer,
+                "searched": view.searched,
                 "error": view.error,
                 "scores": view.scores,
                 "keyword_failures": sorted(view.keyword_failures),

@@ -28,6 +28,8 @@ class CaseView(BaseModel):
     cell: str
     case_id: str
     question: str
+    history: list[dict[str, str]] = []  # the conversation before the question: {role, content} each
+    searched: list[str] = []  # what the retriever searched, when a query rewrite changed it
     answer: str | None
     error: str | None = None
     passages: list[CasePassage] = []

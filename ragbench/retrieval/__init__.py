@@ -1,7 +1,8 @@
 """Retrieval: FAISS indexes (exact, HNSW, IVF) and BM25, the retrievers (dense, bm25, hybrid and those other
-packages register), the search of a cell with its retrieval metrics, and optional ColBERT reranking.
+packages register), the query rewrite before the search (an LLM call through the one client), the search of
+a cell with its retrieval metrics, and optional ColBERT reranking.
 
-May import: ragbench.grid, ragbench.inputs, ragbench.models."""
+May import: ragbench.grid, ragbench.inputs, ragbench.llm, ragbench.models."""
 
 from ragbench import submodules_as_attributes
 

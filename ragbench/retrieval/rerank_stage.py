@@ -64,9 +64,12 @@ def rerank_candidates(
     )
     for case in bar:
         chunks = candidates.by_case[case.id]
-        by_case[case.id] = reranker.rerank(case.question, chunks, len(chunks)) if chunks else []
+        by_case[case.id] = reranker.rerank(candidates.query_of(case), chunks, len(chunks)) if chunks else []
     return RetrievedCandidates(
-        spec=spec, chunk_set_fingerprint=candidates.chunk_set_fingerprint, by_case=by_case
+        spec=spec,
+        chunk_set_fingerprint=candidates.chunk_set_fingerprint,
+        by_case=by_case,
+        searched=candidates.searched,
     )
 
 
@@ -86,6 +89,8 @@ def rerank_stage(
     seconds = time.perf_counter() - started
     with_sources = [case for case in cases if case.expected_sources]
     report = retrieval_metrics(with_sources, reranked.for_cases(with_sources), metrics_k, spec.top_k or 0)
+    for trace in report.cases:
+        trace.searched = reranked.searched.get(trace.case_id)
     result = RerankResult(
         spec=spec,
         reranker=choice,

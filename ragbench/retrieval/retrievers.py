@@ -22,6 +22,7 @@ from pydantic import Field
 
 from ragbench.grid.cell import DEFAULT_RETRIEVER, CellSpec
 from ragbench.inputs.chunking import ChunkSet
+from ragbench.llm.types import LLMEntry
 from ragbench.plugins import Plugin, Registry
 from ragbench.retrieval.ann import recall_vs_exact
 from ragbench.retrieval.index import VectorIndex, load_embedder
@@ -43,6 +44,15 @@ class RetrievalConfig(Section):
         ge=1,
         description="hybrid retrieval: the k of reciprocal-rank fusion, score = sum of 1/(k + rank) over "
         "bm25 and dense, each ranking top_k deep",
+    )
+    rewriter: LLMEntry | None = Field(
+        default=None,
+        description="the LLM of grid.query_rewrite (a litellm model string or LLMSettings mapping); default: "
+        "the grid's first reader, the model an assistant under test would rewrite with (else the packaged "
+        "local model); its settings are in the retrieve step's cache key, so another rewriter rewrites anew",
+    )
+    multi_query_count: int = Field(
+        default=3, ge=2, le=10, description="query_rewrite multi_query: queries per case, each searched"
     )
 
 

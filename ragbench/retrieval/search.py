@@ -12,9 +12,10 @@ from ragbench.grid.cell import CellSpec
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.retrieval.index import Embedder, IndexManifest, VectorIndex
-from ragbench.retrieval.lexical import LexicalIndexManifest
+from ragbench.retrieval.lexical import LexicalIndexManifest, reciprocal_rank_fusion
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES, IndexCost, retrieval_columns
 from ragbench.retrieval.retrievers import Retriever, SearchContext
+from ragbench.retrieval.rewrite import CaseQueries, RewriteStats
 
 
 class RetrievedChunk(BaseModel):
@@ -50,6 +51,8 @@ class CaseRetrieval(BaseModel):
     # 1-based rank of the first chunk credited with an expected source (None = not retrieved): whether the
     # reader's first top_n passages hold one (`measures.TOP_N_HIT`) is this against each cell's top_n
     first_relevant_chunk: int | None = None
+    # what was searched, when a query rewrite changed it (None: the question as is): the metrics measure it
+    searched: list[str] | None = None
     # This case's value of each retrieval metric (`RETRIEVAL_MEASURES`) by column: the table's numbers are
     # their means, and intervals and paired tests are computed from them.
     values: dict[str, float] = {}
@@ -115,26 +118,56 @@ class RetrievedCandidates(BaseModel):
     spec: CellSpec  # the retrieve or rerank key that ranked them
     chunk_set_fingerprint: str  # positions are rows of this chunk set
     by_case: dict[str, list[RetrievedChunk]]
+    # case id -> what was searched for it, for the cases a query rewrite changed (every other case: its
+    # question as is); the rerank stage and the answers carry it on, so a report shows what was searched
+    searched: dict[str, list[str]] = {}
 
     def for_cases(self, cases: Sequence[EvalCase]) -> list[list[RetrievedChunk]]:
         return [self.by_case[case.id] for case in cases]
 
+    def query_of(self, case: EvalCase) -> str:
+        """The one text this ranking stands for, for a reranker to score passages against: a condensed
+        query, else the question as is (a hyde passage or several multi_query queries are not a query a
+        reranker is trained to read; their cells rerank against the question)."""
+        searched = self.searched.get(case.id, [])
+        return searched[0] if len(searched) == 1 and self.spec.query_rewrite == "condense" else case.question
+
 
 def retrieve_candidates(
-    spec: CellSpec, retriever: Retriever, context: SearchContext, cases: Sequence[EvalCase]
+    spec: CellSpec,
+    retriever: Retriever,
+    context: SearchContext,
+    cases: Sequence[EvalCase],
+    queries: Sequence[CaseQueries] | None = None,
+    *,
+    rrf_k: int = 60,
 ) -> tuple[RetrievedCandidates, SearchStats]:
     """Rank `spec.top_k` chunks per case with the cell's retriever, searching `context` (the chunk set and
-    the indexes the retriever reads)."""
-    rankings, seconds = context.timed_search(retriever, [case.question for case in cases], spec.top_k or 0)
-    by_case = {
-        case.id: ranked_chunks(context.chunks, positions, scores)
-        for case, (positions, scores) in zip(cases, rankings, strict=True)
-    }
+    the indexes the retriever reads). `queries`: what to search per case, in case order (a query rewrite's,
+    `ragbench.retrieval.rewrite`); default, each question as is. A case with several queries gets each
+    searched top_k deep and the rankings fused by reciprocal rank (`rrf_k`), as the hybrid retriever fuses."""
+    searched = [q.queries for q in queries] if queries is not None else [[case.question] for case in cases]
+    if len(searched) != len(cases) or any(not group for group in searched):
+        raise ValueError(f"{len(searched)} query lists for {len(cases)} cases, each needs one query or more")
+    flat = [query for group in searched for query in group]
+    rankings, seconds = context.timed_search(retriever, flat, spec.top_k or 0)
+    by_case, start = {}, 0
+    for case, group in zip(cases, searched, strict=True):
+        ranked = rankings[start : start + len(group)]
+        start += len(group)
+        positions, scores = ranked[0]
+        if len(ranked) > 1:
+            fused = reciprocal_rank_fusion([row for row, _ in ranked], k=rrf_k)[: spec.top_k]
+            positions, scores = [p for p, _ in fused], [s for _, s in fused]
+        by_case[case.id] = ranked_chunks(context.chunks, positions, scores)
     search = SearchStats(
-        queries=len(cases), ms_per_query=round(1000 * seconds / max(len(cases), 1), 4), **context.stats
+        queries=len(flat), ms_per_query=round(1000 * seconds / max(len(flat), 1), 4), **context.stats
     )
     candidates = RetrievedCandidates(
-        spec=spec, chunk_set_fingerprint=context.chunks.fingerprint, by_case=by_case
+        spec=spec,
+        chunk_set_fingerprint=context.chunks.fingerprint,
+        by_case=by_case,
+        searched={q.case_id: q.queries for q in queries or [] if q.rewritten},
     )
     return candidates, search
 
@@ -215,6 +248,7 @@ class RetrievalResult(BaseModel):
     lexical: LexicalIndexManifest | None  # the BM25 index (when its retriever reads it)
     search: SearchStats
     retrieval: RetrievalReport
+    rewrite: RewriteStats | None = None  # the query rewrite's calls (None: the questions were searched as is)
 
     def columns(self, ranking: dict[str, float] | None = None) -> dict:
         """Quality first, then cost: an approximate index's recall_vs_exact, build time, size and search
@@ -225,6 +259,8 @@ class RetrievalResult(BaseModel):
         quality = {"retrieval_cases": metrics.cases_used, **(metrics.means if ranking is None else ranking)}
         if self.spec.external is not None:  # its index and search are the system's own, out of sight
             return quality
+        if self.rewrite is not None:
+            quality |= {"rewrite_calls": self.rewrite.calls, "rewrite_failures": self.rewrite.failures}
         dense, lexical = self.index, self.lexical
         build = (dense.build_seconds + dense.index_build_seconds if dense else 0.0) + (
             lexical.build_seconds if lexical else 0.0
@@ -255,11 +291,22 @@ def evaluate_retrieval(
     chunk_count: int,
     index: IndexManifest | None,
     lexical: LexicalIndexManifest | None,
+    rewrite: RewriteStats | None = None,
 ) -> RetrievalResult:
-    """Metrics over the cases with expected sources, from the candidates the answer keys read too."""
+    """Metrics over the cases with expected sources, from the candidates the answer keys read too: the
+    ranking of what was searched (a rewritten query's, when the cell rewrites), which each case's trace
+    names."""
     with_sources = [case for case in cases if case.expected_sources]
     spec = candidates.spec
     report = retrieval_metrics(with_sources, candidates.for_cases(with_sources), metrics_k, spec.top_k)
+    for trace in report.cases:
+        trace.searched = candidates.searched.get(trace.case_id)
     return RetrievalResult(
-        spec=spec, chunk_count=chunk_count, index=index, lexical=lexical, search=search, retrieval=report
+        spec=spec,
+        chunk_count=chunk_count,
+        index=index,
+        lexical=lexical,
+        search=search,
+        retrieval=report,
+        rewrite=rewrite,
     )

@@ -35,6 +35,7 @@ class ReviewItem(BaseModel):
     scale: Literal["1-5", "pass_fail"]
     input: JudgeInput
     sources: list[str] = Field(default_factory=list)  # each passage's source, in the order shown
+    searched: list[str] = Field(default_factory=list)  # what was searched, when a query rewrite changed it
     verdicts: dict[str, int] = Field(default_factory=dict)  # judge (or filter) -> its score
     reasoning: dict[str, str] = Field(default_factory=dict)  # judge -> why
     samples: dict[str, list[int]] = Field(default_factory=dict)  # judge -> every sampled score
@@ -64,6 +65,7 @@ def answer_items(
         shown = JudgeInput(
             case_id=case.id,
             question=answer.question,
+            history=answer.history,
             answer=answer.answer,
             reference_answer=case.reference_answer,
             contexts=[chunk.text for chunk in answer.contexts],
@@ -74,6 +76,7 @@ def answer_items(
         for criterion in rubric.criteria:
             key = (case.id, text_sha(answer.answer), criterion.name)
             item = items.setdefault(key, _item(rubric, criterion, shown, [c.source for c in answer.contexts]))
+            item.searched = item.searched or answer.searched
             item.keyword_failures = sorted(
                 {*item.keyword_failures, *(f"{f.suite}: {f.word}" for f in record.keyword_failures)}
             )
@@ -115,6 +118,7 @@ def candidate_item(
         input=JudgeInput(
             case_id=case.id,
             question=case.question,
+            history=case.history,
             answer=case.reference_answer or "",
             reference_answer=case.reference_answer,
             contexts=[passage],

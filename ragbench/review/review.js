@@ -51,7 +51,13 @@ function showItem(item) {
   shownKey = item.key;
   markAt = 0;
   $("criterion").textContent = item.criterion + (item.scale === "1-5" ? " (1-5)" : " (pass/fail)");
+  const turns = item.history || [];
+  $("history-block").hidden = turns.length === 0;
+  $("history").replaceChildren(...turns.map((turn) => el("div", `${turn.role}: ${turn.content}`, "text turn")));
   $("question").textContent = item.question;
+  const searched = item.searched || [];
+  $("searched").hidden = searched.length === 0;
+  $("searched").textContent = searched.length ? `Searched for (query rewrite): ${searched.join(" | ")}` : "";
   $("answer-heading").textContent = item.kind === "candidate" ? "Reference answer it comes with" : "Answer";
   $("answer").textContent = item.answer;
   $("reference").textContent = item.reference === null ? "(none)" : item.reference;

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
+from ragbench.inputs.conversation import question_in_context
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
 from ragbench.scoring.apply import Embed, apply_scorers
@@ -84,6 +85,7 @@ def judge_cell(
         JudgeInput(
             case_id=answer.case_id,
             question=answer.question,
+            history=answer.history,
             answer=answer.answer,
             reference_answer=by_id[answer.case_id].reference_answer,
             contexts=[chunk.text for chunk in answer.contexts],
@@ -136,7 +138,7 @@ def pairwise_cell(
     inputs = [
         PairwiseInput(
             case_id=answer.case_id,
-            question=answer.question,
+            question=question_in_context(answer.question, answer.history),
             candidate_answer=answer.answer,
             baseline_answer=baseline_answers.get(answer.case_id),
             reference_answer=by_id[answer.case_id].reference_answer,
@@ -163,6 +165,7 @@ def calibration_inputs(cases: Sequence[EvalCase]) -> list[JudgeInput]:
         JudgeInput(
             case_id=case.id,
             question=case.question,
+            history=case.history,
             answer=case.human_answer,
             reference_answer=case.reference_answer,
             contexts=[],

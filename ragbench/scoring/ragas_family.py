@@ -100,7 +100,7 @@ class Faithfulness(RagasScorer):
     def score(self, case: JudgeInput, context: ScoreContext) -> CaseScore:
         """Ragas: statements of the answer (one call), then one call judging all of them against the
         passages; the score counts the verdicts the judge returned (not the statements asked about)."""
-        statements = _statements(context, case.question, case.answer)
+        statements = _statements(context, case.question_in_context, case.answer)
         details: dict[str, Any] = {"statements": statements}
         if not statements:
             return self.result(None, details, "the answer makes no statement")
@@ -144,7 +144,7 @@ class AnswerRelevancy(RagasScorer):
         if all(question == "" for question in generated):
             details["questions"] = replies
             return self.result(None, details, "no question could be generated from the answer")
-        texts = list(dict.fromkeys([case.question, *generated]))
+        texts = list(dict.fromkeys([case.question_in_context, *generated]))
         vectors = np.asarray(context.embed(texts), dtype=float)
         cosines = [_cosine(vectors, 0, texts.index(question)) for question in generated]
         details["questions"] = [reply | {"cosine": c} for reply, c in zip(replies, cosines, strict=True)]
@@ -172,7 +172,7 @@ class ContextPrecision(RagasScorer):
         reference = case.reference_answer or ""
         passages = []
         for rank, passage in enumerate(case.contexts, start=1):
-            messages = prompts.usefulness_messages(case.question, passage, reference)
+            messages = prompts.usefulness_messages(case.question_in_context, passage, reference)
             passages.append({"rank": rank} | context.ask(messages, prompts.Usefulness))
         precision = average_precision([p["verdict"] for p in passages])
         return self.result(precision, {"passages": passages})
@@ -186,7 +186,9 @@ class ContextRecall(RagasScorer):
     def score(self, case: JudgeInput, context: ScoreContext) -> CaseScore:
         """Ragas (LLMContextRecall): one call classifying each sentence of the reference answer as
         attributed to the passages or not; NaN when it returns no sentence."""
-        messages = prompts.attribution_messages(case.question, case.contexts, case.reference_answer or "")
+        messages = prompts.attribution_messages(
+            case.question_in_context, case.contexts, case.reference_answer or ""
+        )
         classifications = context.ask(messages, prompts.Attributions)["classifications"]
         details: dict[str, Any] = {"classifications": classifications}
         if not classifications:
@@ -231,14 +233,16 @@ class AnswerCorrectness(RagasScorer):
         as faithfulness's); one call sorting them into TP/FP/FN, skipped when both lists are empty (the
         F-score then counts as 1); the F-score and the answer similarity averaged with `weights`."""
         reference = case.reference_answer or ""
-        answer_statements = _statements(context, case.question, case.answer)
-        reference_statements = _statements(context, case.question, reference)
+        answer_statements = _statements(context, case.question_in_context, case.answer)
+        reference_statements = _statements(context, case.question_in_context, reference)
         details: dict[str, Any] = {
             "answer_statements": answer_statements,
             "reference_statements": reference_statements,
         }
         if answer_statements or reference_statements:
-            messages = prompts.classification_messages(case.question, answer_statements, reference_statements)
+            messages = prompts.classification_messages(
+                case.question_in_context, answer_statements, reference_statements
+            )
             classes = context.ask(messages, prompts.Classification)
             details |= classes
             factual = f_beta(len(classes["TP"]), len(classes["FP"]), len(classes["FN"]), self.beta)

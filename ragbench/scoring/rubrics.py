@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from ragbench.inputs.conversation import Turn, conversation_text, question_in_context
 from ragbench.llm.prompts import data_section, format_passages
 from ragbench.scoring.metrics import MetricInfo
 
@@ -41,6 +42,8 @@ class JudgeInput(BaseModel):
 
     case_id: str
     question: str
+    # the conversation before the question: every grader that reads the question reads it too
+    history: list[Turn] = Field(default_factory=list)
     answer: str
     reference_answer: str | None = None
     contexts: list[str] = Field(default_factory=list)
@@ -48,9 +51,29 @@ class JudgeInput(BaseModel):
     tolerance: float | None = None  # relative: numbers within it of the reference's count as equal
 
     @property
+    def question_in_context(self) -> str:
+        """The question as a grader's prompt gives it: after the earlier turns of its conversation, if any
+        (a follow-up such as "and its default?" means nothing alone)."""
+        return question_in_context(self.question, self.history)
+
+    @property
     def has_reference(self) -> bool:
         """Whether the case has a reference answer that is not blank."""
         return bool(self.reference_answer and self.reference_answer.strip())
+
+
+def question_section(question: str, history: Sequence[Turn]) -> str:
+    """A rubric's question section: the question alone, as before conversations existed (the judge's cached
+    verdicts keep their keys), or after the conversation it continues, as a data section, so a rubric that
+    reads the question reads what the question refers to."""
+    if not history:
+        return f"Question:\n{question.strip()}"
+    return (
+        "Conversation before the question (earlier turns, oldest first):\n"
+        + data_section("conversation", conversation_text(history))
+        + "\n\nQuestion (the user's latest turn, asked in the light of the conversation):\n"
+        + question.strip()
+    )
 
 
 class Criterion(BaseModel):
@@ -165,7 +188,7 @@ class Rubric(BaseModel):
         if not self.applies(item):
             raise ValueError(f"case {item.case_id}: rubric {self.name} does not apply (needs {self.inputs})")
         sections = {
-            "question": f"Question:\n{item.question.strip()}",
+            "question": question_section(item.question, item.history),
             "reference_answer": "Reference answer (correct):\n"
             + data_section("reference_answer", item.reference_answer or "")
             + (

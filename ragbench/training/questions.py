@@ -113,8 +113,10 @@ def leaks(question: str, held_out: Iterable[str], threshold: float = LEAK_OVERLA
 
 
 def held_out_texts(cases: Sequence[EvalCase]) -> list[str]:
-    """Every eval case's question and stored reference answer: no training question may resemble one."""
+    """Every eval case's question (a follow-up's earlier user turns too: questions of the eval set as well)
+    and stored reference answer: no training question may resemble one."""
     texts = [case.question for case in cases]
+    texts += [turn.content for case in cases for turn in case.history if turn.role == "user"]
     texts += [case.reference_answer for case in cases if case.reference_answer]
     return texts
 

@@ -1,5 +1,5 @@
 """Index types and retrievers as grid axes, in a real ZenML run on the default knowledge base (the Python
-language reference topics and its 50 eval cases), with a loopback fake LLM as reader and judge."""
+language reference topics and its 63 eval cases), with a loopback fake LLM as reader and judge."""
 
 import csv
 import json
@@ -49,7 +49,7 @@ def test_flat_and_hnsw_with_dense_bm25_and_hybrid_run_end_to_end(tmp_path, monke
     assert set(by_key) == {("bm25", ""), *((r, i) for r in ("dense", "hybrid") for i in ("flat", "hnsw"))}
     assert by_key[("bm25", "")]["embedding_model"] == ""
     for (_, index), row in by_key.items():
-        assert row["retrieval_cases"] == "50" and row["answers_produced"] == "2"
+        assert row["retrieval_cases"] == "63" and row["answers_produced"] == "2"
         assert 0.0 <= float(row["hit_rate@5"]) <= 1.0 and float(row["search_ms_per_query"]) > 0
         if index == "hnsw":  # measured against the exact search of the same vectors and queries
             assert 0.9 <= float(row["recall_vs_exact"]) <= 1.0

@@ -21,6 +21,9 @@ CASES_PATH = Path(__file__).resolve().parents[2] / "configs" / "eval_cases" / "p
 MIN_CASES = 40
 MIN_DISTINCT_TOPICS = 30
 MIN_KEYWORD_TESTED_CASES = 20  # cases with bad_words or bad_first_words (from real reader mistakes)
+MIN_CONVERSATIONAL_CASES = 12  # follow-ups that need their earlier turns to find their passage
+# The follow-up check's lexical search: windows of a topic's words, BM25 as ragbench's lexical retriever.
+WINDOW_WORDS, WINDOW_STEP, TOP = 200, 150, 3
 
 
 def _occurs_as_word(word: str, text: str) -> bool:
@@ -151,6 +154,73 @@ def test_keyword_suites_catch_a_refusal_and_an_inverted_opener(cases: list[EvalC
     )
     assert report.suites["bad_answers"].failures == 1
     assert report.suites["bad_first_words"].failures == 1
+
+
+def test_enough_conversational_cases(cases: list[EvalCase]) -> None:
+    conversational = [case for case in cases if case.history]
+    assert len(conversational) >= MIN_CONVERSATIONAL_CASES
+    assert all("conversation" in case.tags for case in conversational)
+
+
+def test_conversations_alternate_and_end_with_the_assistant(cases: list[EvalCase]) -> None:
+    """A conversation the question continues: user, assistant, user, ..., the last earlier turn the
+    assistant's (the question is the user's next turn)."""
+    wrong = [
+        case.id
+        for case in cases
+        if case.history
+        and [turn.role for turn in case.history] != ["user", "assistant"] * (len(case.history) // 2)
+    ]
+    assert not wrong, f"conversations that do not alternate user/assistant or end with the user: {wrong}"
+
+
+@pytest.fixture(scope="module")
+def topic_search():
+    """A BM25 search over windows of every topic's words (what a retriever reads is passages, not whole
+    topics): a question -> the topics in the order of their best window."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    windows, sources = [], []
+    for name in sorted(topics):
+        words = topics[name].split()
+        for start in range(0, max(1, len(words) - WINDOW_WORDS + WINDOW_STEP), WINDOW_STEP):
+            windows.append(" ".join(words[start : start + WINDOW_WORDS]))
+            sources.append(name)
+    retriever = bm25s.BM25(method="lucene", k1=1.5, b=0.75)
+    tokens = bm25s.tokenize(windows, stopwords="en", stemmer=stemmer, show_progress=False)
+    retriever.index(tokens, show_progress=False)
+
+    def search(question: str) -> list[str]:
+        query = bm25s.tokenize([question], stopwords="en", stemmer=stemmer, show_progress=False)
+        found, _ = retriever.retrieve(query, k=len(windows), show_progress=False)
+        return list(dict.fromkeys(sources[index] for index in found[0]))
+
+    return search
+
+
+def test_follow_ups_need_their_conversation_to_find_their_topic(cases: list[EvalCase], topic_search) -> None:
+    """The point of a conversational case: its last question alone finds none of its expected topics in
+    the top 3 of a word search, while the conversation and the question together find one. Word search is
+    a proxy for what the grid's retrievers do, and no guarantee about them: what they do with and without
+    a rewritten query is measured by the query_rewrite axis."""
+
+    def best_rank(question: str, expected: list[str]) -> int:
+        found = topic_search(question)
+        return min(found.index(source) for source in expected) + 1
+
+    defects = {}
+    for case in cases:
+        if not case.history:
+            continue
+        alone = best_rank(case.question, case.expected_sources)
+        together = best_rank(
+            " ".join([*(turn.content for turn in case.history), case.question]), case.expected_sources
+        )
+        if alone <= TOP or together > TOP:
+            defects[case.id] = {"question alone": alone, "with its conversation": together}
+    assert not defects, f"follow-ups whose conversation does not decide what is found (ranks): {defects}"
 
 
 def test_word_matching_respects_word_boundaries() -> None:

@@ -821,3 +821,67 @@ def test_the_fake_service_command_line() -> None:
             assert process.wait(timeout=20) == 0
         finally:
             process.kill()
+
+
+# -- conversations -----------------------------------------------------------------------------------
+
+TURNS = [
+    {"role": "user", "content": "How long is the warranty on a device?"},
+    {"role": "assistant", "content": "Two years against manufacturing defects."},
+]
+
+
+def test_an_http_system_receives_the_turns_as_openai_style_messages(
+    service: FakeRagService, tmp_path: Path
+) -> None:
+    with client_for(http_system(service.url), tmp_path) as client:
+        single, follow_up = client.ask_many(
+            ["Is it free?", "And does it cover water damage?"], histories=[[], TURNS]
+        )
+        assert client.cache_key("Is it free?") == client.cache_key(
+            "Is it free?", []
+        )  # unchanged for one question
+        assert client.cache_key("Q") != client.cache_key("Q", TURNS)
+    assert single.error is None and follow_up.error is None
+    bodies = {body["question"]: body for body in service.bodies}
+    assert "messages" not in bodies["Is it free?"]  # a single question's request is as before
+    assert bodies["And does it cover water damage?"]["messages"] == [
+        *TURNS,
+        {"role": "user", "content": "And does it cover water damage?"},
+    ]
+
+
+def test_the_messages_placeholder_places_the_conversation(service: FakeRagService, tmp_path: Path) -> None:
+    post = http_system(service.url, http={"body": {"input": {"q": "{question}", "chat": "{messages}"}}})
+    with client_for(post, tmp_path) as client:
+        client.ask("And water damage?", TURNS)
+    assert service.bodies[-1]["input"]["chat"][0] == TURNS[0]
+    get = http_system(
+        service.url, http={"method": "GET", "body": {"question": "{question}", "chat": "{messages}"}}
+    )
+    with client_for(get, tmp_path / "get") as client:
+        client.ask("And water damage?", TURNS)
+    assert json.loads(service.bodies[-1]["chat"])[-1] == {"role": "user", "content": "And water damage?"}
+    listed = http_system(service.url, http={"body": ["{question}"]})
+    with (
+        client_for(listed, tmp_path / "list") as client,
+        pytest.raises(ExternalSystemError, match="messages"),
+    ):
+        client.ask("And water damage?", TURNS)
+
+
+def test_a_python_system_receives_the_turns_as_history(rag_system: ModuleType, tmp_path: Path) -> None:
+    rag_system.HISTORIES.clear()
+    with client_for(python_system("tests.fake_rag_system:converse"), tmp_path) as client:
+        single, follow_up = client.ask_many(
+            ["When do orders ship?", "Is it the same abroad?"], histories=[[], TURNS]
+        )
+    assert sorted(map(len, rag_system.HISTORIES)) == [0, 2]
+    assert single.reply is not None and sources_of(single)[0] == "kb/shipping.md"
+    assert follow_up.reply is not None and sources_of(follow_up)[0] == "kb/warranty.md"  # found via the turns
+    with client_for(python_system("tests.fake_rag_system:answer"), tmp_path / "plain") as client:
+        assert (
+            client.ask("When do orders ship?").error is None
+        )  # a function without history: single questions
+        with pytest.raises(ExternalSystemError, match="takes no `history` parameter"):
+            client.ask("Is it the same abroad?", TURNS)

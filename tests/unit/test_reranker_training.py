@@ -110,3 +110,24 @@ def test_a_dry_run_says_what_training_would_call_and_calls_nothing(capsys) -> No
     out = capsys.readouterr().out
     assert "up to 7 call(s) of local/qwen2.5-coder-1.5b-instruct writing one question per chunk of 256" in out
     assert "Eval cases held out: those of " in out
+
+
+def test_a_follow_ups_earlier_user_turns_are_held_out_too():
+    follow_up = EvalCase.model_validate(
+        {
+            "id": "dict-get",
+            "history": [
+                {"role": "user", "content": "How do I look a key up in a dictionary without an exception?"},
+                {"role": "assistant", "content": "Call its get method."},
+            ],
+            "question": "And what comes back then?",
+        }
+    )
+    kept, dropped = without_leaks(
+        [
+            question("How can I look a key up in a dictionary without an exception?"),
+            question("What is pass?"),
+        ],
+        [follow_up],
+    )
+    assert [q.question for q in kept] == ["What is pass?"] and len(dropped) == 1

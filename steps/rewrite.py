@@ -6,6 +6,7 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.rewrite import RewrittenQueries
 from ragbench.retrieval.rewriter import RewriteSetup, rewrite_cases
 from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.spend import step_spending
 
 
 @step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
@@ -17,13 +18,14 @@ def rewrite_queries_step(
     (`RewriteSetup`, the cache key); its concurrency and retries come with the `operations`. A run with a
     failed rewrite is never reused, so the next run asks the failed ones again (the others are cached)."""
     settings = Operations.model_validate(operations)
-    rewritten = rewrite_cases(
-        mode,  # type: ignore[arg-type]
-        eval_suite.cases,
-        RewriteSetup.model_validate(rewrite),
-        settings.llm,
-        llm_cache=settings.llm_cache,
-    )
+    with step_spending(settings):
+        rewritten = rewrite_cases(
+            mode,  # type: ignore[arg-type]
+            eval_suite.cases,
+            RewriteSetup.model_validate(rewrite),
+            settings.llm,
+            llm_cache=settings.llm_cache,
+        )
     log_metadata(rewritten.stats.model_dump(mode="json"))
     if rewritten.stats.failures:
         never_reuse_this_step_run()

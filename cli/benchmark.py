@@ -232,6 +232,15 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         )
         for gain in table.rerank_gains:
             print(f"  {labels[gain.cell]}: {gain.text()}")
+    if table.rewrite_gains:
+        labels = {row["cell"]: row["label"] for row in table.rows}
+        print(
+            "\nWhat query rewriting changed (each rewriting cell against the same cell searching the "
+            f"question as asked, paired on the same cases; {table.confidence:.0%} interval of the "
+            "difference):"
+        )
+        for rewrite in table.rewrite_gains:
+            print(f"  {labels[rewrite.cell]}: {rewrite.text()}")
     if table.judge_reliability is not None:
         for line in table.judge_reliability.lines():
             print(line)

@@ -22,6 +22,7 @@ from ragbench.analysis.labelled import (
 )
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain, rerank_gains
+from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
@@ -328,6 +329,7 @@ class ResultsTable(BaseModel):
     verdicts: list[MetricVerdict] = []  # per headline metric: the best cell against the others
     ranking: list[MetricInfo] = []  # the retrieval metrics at both rankings the rows have (`ranking_metrics`)
     rerank_gains: list[RerankGain] = []  # per reranking cell and metric: reranked against the first stage
+    rewrite_gains: list[RewriteGain] = []  # per rewriting cell, metric and case group: against its `off` twin
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
     eval_set: str = ""  # which eval set the cases came from (EvalSuite.label)
@@ -472,6 +474,9 @@ def build_results(
         verdicts=verdicts,
         ranking=ranking,
         rerank_gains=rerank_gains(results.cells, case_values, ranking, statistics),
+        rewrite_gains=rewrite_gains(
+            results.cells, case_values, ranking, {case.id for case in cases if case.history}, statistics
+        ),
         confidence=statistics.confidence,
         judge_reliability=reliability,
         eval_set=eval_suite.label if eval_suite is not None else "",

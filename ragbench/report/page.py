@@ -20,6 +20,7 @@ from ragbench.report.effects import (
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.report.race import race_section
 from ragbench.report.reranking import reranking_section
+from ragbench.report.rewriting import rewriting_section
 from ragbench.report.sections import (
     bar_chart_section,
     best_section,
@@ -44,6 +45,7 @@ def _navigation(report: ReportInput) -> str:
         *([("race", "The race")] if report.race else []),
         ("significance", "Really better?"),
         *([("reranking", "Reranking")] if report.rerank_gains else []),
+        *([("rewriting", "Query rewriting")] if report.rewrite_gains else []),
         *([("judge", "Judge")] if report.judge_reliability or report.judge_cards else []),
         *([("pairwise", "Pairwise")] if report.pairwise else []),
         ("headline", "Headline table"),
@@ -89,6 +91,9 @@ def render_report(report: ReportInput) -> str:
         significance_section(report),
         reranking_section(
             report.rerank_gains, {row["cell"]: row["label"] for row in report.rows}, report.confidence
+        ),
+        rewriting_section(
+            report.rewrite_gains, {row["cell"]: row["label"] for row in report.rows}, report.confidence
         ),
         label_correction_section(report),
         judge_section(report),

@@ -12,11 +12,11 @@ from ragbench.report import charts
 from ragbench.report.pages import rows_to_html_table
 
 
-def gain_verdict(gain: RerankGain) -> str:
-    """Better or worse when the interval of the difference excludes zero, else not told apart."""
-    if gain.low <= 0 <= gain.high:
+def change_verdict(difference: float, low: float, high: float, higher_is_better: bool) -> str:
+    """Better or worse when the interval of a paired difference excludes zero, else not told apart."""
+    if low <= 0 <= high:
         return "not told apart"
-    return "better" if (gain.difference > 0) == gain.higher_is_better else "worse"
+    return "better" if (difference > 0) == higher_is_better else "worse"
 
 
 def reranking_section(gains: Sequence[RerankGain], names: dict[str, str], confidence: float) -> str:
@@ -32,7 +32,7 @@ def reranking_section(gains: Sequence[RerankGain], names: dict[str, str], confid
             f"{confidence:.0%} interval": f"[{gain.low:+.3f}, {gain.high:+.3f}]",
             "p": f"{gain.p_value:.3g}",
             "cases": gain.cases,
-            "reranked is": gain_verdict(gain),
+            "reranked is": change_verdict(gain.difference, gain.low, gain.high, gain.higher_is_better),
         }
         for gain in gains
     ]

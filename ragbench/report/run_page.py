@@ -32,6 +32,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             weak_answers=[row | {"cell": labels[row["cell"]]} for row in weak_answer_rows(records, rubrics)],
             verdicts=table.verdicts,
             rerank_gains=table.rerank_gains,
+            rewrite_gains=table.rewrite_gains,
             confidence=table.confidence,
             judge_reliability=table.judge_reliability,
             judge_cards=table.judge_cards,

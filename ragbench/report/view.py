@@ -10,6 +10,7 @@ from ragbench.analysis.judge_reliability import JudgeReliability
 from ragbench.analysis.labelled import LabelCorrection
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain
+from ragbench.analysis.rewriting import RewriteGain
 from ragbench.analysis.uncertainty import MetricVerdict
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
@@ -55,6 +56,7 @@ class ReportInput(BaseModel):
     weak_answers: list[dict] = []
     verdicts: list[MetricVerdict] = []
     rerank_gains: list[RerankGain] = []  # per reranking cell and metric: reranked against the first stage
+    rewrite_gains: list[RewriteGain] = []  # per rewriting cell, metric and case group: against its `off` twin
     confidence: float = 0.95
     judge_reliability: JudgeReliability | None = None
     judge_cards: list[JudgeCard] = []

@@ -111,6 +111,8 @@ def add_ranking_metadata(table: ResultsTable, flat: dict[str, Any], tracked: set
                     flat[f"{key}{suffix}{CELL_SEPARATOR}{row['cell']}"] = value
     if table.rerank_gains:
         flat["rerank_gains"] = [gain.model_dump() for gain in table.rerank_gains]
+    if table.rewrite_gains:
+        flat["rewrite_gains"] = [gain.model_dump() for gain in table.rewrite_gains]
 
 
 def add_corrected_metadata(table: ResultsTable, flat: dict[str, Any]) -> None:

@@ -82,6 +82,12 @@ def test_condense_finds_the_follow_up_that_off_cannot(tmp_path, monkeypatch):
     assert all(record["history"] for record in records if record["case_id"] == "follow-up")
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert CONDENSED in html  # shown beside the answer
+    # what condense changed, against off, on the follow-up and the single question apart
+    assert "What query rewriting changed" in html
+    gains = {(g["cases_group"], g["column"]): g for g in newest_run().run_metadata["rewrite_gains"]}
+    assert gains[("follow-ups", "hit_rate@5")]["difference"] == 1.0
+    assert gains[("single questions", "hit_rate@5")]["difference"] == 0.0
+    assert gains[("follow-ups", "mrr")]["cases"] == gains[("single questions", "mrr")]["cases"] == 1
 
     steps = newest_run().steps
     retrieve_steps = sorted(name for name in steps if name.startswith("retrieve_"))

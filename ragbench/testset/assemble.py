@@ -292,9 +292,10 @@ def build_eval_set(
             rejected_because=reasons,
         )
         (rejected if reasons else kept).append(to_case(candidate, provenance, frequency, max_good_words))
-    duplicates = (
-        near_duplicates(embed([case.question for case in kept]), duplicate_similarity) if kept else {}
-    )
+    # a follow-up is compared as asked, after its conversation: "what is its default?" after two different
+    # first questions are two different cases
+    asked = [question_in_context(case.question, case.history) for case in kept]
+    duplicates = near_duplicates(embed(asked), duplicate_similarity) if kept else {}
     for row, (original, similarity) in sorted(duplicates.items()):
         case = kept[row]
         assert case.provenance is not None

@@ -123,6 +123,12 @@ def test_roundtrip_keeps_a_follow_up_that_needs_its_conversation_and_drops_one_t
     assert not dropped.kept and dropped.reason is not None
     assert dropped.reason.startswith("answerable without its conversation")
 
+    embedded: list[str] = []
+
+    def embed(texts: list[str]) -> np.ndarray:
+        embedded.extend(texts)
+        return np.eye(len(texts), dtype=np.float32)
+
     eval_set = build_eval_set(
         "follow-ups",
         candidates,
@@ -130,7 +136,7 @@ def test_roundtrip_keeps_a_follow_up_that_needs_its_conversation_and_drops_one_t
         checked,
         thresholds={},
         corpus_texts=[OPTION.text, DEFAULT.text],
-        embed=lambda texts: np.eye(len(texts), dtype=np.float32),
+        embed=embed,
         duplicate_similarity=0.9,
         max_good_words=3,
     )
@@ -144,6 +150,10 @@ def test_roundtrip_keeps_a_follow_up_that_needs_its_conversation_and_drops_one_t
         "roundtrip: answerable without its conversation"
     )
     assert "User: " + FIRST[0] in eval_set.html()
+    # near-duplicates are found among follow-ups as asked, after their conversations
+    assert embedded == [
+        f"User: {FIRST[0]}\nAssistant: {FIRST[1]}\nUser (the question to answer): {NEEDS_IT[0]}"
+    ]
     # the exported set loads back as eval cases, conversation included
     (tmp_path / "cases.jsonl").write_text(eval_set.jsonl())
     (loaded,) = load_eval_cases(tmp_path / "cases.jsonl")

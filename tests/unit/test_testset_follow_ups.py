@@ -16,14 +16,14 @@ from ragbench.config import pipeline_plans
 from ragbench.config.model import load_config
 from ragbench.inputs.chunking import Chunk
 from ragbench.inputs.conversation import Turn
-from ragbench.inputs.eval_cases import SourceChunk, load_eval_cases
+from ragbench.inputs.eval_cases import RoundtripCheck, SourceChunk, load_eval_cases
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import NOT_IN_CONTEXT
 from ragbench.testset.assemble import build_eval_set
 from ragbench.testset.critique import critic_request, critique_candidates
 from ragbench.testset.generate import CandidateSet, generate_candidates
 from ragbench.testset.plan import Seed, plan_seeds
-from ragbench.testset.roundtrip import roundtrip_filter
+from ragbench.testset.roundtrip import passes, roundtrip_filter
 from ragbench.testset.rubrics import CRITICS, FOLLOW_UP, critics_for
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.projects import write_project
@@ -214,3 +214,11 @@ def test_the_dry_run_counts_a_follow_ups_calls_and_its_conversation(tmp_path) ->
     assert follow_up["roundtrip reads"]["prompt_tokens"] > simple["roundtrip reads"]["prompt_tokens"]
     per_critique = follow_up["critics"]["prompt_tokens"] / 8
     assert per_critique > simple["critics"]["prompt_tokens"] / simple["critics"]["calls"]
+
+
+def test_an_alone_read_passes_only_when_it_does_not_agree_and_never_without_a_verdict() -> None:
+    assert passes(RoundtripCheck(passages="alone", answer=NOT_IN_CONTEXT, method="refused", agrees=False))
+    assert not passes(RoundtripCheck(passages="alone", answer="x", method="llm", agrees=True))
+    assert not passes(RoundtripCheck(passages="alone", error="equivalence check: no valid reply"))
+    assert passes(RoundtripCheck(passages="source", answer="x", method="exact", agrees=True))
+    assert not passes(RoundtripCheck(passages="search", error="reader call failed: timeout"))

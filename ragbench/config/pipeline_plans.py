@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ragbench.config.model import BenchmarkConfig
 from ragbench.inputs.chunking import Chunk
+from ragbench.inputs.conversation import Turn
 from ragbench.inputs.eval_cases import SourceChunk
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
@@ -13,7 +14,7 @@ from ragbench.testset.critique import critic_request
 from ragbench.testset.generate import Candidate, CandidateSet, evolve_request, first_request
 from ragbench.testset.plan import Seed, assign_kinds
 from ragbench.testset.roundtrip import equivalence_request, max_equivalence_calls, roundtrip_requests
-from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for
+from ragbench.testset.rubrics import EVOLUTIONS, UNANSWERABLE, critics_for, is_follow_up
 from ragbench.training.questions import question_request
 
 
@@ -23,11 +24,12 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
     critic model makes them all):
 
     - roundtrip reads: the critic answers each question as a reader, from its source passage(s) and from
-      a search of the whole knowledge base (an unanswerable question from the search only);
+      a search of the whole knowledge base (an unanswerable question from the search only; a follow-up
+      from its source after its conversation, and from the search without it);
     - roundtrip equivalence: asked only where word overlap cannot decide whether a read agrees with a
       long proposed answer, so counted as if every answerable case had a long answer and neither read
       were decided (two per answerable case);
-    - critics: every critic that applies rates every case.
+    - critics: every critic that applies rates every case (a follow-up with its conversation shown).
 
     Every candidate counts as generated (`questions_per_chunk` per sampled chunk); passages are as long
     as the chunk size allows and completions `max_tokens` long."""
@@ -50,6 +52,12 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
     for kind in kinds:
         evolution = EVOLUTIONS.get(kind)
         seed = Seed(id=kind, evolution=kind, chunks=[passage] * (evolution.passages if evolution else 1))
+        # a follow-up's reads and critiques carry its conversation: the plain question and its answer
+        history = (
+            [Turn(role="user", content=question), Turn(role="assistant", content=answer)]
+            if evolution is not None and evolution.follow_up
+            else []
+        )
         requests["generator"].append(first_request(seed, settings.audience, settings.questions_per_chunk))
         if evolution is not None:
             evolve = evolve_request(seed, question, answer, settings.audience)
@@ -58,7 +66,12 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
             generator="",
             candidates=[
                 Candidate(
-                    id=f"{kind}-{n}", evolution=kind, chunks=seed.chunks, question=question, answer=answer
+                    id=f"{kind}-{n}",
+                    evolution=kind,
+                    chunks=seed.chunks,
+                    history=history,
+                    question=question,
+                    answer=answer,
                 )
                 for n in range(settings.questions_per_chunk)
             ],
@@ -80,6 +93,7 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
     per_chunk = settings.questions_per_chunk
     answerable = per_chunk * sum(n for kind, n in counts.items() if kind != UNANSWERABLE)
     unanswerable = per_chunk * counts.get(UNANSWERABLE, 0)
+    follow_ups = per_chunk * sum(n for kind, n in counts.items() if is_follow_up(kind))
     kinds_text = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     rows = [
         {
@@ -94,8 +108,9 @@ def testset_plan_rows(config: BenchmarkConfig, available_chunks: int) -> list[di
             {
                 "role": "roundtrip reads",
                 "filter": "roundtrip",
-                "calls_for": f"source + whole-KB search of {answerable} answerable cases, search of "
-                f"{unanswerable} unanswerable",
+                "calls_for": f"source + whole-KB search of {answerable} answerable cases"
+                + (f" ({follow_ups} follow-ups: searched without their conversation)" if follow_ups else "")
+                + f", search of {unanswerable} unanswerable",
             }
             | estimate_cost(critic_settings, requests["reads"]),
             {

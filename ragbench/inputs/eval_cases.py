@@ -58,13 +58,15 @@ class Critique(BaseModel):
     failed_call: bool = False  # the call failed (retried by a later run), rather than an invalid reply
 
 
-Passages = Literal["source", "search"]
+# "alone": a follow-up question read without its conversation, from the search passages.
+Passages = Literal["source", "search", "alone"]
 Method = Literal["exact", "containment", "token_f1", "llm", "refused", "answered"]
 
 
 class RoundtripCheck(BaseModel):
     """One reader answer and whether it agrees: for an answerable case with its proposed answer, for an
-    unanswerable one with declining (method "refused" = declined, kept; "answered" = rejected).
+    unanswerable one with declining (method "refused" = declined, kept; "answered" = rejected). A
+    follow-up's "alone" check passes when its answer does NOT agree: the question needs its conversation.
 
     `agrees` is None exactly when `error` says why no verdict was reached; `failed_call` tells a provider
     failure (a later run retries it) from an invalid equivalence reply (the critic's answer)."""

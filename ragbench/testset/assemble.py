@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.inputs.conversation import question_in_context
 from ragbench.inputs.eval_cases import CaseProvenance, EvalCase
 from ragbench.llm.types import LOCAL_PREFIX, Usage, total_cost
 from ragbench.report.pages import html_page, html_section
@@ -158,7 +159,7 @@ class EvalSet(BaseModel):
             return {
                 "id": case.id,
                 "type": provenance.evolution,
-                "question": case.question,
+                "question": question_in_context(case.question, case.history),
                 "reference_answer": case.reference_answer or f"({case.expected_behaviour})",
                 "sources": ", ".join(c.source for c in provenance.source_chunks),
                 "good_words": ", ".join(case.good_words),
@@ -213,12 +214,14 @@ def to_case(
     max_good_words: int,
 ) -> EvalCase:
     answerable = candidate.evolution != UNANSWERABLE
-    passages = [chunk.text for chunk in candidate.chunks]
+    answering = candidate.answer_chunks
+    passages = [chunk.text for chunk in answering]
     return EvalCase(
         id=candidate.id,
         question=candidate.question or "",
+        history=candidate.history,
         reference_answer=candidate.answer if answerable else None,
-        expected_sources=list(dict.fromkeys(c.source for c in candidate.chunks)) if answerable else [],
+        expected_sources=list(dict.fromkeys(c.source for c in answering)) if answerable else [],
         good_words=good_words(
             candidate.answer or "", candidate.question or "", passages, frequency, max_good_words
         )
@@ -289,9 +292,10 @@ def build_eval_set(
             rejected_because=reasons,
         )
         (rejected if reasons else kept).append(to_case(candidate, provenance, frequency, max_good_words))
-    duplicates = (
-        near_duplicates(embed([case.question for case in kept]), duplicate_similarity) if kept else {}
-    )
+    # a follow-up is compared as asked, after its conversation: "what is its default?" after two different
+    # first questions are two different cases
+    asked = [question_in_context(case.question, case.history) for case in kept]
+    duplicates = near_duplicates(embed(asked), duplicate_similarity) if kept else {}
     for row, (original, similarity) in sorted(duplicates.items()):
         case = kept[row]
         assert case.provenance is not None

@@ -1,4 +1,5 @@
-"""The generator's calls: a plain question and answer per chunk, then the planned evolutions.
+"""The generator's calls: a plain question and answer per chunk, then the planned evolutions (a
+follow-up's evolution writes the next question of a conversation that the plain pair opens).
 
 Two batches through the one LLM client (cached, retried, counted, concurrent where the provider
 allows): first every plain and unanswerable question, then every rewrite of a plain question into its
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from ragbench.inputs.conversation import Turn
 from ragbench.inputs.eval_cases import SourceChunk
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import data_section
@@ -27,6 +29,7 @@ from ragbench.testset.rubrics import (
     GeneratedQAs,
     GeneratedQuestion,
     GeneratedQuestions,
+    is_follow_up,
     passages_text,
     several,
 )
@@ -40,12 +43,21 @@ class Candidate(BaseModel):
     id: str
     evolution: str
     chunks: list[SourceChunk]
+    # A follow-up's conversation: the plain question and its answer, before `question` (see
+    # `rubrics.Evolution.follow_up`); empty for every other kind.
+    history: list[Turn] = []
     question: str | None = None
     answer: str | None = None
     seed_question: str | None = None
     error: str | None = None
     invalid: str | None = None
     usage: Usage = Usage()
+
+    @property
+    def answer_chunks(self) -> list[SourceChunk]:
+        """The passages that answer `question`: a follow-up's last one (its first answered the history),
+        else all of them. What its expected sources, keywords and roundtrip source read come from."""
+        return self.chunks[-1:] if self.history else self.chunks
 
     def record_failure(self, result: LLMResult, stage: str) -> None:
         self.question = self.answer = None
@@ -150,5 +162,10 @@ def generate_candidates(
         if result.parsed is None:
             candidate.record_failure(result, "evolution")
             continue
+        if is_follow_up(candidate.evolution):
+            candidate.history = [
+                Turn(role="user", content=candidate.question or ""),
+                Turn(role="assistant", content=candidate.answer or ""),
+            ]
         candidate.question, candidate.answer = result.parsed["question"], result.parsed["answer"]
     return CandidateSet(generator=client.settings.model, candidates=candidates)

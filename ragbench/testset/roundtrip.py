@@ -9,6 +9,11 @@ default reader prompt: numbered passages, cite them, decline with `NOT_IN_CONTEX
   the search shows a RAG system can find it as asked.
 - an unanswerable case is answered from the search passages only and is kept only when the reader
   declines (`says_not_in_context`): any other answer shows the knowledge base answers it after all.
+- a follow-up case (one with `history`) is answered (a) with its conversation from its source passage,
+  which must agree with the proposed answer, and (b) "alone": the question without the conversation, from
+  the passages a search for it finds, which must NOT agree (a refusal or another answer): a follow-up a
+  reader answers alone does not test the conversation and is dropped as "answerable without its
+  conversation".
 
 Agreement of a reader answer with the proposed (reference) answer, both normalised (`normalise`:
 lowercase, citation markers like "[1]" and punctuation and the articles a/an/the dropped, whitespace
@@ -50,6 +55,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from ragbench.generation.reader import build_reader_messages
+from ragbench.inputs.conversation import Turn, question_in_context
 from ragbench.inputs.eval_cases import Method, Passages, RoundtripCheck, SourceChunk
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import DEFAULT_PROMPT, PromptTemplate, data_section, says_not_in_context
@@ -142,8 +148,8 @@ def is_long(reference: str, short_answer_tokens: int = DEFAULT_SHORT_ANSWER_TOKE
 
 
 class RoundtripVerdict(BaseModel):
-    """Every check of one candidate; kept only when all of them agree. `reason` says, for people, why a
-    rejected case was rejected (one clause per failing check)."""
+    """Every check of one candidate; kept only when all of them pass (`passes`). `reason` says, for
+    people, why a rejected case was rejected (one clause per failing check)."""
 
     id: str
     checks: list[RoundtripCheck]
@@ -209,15 +215,18 @@ def checked_candidates(candidates: CandidateSet) -> list[Candidate]:
 
 
 def reader_request(
-    question: str, chunks: Sequence[SourceChunk], prompt: PromptTemplate = DEFAULT_PROMPT
+    question: str,
+    chunks: Sequence[SourceChunk],
+    prompt: PromptTemplate = DEFAULT_PROMPT,
+    history: Sequence[Turn] = (),
 ) -> LLMRequest:
-    """The benchmark's reader request for `question` over `chunks`, so the answer is what a RAG reader
-    of the benchmark would write from those passages."""
+    """The benchmark's reader request for `question` over `chunks` (after `history`, a follow-up's
+    conversation), so the answer is what a RAG reader of the benchmark would write from those passages."""
     passages = [
         RetrievedChunk(position=number, source=chunk.source, score=0.0, text=chunk.text)
         for number, chunk in enumerate(chunks)
     ]
-    return LLMRequest(messages=build_reader_messages(question, passages, prompt))
+    return LLMRequest(messages=build_reader_messages(question, passages, prompt, history))
 
 
 def roundtrip_requests(
@@ -226,7 +235,8 @@ def roundtrip_requests(
     prompt: PromptTemplate = DEFAULT_PROMPT,
 ) -> list[PlannedRead]:
     """Every reader call of a run, in candidate order: source then search for an answerable candidate,
-    search only for an unanswerable one. Raises ValueError when a checked candidate has no entry in
+    search only for an unanswerable one, source (with the conversation) then alone (the question without
+    it, on its search passages) for a follow-up. Raises ValueError when a checked candidate has no entry in
     `retrieved` (an empty list is a search that found nothing), rather than judge it on no search."""
     chosen = checked_candidates(candidates)
     missing = [candidate.id for candidate in chosen if candidate.id not in retrieved]
@@ -236,10 +246,10 @@ def roundtrip_requests(
     for candidate in chosen:
         question, search = candidate.question or "", retrieved[candidate.id]
         if candidate.evolution != UNANSWERABLE:
-            planned.append(
-                PlannedRead(candidate, "source", reader_request(question, candidate.chunks, prompt))
-            )
-        planned.append(PlannedRead(candidate, "search", reader_request(question, search, prompt)))
+            source = reader_request(question, candidate.answer_chunks, prompt, candidate.history)
+            planned.append(PlannedRead(candidate, "source", source))
+        where: Passages = "alone" if candidate.history else "search"
+        planned.append(PlannedRead(candidate, where, reader_request(question, search, prompt)))
     return planned
 
 
@@ -272,7 +282,17 @@ def max_equivalence_calls(
 # The filter
 # ---------------------------------------------------------------------------------------------------
 
-_WHERE = {"source": "answered from the source", "search": "answered from the search results"}
+_WHERE = {
+    "source": "answered from the source",
+    "search": "answered from the search results",
+    "alone": "answered without its conversation, from the search results",
+}
+
+
+def passes(check: RoundtripCheck) -> bool:
+    """Whether a check keeps its case: its answer agrees (declines, for an unanswerable case), except
+    a follow-up's "alone" read, which must not agree; a check without a verdict never passes."""
+    return check.agrees is not None and check.agrees == (check.passages != "alone")
 
 
 def _reader_check(
@@ -307,6 +327,8 @@ def _why_not(check: RoundtripCheck) -> str:
     where = _WHERE[check.passages]
     if check.error is not None:
         return f"{where}: {check.error}"
+    if check.passages == "alone":
+        return f"answerable without its conversation: {where}, the reader gave the proposed answer"
     if check.method == "answered":
         return f"{where}: the reader answered instead of declining, so the knowledge base answers it"
     if check.method == "refused":
@@ -342,7 +364,11 @@ def roundtrip_filter(
         if check.agrees is None and check.error is None:
             undecided.append((read, check))
     requests = [
-        equivalence_request(read.candidate.question or "", read.candidate.answer or "", check.answer or "")
+        equivalence_request(
+            question_in_context(read.candidate.question or "", read.candidate.history),
+            read.candidate.answer or "",
+            check.answer or "",
+        )
         for read, check in undecided
     ]
     judged = client.complete_many(requests, desc=f"{desc}: equivalence") if requests else []
@@ -355,7 +381,7 @@ def roundtrip_filter(
             check.agrees = bool(result.parsed["same"])
             check.reasoning = result.parsed["reasoning"]
     for verdict in verdicts.values():
-        failing = [check for check in verdict.checks if check.agrees is not True]
+        failing = [check for check in verdict.checks if not passes(check)]
         verdict.kept = not failing
         verdict.reason = "; ".join(_why_not(check) for check in failing) or None
     return RoundtripSet(critic=client.settings.model, verdicts=verdicts)

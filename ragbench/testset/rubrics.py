@@ -31,6 +31,7 @@ _POINTS_AT_SOURCE = re.compile(
 
 UNANSWERABLE = "unanswerable"
 SIMPLE = "simple"
+FOLLOW_UP = "follow_up"
 
 
 def passages_text(chunks: Sequence[SourceChunk]) -> str:
@@ -119,11 +120,17 @@ give. It must sound like an ordinary question about the documented subject. Writ
 @dataclass(frozen=True)
 class Evolution:
     """A way to make a plain question harder: the rewrite instruction, and how many passages it needs
-    (the seed's chunk first; a second one is the most similar other chunk of the knowledge base)."""
+    (the seed's chunk first; a second one is the most similar other chunk of the knowledge base).
+
+    `follow_up`: the rewrite is the next question of a conversation, not a replacement: the plain question
+    and its answer (from the first passage) become the case's history, and the new question, answered by
+    the last passage alone, is asked after them. The roundtrip filter then also checks that the question
+    cannot be answered without that conversation."""
 
     name: str
     instruction: str
     passages: int = 1
+    follow_up: bool = False
 
 
 EVOLUTIONS: dict[str, Evolution | None] = {
@@ -146,7 +153,23 @@ EVOLUTIONS: dict[str, Evolution | None] = {
         "alone is enough, and its answer from the two passages together.",
         passages=2,
     ),
+    FOLLOW_UP: Evolution(
+        FOLLOW_UP,
+        "The plain question was asked first and answered from passage 1. Write the follow-up question the "
+        "same reader asks next in that conversation: one that passage 2 answers, about something related "
+        'to the first answer, and that refers back to the first question with a pointer ("it", "that '
+        'one", "this option") instead of naming its subject, so it cannot be understood without the '
+        "first question. Give its answer from passage 2 alone.",
+        passages=2,
+        follow_up=True,
+    ),
 }
+
+
+def is_follow_up(evolution: str) -> bool:
+    """Whether cases of this kind continue a conversation (see `Evolution.follow_up`)."""
+    kind = EVOLUTIONS.get(evolution)
+    return kind is not None and kind.follow_up
 
 
 @dataclass(frozen=True)
@@ -155,12 +178,15 @@ class Critic:
 
     `shows`: "source" = the passages the case was written from; "retrieved" = the passages the best
     retrieval over the whole knowledge base finds for the question; "answer" = the generated answer.
+    A follow-up case's conversation is always shown. `rates_follow_ups`: False for a critic whose question
+    a follow-up fails by design (it leans on its conversation; the roundtrip filter checks that it must).
     """
 
     name: str
     applies_to: Literal["answerable", "unanswerable", "all"]
     system: str
     shows: tuple[Literal["source", "retrieved", "answer"], ...] = ()
+    rates_follow_ups: bool = True
 
 
 _CRITIC_INTRO = (
@@ -216,6 +242,7 @@ Scores:
 5 = it says what it is about, e.g. it names a function, statement, method, option or concept.
 3 = it names its subject, but leans on something unnamed ("that case", "the other one").
 1 = it leans on text the asker cannot see ("the passage", "the example above", "this section").""",
+        rates_follow_ups=False,
     ),
     "unanswerable": Critic(
         "unanswerable",
@@ -255,4 +282,9 @@ def thresholds_with_defaults(thresholds: Mapping[str, int]) -> dict[str, int]:
 def critics_for(evolution: str) -> list[Critic]:
     """The critics that rate a case of this evolution type."""
     kind = "unanswerable" if evolution == UNANSWERABLE else "answerable"
-    return [critic for critic in CRITICS.values() if critic.applies_to in ("all", kind)]
+    follow_up = is_follow_up(evolution)
+    return [
+        critic
+        for critic in CRITICS.values()
+        if critic.applies_to in ("all", kind) and (critic.rates_follow_ups or not follow_up)
+    ]

@@ -87,7 +87,8 @@ def write_config(tmp_path: Path, server: FakeOpenAIServer, filters: str) -> Path
     path.write_text(
         "name: dry\noutput_dir: out\nknowledge_base: {kind: folder, path: kb}\n"
         "testset: {chunks: 6, questions_per_chunk: 2, sampling: even, min_chunk_chars: 50, "
-        "unanswerable_share: 0.34, evolutions: {simple: 0.4, reasoning: 0.3, multi_context: 0.3}, "
+        "unanswerable_share: 0.34, evolutions: {simple: 0.3, reasoning: 0.2, multi_context: 0.25, "
+        "follow_up: 0.25}, "
         f"generator: openai/fake-generator, critic: openai/fake-critic, filters: {filters}, "
         f"generator_defaults: {llm}, critic_defaults: {llm}}}\n"
         f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"

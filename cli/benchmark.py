@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from cli.budget import budget_line, previous_retry_rate, refuse_over_budget, retry_line
+from cli.budget import budget_line, previous_spend, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -118,9 +118,9 @@ def benchmark_preflight(
             print(line)
     done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
     rows = plan_rows(config, preflight.eval_suite.cases, done)
-    rate, _ = previous_retry_rate(config)
-    refuse_over_budget(config, rows, retry_rate=rate)
-    return {"planned": planned_spend(rows, rate).as_metadata()}
+    previous = previous_spend(config)
+    refuse_over_budget(config, rows, retry_rate=previous.retry_rate)
+    return {"planned": planned_spend(rows, previous.retry_rate, previous.token_share).as_metadata()}
 
 
 def print_plan(config: BenchmarkConfig) -> int:
@@ -180,14 +180,15 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(fetched)
     for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
         print(line)
-    rate, measured_by = previous_retry_rate(config)
-    print(retry_line(rate, measured_by))
-    planned = planned_spend(rows, rate)
+    previous = previous_spend(config)
+    print(previous.line())
+    planned = planned_spend(rows, previous.retry_rate, previous.token_share)
+    expected = f", about {planned.expected_tokens} expected" if planned.expected_tokens is not None else ""
     print(
-        f"Expected: {planned.calls} calls, up to {planned.tokens} tokens (the report shows them beside "
-        "what the run spent)."
+        f"Expected: {planned.calls} calls, up to {planned.tokens} tokens{expected} (the report shows them "
+        "beside what the run spent)."
     )
-    if (budget := budget_line(config, rows, retry_rate=rate)) is not None:
+    if (budget := budget_line(config, rows, retry_rate=previous.retry_rate)) is not None:
         print(budget)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)

@@ -1,8 +1,10 @@
 """The plan against the config's `budget`, for every command that runs a pipeline: a line for its dry run,
 and the refusal of a real run whose plan is over the cap (before any model loads). A benchmark's plan
-expects the retries its config's previous run measured (`previous_retry_rate`)."""
+expects the retries its config's previous run measured (`previous_spend`)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.preflight import PreflightError
@@ -15,26 +17,40 @@ TESTSET_KNOBS = "testset.chunks, testset.questions_per_chunk or testset.filters"
 TRAINING_KNOBS = "reranker_training.chunks"
 
 
-def previous_retry_rate(config: BenchmarkConfig) -> tuple[float, str | None]:
-    """The retries per call the config's newest run with a results table measured (its `spend`), and that
-    run's name; (0, None) without one, or when it was made before runs measured their spend."""
+@dataclass(frozen=True)
+class PreviousSpend:
+    """What the config's newest run with a results table measured of its spend: its retries per call and
+    the share of its plan's token bound it used (None: it had no plan). `run` None: no such run, or one
+    made before runs measured their spend, and nothing is expected."""
+
+    retry_rate: float = 0.0
+    token_share: float | None = None
+    run: str | None = None
+
+    def line(self) -> str:
+        """What the plan expects of retries and tokens, and from which run."""
+        if self.run is None:
+            return "Retries: none expected (no earlier run of this config measured its spend)."
+        tokens = (
+            f"; its tokens are expected at {self.token_share:.0%} of their bound, the share that run used"
+            if self.token_share is not None
+            else ""
+        )
+        return (
+            f"Retries: {self.retry_rate:.1%} of calls expected (the retry rate of run {self.run}); the "
+            f"plan's calls include them, its tokens and cost do not (a failed call is charged none){tokens}."
+        )
+
+
+def previous_spend(config: BenchmarkConfig) -> PreviousSpend:
+    """The spend the config's newest run with a results table measured (its `spend`)."""
     from steps.history import latest_results
 
     latest = latest_results(config.name)
     if latest is None or getattr(latest[1], "spend", None) is None:
-        return 0.0, None
+        return PreviousSpend()
     name, table = latest
-    return table.spend.total.retry_rate, name
-
-
-def retry_line(rate: float, run: str | None) -> str:
-    """What the plan expects of retries, and from which run."""
-    if run is None:
-        return "Retries: none expected (no earlier run of this config measured its spend)."
-    return (
-        f"Retries: {rate:.1%} of calls expected (the retry rate of run {run}); the plan's calls include "
-        "them, its tokens and cost do not (a failed call is charged none)."
-    )
+    return PreviousSpend(table.spend.total.retry_rate, table.spend.token_share, name)
 
 
 def budget_line(

@@ -58,11 +58,13 @@ class PlannedTally(BaseModel):
     tokens: int  # prompt tokens plus max_tokens of completion: an upper bound
     cost_usd: float | None
     retry_rate: float = Field(default=0.0, description="the expected retries per call sent, from history")
+    expected_tokens: int | None = Field(default=None, description="at the previous run's share of the bound")
 
     def text(self) -> str:
         cost = "unknown cost" if self.cost_usd is None else f"${self.cost_usd:.4f}"
         retries = f", {self.retry_rate:.0%} retries expected" if self.retry_rate else ""
-        return f"{self.calls} calls, up to {self.tokens} tokens, {cost}{retries}"
+        expected = f" (about {self.expected_tokens} expected)" if self.expected_tokens is not None else ""
+        return f"{self.calls} calls, up to {self.tokens} tokens{expected}, {cost}{retries}"
 
 
 class RunSpend(BaseModel):
@@ -78,6 +80,14 @@ class RunSpend(BaseModel):
         for tally in self.roles.values():
             total = total.plus(tally.model_dump())
         return total
+
+    @property
+    def token_share(self) -> float | None:
+        """The share of its plan's token bound the run used (None without a plan, or a plan of none): the
+        next plan's expected tokens."""
+        if self.planned is None or self.planned.tokens == 0:
+            return None
+        return self.total.tokens / self.planned.tokens
 
     def lines(self) -> list[str]:
         spent = f"Spent: {self.total.text()}"

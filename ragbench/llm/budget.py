@@ -96,6 +96,7 @@ class PlannedSpend:
     tokens: int  # prompt tokens counted plus max_tokens of completion per call
     cost_usd: float | None  # None: a model litellm cannot price
     retry_rate: float = 0.0  # the expected retries per call (the previous run's), included in `calls`
+    expected_tokens: int | None = None  # `tokens` at the share of its bound the previous run used
 
     def as_metadata(self) -> dict[str, int | float | None]:
         """The plan as the run carries it (`ragbench.analysis.spend.PlannedTally`)."""
@@ -104,6 +105,7 @@ class PlannedSpend:
             "tokens": self.tokens,
             "cost_usd": self.cost_usd,
             "retry_rate": round(self.retry_rate, 4),
+            "expected_tokens": self.expected_tokens,
         }
 
     def over(self, budget: BudgetConfig, lower: str) -> list[str]:

@@ -56,6 +56,7 @@ def test_a_runs_steps_sum_per_role_and_a_cached_step_counts_nothing():
         "Planned: 12 calls, up to 400 tokens, $0.0500, 25% retries expected. Spent: 15 calls"
     )
     assert "judge 5 calls (1 retries)" in line
+    assert spend.token_share == 300 / 400  # what the next plan expects of its bound
     assert RunSpend().lines() == ["Spent: 0 calls (0 retries), 0 tokens, $0.0000, 0.0 s in calls."]
 
 
@@ -66,4 +67,13 @@ def test_the_plan_expects_the_previous_runs_retries_in_its_calls_not_its_tokens(
     assert plain.tokens == retried.tokens == 1500  # a failed call is charged no tokens
     # the budget check counts the expected retries: 50 calls are over a cap of 45
     assert not plain.over(BudgetConfig(max_calls=45), "x") and retried.over(BudgetConfig(max_calls=45), "x")
-    assert retried.as_metadata() == {"calls": 50, "tokens": 1500, "cost_usd": 0.1, "retry_rate": 0.25}
+    assert plain.expected_tokens is None  # no earlier run: only the bound
+    # the share of its bound the previous run used makes the bound an expectation
+    expected = planned_spend(rows, retry_rate=0.25, token_share=0.4)
+    assert expected.as_metadata() == {
+        "calls": 50,
+        "tokens": 1500,
+        "cost_usd": 0.1,
+        "retry_rate": 0.25,
+        "expected_tokens": 600,
+    }

@@ -17,6 +17,8 @@ ROLES = {
     "judge_alignment_": "judge check",
     "rewrite_": "rewrite",
 }
+# Roles whose calls the plan lists apart (the dry run's judge card line), not in its total.
+UNPLANNED_ROLES = {"judge check"}
 
 
 class Tally(BaseModel):
@@ -83,11 +85,12 @@ class RunSpend(BaseModel):
 
     @property
     def token_share(self) -> float | None:
-        """The share of its plan's token bound the run used (None without a plan, or a plan of none): the
-        next plan's expected tokens."""
+        """The share of its plan's token bound the run used, by the roles the plan counts (None without a
+        plan, or a plan of none): the next plan's expected tokens."""
         if self.planned is None or self.planned.tokens == 0:
             return None
-        return self.total.tokens / self.planned.tokens
+        planned_roles = (t.tokens for role, t in self.roles.items() if role not in UNPLANNED_ROLES)
+        return sum(planned_roles) / self.planned.tokens
 
     def lines(self) -> list[str]:
         spent = f"Spent: {self.total.text()}"
@@ -109,7 +112,7 @@ def run_spend(steps: Iterable[tuple[str, Mapping | None]], planned: Mapping | No
     step that called nothing or was served from the cache)."""
     roles: dict[str, Tally] = {}
     for step_id, spend in steps:
-        if spend:
+        if spend and spend.get("calls"):  # a step that sent nothing (all cached, or no model) adds nothing
             role = role_of(step_id)
             roles[role] = roles.get(role, Tally()).plus(spend)
     return RunSpend(roles=roles, planned=None if planned is None else PlannedTally.model_validate(planned))

@@ -46,14 +46,22 @@ def test_a_runs_steps_sum_per_role_and_a_cached_step_counts_nothing():
     ]
     step = {"calls": 5, "retries": 1, "tokens": 100, "cost_usd": 0.01, "seconds": 2.0}
     spend = run_spend(
-        [("answer_a", step), ("answer_b", step), ("judge_a", step), ("judge_b", None)],
+        [
+            ("answer_a", step),
+            ("answer_b", step),
+            ("judge_a", step),
+            ("judge_b", None),
+            ("ingest", {"calls": 0}),
+            ("judge_card_0", step),  # listed apart by the plan: not in its token share
+        ],
         planned={"calls": 12, "tokens": 400, "cost_usd": 0.05, "retry_rate": 0.25},
     )
     assert spend.roles["reader"] == Tally(calls=10, retries=2, tokens=200, cost_usd=0.02, seconds=4.0)
-    assert spend.total.calls == 15 and spend.total.retry_rate == 3 / 12
+    assert set(spend.roles) == {"reader", "judge", "judge check"}  # the step that sent nothing: no role
+    assert spend.total.calls == 20 and spend.total.retry_rate == 4 / 16
     (line,) = spend.lines()
     assert line.startswith(
-        "Planned: 12 calls, up to 400 tokens, $0.0500, 25% retries expected. Spent: 15 calls"
+        "Planned: 12 calls, up to 400 tokens, $0.0500, 25% retries expected. Spent: 20 calls"
     )
     assert "judge 5 calls (1 retries)" in line
     assert spend.token_share == 300 / 400  # what the next plan expects of its bound

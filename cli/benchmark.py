@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from cli.budget import budget_line, refuse_over_budget
+from cli.budget import budget_line, previous_spend, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -103,22 +103,24 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
 
 def benchmark_preflight(
     config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
-) -> object:
+) -> dict[str, Any]:
     """The run's checks; then, with `statistics.detect`, what the run can decide (the dry run's lines), so
-    a sample that cannot detect that difference says so before anything is spent; and the plan against
-    the budget, refused when over (it needs the eval cases the checks read and the steps earlier runs
-    finished, which cost nothing)."""
-    from ragbench.config.dry_run import detection_lines, plan_rows
+    a sample that cannot detect that difference says so before anything is spent; and the plan, the
+    retries the previous run measured included, refused when over the budget (it needs the eval cases the
+    checks read and the steps earlier runs finished, which cost nothing). The plan is the pipeline's
+    `planned` parameter: the report shows it beside what the run spent."""
+    from ragbench.config.dry_run import detection_lines, plan_rows, planned_spend
     from steps.history import latest_results
 
     preflight = run_preflight(config, step_environment=step_environment)
     if config.statistics.detect is not None:
         for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
             print(line)
-    if config.budget.capped:
-        done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
-        refuse_over_budget(config, plan_rows(config, preflight.eval_suite.cases, done))
-    return preflight
+    done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+    rows = plan_rows(config, preflight.eval_suite.cases, done)
+    previous = previous_spend(config)
+    refuse_over_budget(config, rows, retry_rate=previous.retry_rate)
+    return {"planned": planned_spend(rows, previous.retry_rate, previous.token_share).as_metadata()}
 
 
 def print_plan(config: BenchmarkConfig) -> int:
@@ -133,6 +135,7 @@ def print_plan(config: BenchmarkConfig) -> int:
         judge_card_calls,
         label_correction_line,
         plan_rows,
+        planned_spend,
         reference_calls,
         rerank_work,
     )
@@ -177,7 +180,15 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(fetched)
     for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
         print(line)
-    if (budget := budget_line(config, rows)) is not None:
+    previous = previous_spend(config)
+    print(previous.line())
+    planned = planned_spend(rows, previous.retry_rate, previous.token_share)
+    expected = f", about {planned.expected_tokens} expected" if planned.expected_tokens is not None else ""
+    print(
+        f"Expected: {planned.calls} calls, up to {planned.tokens} tokens{expected} (the report shows them "
+        "beside what the run spent)."
+    )
+    if (budget := budget_line(config, rows, retry_rate=previous.retry_rate)) is not None:
         print(budget)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)

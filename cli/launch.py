@@ -8,7 +8,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,19 +53,20 @@ def launch(
     pipeline_name: str,
     config: BenchmarkConfig,
     use_cache: bool,
-    preflight: Callable[..., object],
+    preflight: Callable[..., Mapping[str, Any] | None],
     tags: list[str],
     function: str | None = None,
 ) -> Any:
     """One way to start every pipeline: every check before the run (`preflight` with the environment the
     steps will see, the output folder), a run name known in advance, and the finished run; a run that
     stops, or never starts, ends in one message naming it. `function`: the pipeline function, when it is not
-    named as its pipeline (the raced run is registered under the benchmark's name)."""
+    named as its pipeline (the raced run is registered under the benchmark's name). `preflight` returns
+    the pipeline's parameters besides `config` (the benchmark's plan), or None."""
     from pipelines.options import run_options, step_environment
 
     open_store()
     options = run_options(config)
-    preflight(config, step_environment=step_environment(config))
+    parameters = preflight(config, step_environment=step_environment(config)) or {}
     check_output_dir(config)
 
     import pipelines
@@ -75,7 +76,7 @@ def launch(
     pipeline = getattr(pipelines, function or pipeline_name)
     try:
         pipeline.with_options(enable_cache=use_cache, run_name=run_name, tags=tags, **options)(
-            config=config.model_dump(mode="json")
+            config=config.model_dump(mode="json"), **parameters
         )
     except KeyboardInterrupt:
         mark_runs_failed(abandoned=False)

@@ -209,9 +209,16 @@ class Wiring:
         ]
 
     def results_and_gate(
-        self, answer_sets: list, judged: list, pairwise: list, judge_cards: list, race: Any = None
+        self,
+        answer_sets: list,
+        judged: list,
+        pairwise: list,
+        judge_cards: list,
+        race: Any = None,
+        planned: dict | None = None,
     ) -> None:
-        """The results table and report, then the regression gate: the last steps of either pipeline."""
+        """The results table and report, then the regression gate: the last steps of either pipeline.
+        `planned`: the plan the run started with, shown beside what it spent."""
         settings = self.settings
         results, _ = build_results_table(
             cells=[cell.identity() for cell in self.cells],
@@ -234,6 +241,7 @@ class Wiring:
             sample_size=settings.generation.sample_size,
             seed=settings.generation.seed,
             statistics=settings.statistics.model_dump(mode="json"),
+            planned=planned,
         )
         regression_gate(
             results,
@@ -344,9 +352,10 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
 
 
 @pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
-def rag_benchmark(config: dict):
+def rag_benchmark(config: dict, planned: dict | None = None):
     """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
-    Python or by a schedule makes the same artifacts as `run.py`. Every cell answers the fixed sample."""
+    Python or by a schedule makes the same artifacts as `run.py`. Every cell answers the fixed sample.
+    `planned`: the CLI's plan of the run (`PlannedTally`), read only by the never-cached results step."""
     settings = BenchmarkConfig.model_validate(config)
     wiring = wire_retrieval(settings)
     cells = wiring.cells
@@ -370,11 +379,11 @@ def rag_benchmark(config: dict):
                         id=f"pairwise_{judge_key.id}",
                     )
                 )
-    wiring.results_and_gate(list(answers.values()), judged, pairwise, judge_cards)
+    wiring.results_and_gate(list(answers.values()), judged, pairwise, judge_cards, planned=planned)
 
 
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
-def rag_race(config: dict):
+def rag_race(config: dict, planned: dict | None = None):
     """The same run with `search` set: the cells race. Dynamic (ZenML decides the next round from the last
     look's output): each round, every surviving cell answers and is judged on the next batch of the seeded
     case order, one step per key and round (cached like any step), then a look stops the cells that are
@@ -423,4 +432,4 @@ def rag_race(config: dict):
             id=f"race_look_r{number}",
         )
         state = trace.load()
-    wiring.results_and_gate(answer_sets, judged, [], judge_cards, race=trace)
+    wiring.results_and_gate(answer_sets, judged, [], judge_cards, race=trace, planned=planned)

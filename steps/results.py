@@ -7,6 +7,7 @@ from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
+from ragbench.analysis.spend import RunSpend, run_spend
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
@@ -34,6 +35,19 @@ def reused_cells(cells: list[CellSpec]) -> set[str]:
     return {cell.id for cell in cells if all(step_id in cached for step_id in row_step_ids(cell))}
 
 
+def spent_this_run(planned: dict | None) -> RunSpend:
+    """What this run's steps sent, from their `spend` metadata (`steps.spend`); a step served from
+    ZenML's cache sent nothing this run, whatever its original run's metadata says."""
+    steps = this_run().steps.items()
+    return run_spend(
+        (
+            (name, None if run.status.value == "cached" else run.run_metadata.get("spend"))
+            for name, run in steps
+        ),
+        planned,
+    )
+
+
 @step(enable_cache=False, output_materializers={"results": ResultsTableMaterializer})
 def build_results_table(
     cells: list[dict],
@@ -56,8 +70,10 @@ def build_results_table(
     statistics: dict,
     references: ReferenceResolutions | None = None,
     review_labels: ReviewLabels | None = None,
+    planned: dict | None = None,
 ) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
-    """Never cached: it marks which cells came from the cache and logs the run's metadata every time."""
+    """Never cached: it marks which cells came from the cache, sums what the run spent and logs the run's
+    metadata every time. `planned`: the plan the run started with (`PlannedTally`), shown beside it."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
     settings = EvaluationConfig.model_validate(evaluation)
     scoring = settings.scoring(metrics_k)
@@ -82,6 +98,8 @@ def build_results_table(
         labels_given=review_labels,
         label_correction=settings.label_correction,
     )
+    spend = spent_this_run(planned)
+    table = table.model_copy(update={"spend": spend, "notes": [*table.notes, *spend.lines()]})
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id
     log_metadata(run_metadata(table), run_id_name_or_prefix=run_id)

@@ -23,6 +23,7 @@ from ragbench.analysis.labelled import (
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain, rerank_gains
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
+from ragbench.analysis.spend import RunSpend
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
@@ -346,6 +347,7 @@ class ResultsTable(BaseModel):
     race: RaceTrace | None = None  # search: race, the elimination trace (rows say each cell's outcome)
     judge_alignments: list[JudgeAlignment] = []  # each judge against a person's labels, before/after aligned
     references: ReferenceResolutions | None = None  # what this run fetched for reference_from cases
+    spend: RunSpend | None = None  # what the run sent per role, beside its plan (the results step's)
     label_correction: LabelCorrection | None = None  # judged metrics corrected by a person's sampled labels
     judge_only_verdicts: list[
         MetricVerdict

@@ -213,17 +213,26 @@ def plan_rows(
     return rows
 
 
-def planned_spend(rows: list[dict]) -> PlannedSpend:
+def planned_spend(
+    rows: list[dict], retry_rate: float = 0.0, token_share: float | None = None
+) -> PlannedSpend:
     """What a plan's rows (`plan_rows`, `ragbench.config.pipeline_plans`) would send at most, for the
     budget: each row's new LLM calls with their prompt tokens and max_tokens of completion, and an
-    external system's calls (one per case; their tokens and cost are the system's own, out of sight)."""
+    external system's calls (one per case; their tokens and cost are the system's own, out of sight).
+    `retry_rate`: the retries per call the config's previous run measured; the calls are multiplied by
+    (1 + rate), the tokens and cost are not (a failed call is charged none). `token_share`: the share of
+    its token bound the previous run used, which makes the bound an expectation (`expected_tokens`)."""
     costs = [row["cost_usd"] for row in rows]
+    first = sum(row.get("llm_calls", row.get("calls", 0)) + row.get("external_calls", 0) for row in rows)
+    tokens = sum(
+        row.get("prompt_tokens", 0) + row.get("completion_tokens_max", row.get("completion_tokens", 0))
+        for row in rows
+    )
     return PlannedSpend(
-        calls=sum(row.get("llm_calls", row.get("calls", 0)) + row.get("external_calls", 0) for row in rows),
-        tokens=sum(
-            row.get("prompt_tokens", 0) + row.get("completion_tokens_max", row.get("completion_tokens", 0))
-            for row in rows
-        ),
+        calls=round(first * (1 + retry_rate)),
+        retry_rate=retry_rate,
+        tokens=tokens,
+        expected_tokens=None if token_share is None else round(tokens * token_share),
         cost_usd=None if None in costs else sum(costs),
     )
 

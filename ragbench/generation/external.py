@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -261,6 +262,8 @@ class ExternalClient:
             done = self.retrying.run(lambda: self._charged_call(question, history), self._classify)
         except BudgetExhausted as refused:
             return ExternalResult(question=question, reply=None, error=f"{BUDGET_EXHAUSTED}: {refused}")
+        if self.ledger is not None:
+            self.ledger.retried(done.retries)
         return ExternalResult(
             question=question,
             reply=done.value,
@@ -281,9 +284,14 @@ class ExternalClient:
     def _charged_call(self, question: str, history: Messages) -> ExternalReply:
         """One attempt, charged to the run's account first: one call (what the system's own model calls
         use is out of sight, so no tokens or cost)."""
-        if self.ledger is not None:
-            self.ledger.reserve(1, 0, 0.0)
-        return self._call(question, history)
+        if self.ledger is None:
+            return self._call(question, history)
+        self.ledger.reserve(1, 0, 0.0)
+        started = time.monotonic()
+        try:
+            return self._call(question, history)
+        finally:
+            self.ledger.timed(time.monotonic() - started)
 
     def _call(self, question: str, history: Messages) -> ExternalReply:
         if self._function is not None:

@@ -95,6 +95,18 @@ class PlannedSpend:
     calls: int
     tokens: int  # prompt tokens counted plus max_tokens of completion per call
     cost_usd: float | None  # None: a model litellm cannot price
+    retry_rate: float = 0.0  # the expected retries per call (the previous run's), included in `calls`
+    expected_tokens: int | None = None  # `tokens` at the share of its bound the previous run used
+
+    def as_metadata(self) -> dict[str, int | float | None]:
+        """The plan as the run carries it (`ragbench.analysis.spend.PlannedTally`)."""
+        return {
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "retry_rate": round(self.retry_rate, 4),
+            "expected_tokens": self.expected_tokens,
+        }
 
     def over(self, budget: BudgetConfig, lower: str) -> list[str]:
         """Each cap the plan exceeds, by how much, and what to lower (`lower`: the config's knobs that
@@ -141,6 +153,28 @@ class Spent:
     refused: int  # calls not sent because of the cap
 
 
+@dataclass
+class Measured:
+    """What one ledger (one step) sent: the account sums every step's, this is the step's own share, kept
+    in the step's metadata so the run's spend reads per step and per role. `seconds`: time in calls, the
+    measure of a local model's work (its cost is 0)."""
+
+    calls: int = 0
+    retries: int = 0  # of the calls, those that repeated a failed one (the plan's expected retries)
+    tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+    def as_metadata(self) -> dict[str, float | int]:
+        return {
+            "calls": self.calls,
+            "retries": self.retries,
+            "tokens": self.tokens,
+            "cost_usd": round(self.cost_usd, 6),
+            "seconds": round(self.seconds, 3),
+        }
+
+
 class SpendLedger:
     """Charges one account in its store; safe to share between threads (the store is)."""
 
@@ -149,10 +183,16 @@ class SpendLedger:
         self._store: ResultCache | SQLResultCache = open_result_cache(account.store)
         self._lock = threading.Lock()
         self.refused_here = 0  # calls this ledger refused (the account counts every process's)
+        self.here = Measured()
 
     def reserve(self, calls: int, tokens: int, cost_usd: float) -> None:
         """Charge a call its most before it is sent; `BudgetExhausted` (nothing charged) past a cap."""
-        if not self._store.charge(self.account.account, (calls, tokens, cost_usd), self.account.budget.caps):
+        if self._store.charge(self.account.account, (calls, tokens, cost_usd), self.account.budget.caps):
+            with self._lock:
+                self.here.calls += calls
+                self.here.tokens += tokens
+                self.here.cost_usd += cost_usd
+        else:
             with self._lock:
                 self.refused_here += 1
             spent = self.spent()
@@ -166,6 +206,19 @@ class SpendLedger:
         """Replace a reservation's tokens and cost by what the call used."""
         if (tokens, cost_usd) != (reserved_tokens, reserved_cost):
             self._store.settle(self.account.account, tokens - reserved_tokens, cost_usd - reserved_cost)
+            with self._lock:
+                self.here.tokens += tokens - reserved_tokens
+                self.here.cost_usd += cost_usd - reserved_cost
+
+    def timed(self, seconds: float) -> None:
+        """Add a sent call's wall time (its retries' waits not included) to this step's seconds."""
+        with self._lock:
+            self.here.seconds += seconds
+
+    def retried(self, retries: int) -> None:
+        """Count the retries among this step's calls: what the dry run expects more of next time."""
+        with self._lock:
+            self.here.retries += retries
 
     def spent(self) -> Spent:
         return Spent(*self._store.spent(self.account.account))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
@@ -328,12 +329,13 @@ class LLMClient:
             reserved = self._reserve(messages)
             self.stats.add(calls=1)
             response = None
+            started = time.monotonic()
             try:
                 response = litellm.completion(messages=messages, **params)
                 return response
             finally:
                 if reserved is not None:
-                    self._settle(reserved, response)
+                    self._settle(reserved, response, time.monotonic() - started)
 
         try:
             done = self.retrying.run(attempt, self._classify, slot=self._slots)
@@ -343,6 +345,8 @@ class LLMClient:
         out.attempts += done.attempts
         out.latency_s += done.latency_s
         self.stats.add(retries=done.retries)
+        if self.ledger is not None:
+            self.ledger.retried(done.retries)
         if done.failure is None:
             self.retrying.succeeded()
             self._account(done.value, out)
@@ -369,9 +373,11 @@ class LLMClient:
         self.ledger.reserve(1, prompt + most, cost)
         return prompt + most, cost
 
-    def _settle(self, reserved: tuple[int, float], response: Any | None) -> None:
-        """The reservation corrected to what the call used (a failed call: no tokens, no cost)."""
+    def _settle(self, reserved: tuple[int, float], response: Any | None, seconds: float) -> None:
+        """The reservation corrected to what the call used (a failed call: no tokens, no cost), and the
+        call's seconds (a local model's compute) added to the step's."""
         assert self.ledger is not None
+        self.ledger.timed(seconds)
         used = _Outcome()
         if response is not None:
             self._account(response, used)

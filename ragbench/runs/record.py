@@ -70,6 +70,8 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     if table.references is not None:  # each dynamic case's identity for this run, and the cases that failed
         flat["reference_digests"] = table.references.digests()
         flat["reference_failures"] = table.references.failures()
+    if table.spend is not None:  # what the run sent (calls, tokens, cost, seconds) per role and its plan
+        flat["spend"] = table.spend.model_dump(mode="json") | {"total": table.spend.total.model_dump()}
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
     flat["judge_cards"] = [card.model_dump(mode="json", exclude={"verdicts"}) for card in table.judge_cards]
     if table.judge_alignments:

@@ -183,8 +183,11 @@ def test_a_run_with_a_named_difference_says_what_it_can_decide_before_it_starts(
     from steps import history
 
     cases = [EvalCase.model_validate(c) for c in CASES]
-    checked = SimpleNamespace(eval_suite=SimpleNamespace(cases=cases))
+    checked = SimpleNamespace(
+        eval_suite=SimpleNamespace(cases=cases, fingerprint="e"), knowledge_base_fingerprint="k"
+    )
     monkeypatch.setattr(benchmark, "run_preflight", lambda config, step_environment=None: checked)
+    monkeypatch.setattr(benchmark, "finished_steps", lambda *fingerprints: set())
     monkeypatch.setattr(history, "latest_results", lambda name: None)
     for detect in (None, 0.05):
         write_project(
@@ -193,9 +196,11 @@ def test_a_run_with_a_named_difference_says_what_it_can_decide_before_it_starts(
             CASES,
             f"grid: {TWO_CELLS}\nevaluation: {CORRECTNESS}\nstatistics: {{detect: {detect or 'null'}}}\n",
         )
-        assert benchmark.benchmark_preflight(load_config(tmp_path / "config.yaml")) is checked
+        parameters = benchmark.benchmark_preflight(load_config(tmp_path / "config.yaml"))
+        # the plan the run carries to its report: every sampled case answered and judged by both cells
+        assert parameters["planned"]["calls"] > 0 and parameters["planned"]["retry_rate"] == 0.0
         printed = capsys.readouterr().out
         if detect is None:
-            assert printed == ""  # nothing asked, nothing loaded from the store
+            assert printed == ""  # nothing to decide, nothing said
         else:
             assert printed.startswith("What the run can decide: no earlier run of config")

@@ -1,0 +1,118 @@
+"""What a run spent, per role, beside what its plan said it would: read from the `spend` metadata every step
+that calls a model logs (`steps.spend.step_spending`), so it counts what was really sent (retries
+included) whatever the cache served, and shown in the report's notes and the terminal summary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from pydantic import BaseModel, Field
+
+# Step-id prefix -> the role the plan names (ragbench.config.dry_run): the longest prefix wins.
+ROLES = {
+    "answer_": "reader",
+    "judge_": "judge",
+    "pairwise_": "judge",
+    "judge_card_": "judge check",
+    "judge_alignment_": "judge check",
+    "rewrite_": "rewrite",
+}
+# Roles whose calls the plan lists apart (the dry run's judge card line), not in its total.
+UNPLANNED_ROLES = {"judge check"}
+
+
+class Tally(BaseModel):
+    """Calls sent (retries included), prompt plus completion tokens, cost at litellm's prices (local
+    models 0), and seconds in calls: the measure of a local model's compute."""
+
+    calls: int = 0
+    retries: int = 0  # of the calls
+    tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+
+    @property
+    def retry_rate(self) -> float:
+        """Retries per first attempt: what a plan of first attempts is multiplied by (1 + rate) for."""
+        first = self.calls - self.retries
+        return self.retries / first if first > 0 else 0.0
+
+    def plus(self, other: Mapping[str, float | int]) -> Tally:
+        return Tally(
+            calls=self.calls + int(other.get("calls", 0)),
+            retries=self.retries + int(other.get("retries", 0)),
+            tokens=self.tokens + int(other.get("tokens", 0)),
+            cost_usd=round(self.cost_usd + float(other.get("cost_usd", 0.0)), 6),
+            seconds=round(self.seconds + float(other.get("seconds", 0.0)), 3),
+        )
+
+    def text(self) -> str:
+        return (
+            f"{self.calls} calls ({self.retries} retries), {self.tokens} tokens, ${self.cost_usd:.4f}, "
+            f"{self.seconds:.1f} s in calls"
+        )
+
+
+class PlannedTally(BaseModel):
+    """The plan a run started with (its dry run's, `planned_spend`), retries expected included."""
+
+    calls: int
+    tokens: int  # prompt tokens plus max_tokens of completion: an upper bound
+    cost_usd: float | None
+    retry_rate: float = Field(default=0.0, description="the expected retries per call sent, from history")
+    expected_tokens: int | None = Field(default=None, description="at the previous run's share of the bound")
+
+    def text(self) -> str:
+        cost = "unknown cost" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        retries = f", {self.retry_rate:.0%} retries expected" if self.retry_rate else ""
+        expected = f" (about {self.expected_tokens} expected)" if self.expected_tokens is not None else ""
+        return f"{self.calls} calls, up to {self.tokens} tokens{expected}, {cost}{retries}"
+
+
+class RunSpend(BaseModel):
+    """A run's spend: per role and in all, and the plan it started with (None: started without one, e.g.
+    from Python)."""
+
+    roles: dict[str, Tally] = {}
+    planned: PlannedTally | None = None
+
+    @property
+    def total(self) -> Tally:
+        total = Tally()
+        for tally in self.roles.values():
+            total = total.plus(tally.model_dump())
+        return total
+
+    @property
+    def token_share(self) -> float | None:
+        """The share of its plan's token bound the run used, by the roles the plan counts (None without a
+        plan, or a plan of none): the next plan's expected tokens."""
+        if self.planned is None or self.planned.tokens == 0:
+            return None
+        planned_roles = (t.tokens for role, t in self.roles.items() if role not in UNPLANNED_ROLES)
+        return sum(planned_roles) / self.planned.tokens
+
+    def lines(self) -> list[str]:
+        spent = f"Spent: {self.total.text()}"
+        if self.roles:
+            spent += " (" + "; ".join(f"{role} {t.text()}" for role, t in sorted(self.roles.items())) + ")"
+        if self.planned is None:
+            return [spent + "."]
+        return [f"Planned: {self.planned.text()}. {spent}."]
+
+
+def role_of(step_id: str) -> str:
+    """The role a step's calls belong to, by its id (`other`: ingest, testset, references...)."""
+    matches = [prefix for prefix in ROLES if step_id.startswith(prefix)]
+    return ROLES[max(matches, key=len)] if matches else "other"
+
+
+def run_spend(steps: Iterable[tuple[str, Mapping | None]], planned: Mapping | None = None) -> RunSpend:
+    """The run's spend from its steps' `spend` metadata (`steps`: step id and that metadata, None for a
+    step that called nothing or was served from the cache)."""
+    roles: dict[str, Tally] = {}
+    for step_id, spend in steps:
+        if spend and spend.get("calls"):  # a step that sent nothing (all cached, or no model) adds nothing
+            role = role_of(step_id)
+            roles[role] = roles.get(role, Tally()).plus(spend)
+    return RunSpend(roles=roles, planned=None if planned is None else PlannedTally.model_validate(planned))

@@ -78,10 +78,7 @@ class RunSpend(BaseModel):
 
     @property
     def total(self) -> Tally:
-        total = Tally()
-        for tally in self.roles.values():
-            total = total.plus(tally.model_dump())
-        return total
+        return _sum(self.roles.values())
 
     @property
     def token_share(self) -> float | None:
@@ -93,12 +90,31 @@ class RunSpend(BaseModel):
         return sum(planned_roles) / self.planned.tokens
 
     def lines(self) -> list[str]:
-        spent = f"Spent: {self.total.text()}"
-        if self.roles:
-            spent += " (" + "; ".join(f"{role} {t.text()}" for role, t in sorted(self.roles.items())) + ")"
+        """Planned against spent on the same roles (the plan's), then what the plan lists apart (the judge
+        card, whose at-most the dry run prints on its own line), so the two totals compare like with like."""
         if self.planned is None:
-            return [spent + "."]
-        return [f"Planned: {self.planned.text()}. {spent}."]
+            return [f"Spent: {_total_text(self.roles)}."]
+        planned_roles = {role: t for role, t in self.roles.items() if role not in UNPLANNED_ROLES}
+        apart = {role: t for role, t in self.roles.items() if role in UNPLANNED_ROLES}
+        line = f"Planned: {self.planned.text()}. Spent on it: {_total_text(planned_roles)}."
+        if apart:
+            line += f" Besides the plan: {_total_text(apart)}."
+        return [line]
+
+
+def _sum(tallies: Iterable[Tally]) -> Tally:
+    total = Tally()
+    for tally in tallies:
+        total = total.plus(tally.model_dump())
+    return total
+
+
+def _total_text(roles: Mapping[str, Tally]) -> str:
+    """The roles' total, then each role's share when there is more than one."""
+    total = _sum(roles.values())
+    if len(roles) < 2:
+        return " ".join([*roles, total.text()])
+    return f"{total.text()} (" + "; ".join(f"{role} {t.text()}" for role, t in sorted(roles.items())) + ")"
 
 
 def role_of(step_id: str) -> str:

@@ -82,7 +82,7 @@ def test_the_dry_run_expects_the_retries_and_tokens_the_run_then_spends(project)
     assert (first["roles"]["reader"]["calls"], first["roles"]["reader"]["retries"]) == (6, 2)
     assert first["roles"]["judge"]["calls"] == 4
     assert first["total"]["tokens"] > 0 and first["total"]["seconds"] > 0
-    assert "Planned: 8 calls" in out and "Spent: 10 calls (2 retries)" in out  # the summary's notes
+    assert "Planned: 8 calls" in out and "Spent on it: 10 calls (2 retries)" in out  # the summary's notes
 
     # new names: new steps, and new LLM-cache keys (the judge reads the same answers) on the same prompts
     renamed = [

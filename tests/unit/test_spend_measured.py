@@ -60,10 +60,14 @@ def test_a_runs_steps_sum_per_role_and_a_cached_step_counts_nothing():
     assert set(spend.roles) == {"reader", "judge", "judge check"}  # the step that sent nothing: no role
     assert spend.total.calls == 20 and spend.total.retry_rate == 4 / 16
     (line,) = spend.lines()
-    assert line.startswith(
-        "Planned: 12 calls, up to 400 tokens, $0.0500, 25% retries expected. Spent: 20 calls"
+    # spent on the plan's roles beside the plan; the judge card apart, as the dry run lists it
+    planned_part, apart = line.split(" Besides the plan: ")
+    assert planned_part.startswith(
+        "Planned: 12 calls, up to 400 tokens, $0.0500, 25% retries expected. "
+        "Spent on it: 15 calls (3 retries)"
     )
-    assert "judge 5 calls (1 retries)" in line
+    assert "judge 5 calls (1 retries)" in planned_part and "reader 10 calls (2 retries)" in planned_part
+    assert apart.startswith("judge check 5 calls (1 retries)")
     assert spend.token_share == 300 / 400  # what the next plan expects of its bound
     assert RunSpend().lines() == ["Spent: 0 calls (0 retries), 0 tokens, $0.0000, 0.0 s in calls."]
 

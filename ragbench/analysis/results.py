@@ -278,10 +278,12 @@ class CellResults(BaseModel):
         why: dict[str, str] = {}
         for cell in self.cells:
             answers = self.answers_of(cell)
-            if answers is None or not answers.answers:
-                continue
-            if stopped := stopped_by_budget(cell, answers, self.judged_of(cell)):
+            retrieval = self.retrievals.get(cell.upto("retrieve").id)
+            rewrite = retrieval.rewrite if retrieval is not None else None
+            if stopped := stopped_by_budget(cell, rewrite, answers, self.judged_of(cell)):
                 why[cell.id] = f"the spend cap stopped {stopped} in cell {labels[cell.id]} " + BUDGET_ADVICE
+                continue
+            if answers is None or not answers.answers:
                 continue
             produced = [a for a in answers.answers if a.answer is not None]
             if not produced:

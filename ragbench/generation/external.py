@@ -30,7 +30,7 @@ from ragbench.generation.systems import (
     missing_environment,
 )
 from ragbench.inputs.callables import load_callable
-from ragbench.llm.budget import BUDGET_EXHAUSTED, BudgetExhausted, current_ledger
+from ragbench.llm.budget import BudgetExhausted, current_ledger, is_budget_refusal, refusal
 from ragbench.llm.cache import cache_key, open_result_cache, remember_outcome
 from ragbench.llm.redaction import redact
 from ragbench.llm.retry import Failure, Retrying, parse_retry_after
@@ -236,7 +236,7 @@ class ExternalClient:
             except ValidationError:
                 pass
         result = self._ask_fresh(question, list(history))
-        if result.error is not None and result.error.startswith(BUDGET_EXHAUSTED):
+        if is_budget_refusal(result.error):
             return result  # never asked: nothing to remember, and not the system's failure
         if self.cache is not None:
             value = result.model_dump_json() if result.reply is not None else None
@@ -261,7 +261,7 @@ class ExternalClient:
         try:
             done = self.retrying.run(lambda: self._charged_call(question, history), self._classify)
         except BudgetExhausted as refused:
-            return ExternalResult(question=question, reply=None, error=f"{BUDGET_EXHAUSTED}: {refused}")
+            return ExternalResult(question=question, reply=None, error=refusal(refused))
         if self.ledger is not None:
             self.ledger.retried(done.retries)
         return ExternalResult(

@@ -34,6 +34,18 @@ BUDGET_EXHAUSTED = "budget_exhausted"
 BUDGET_ADVICE = (
     "(calls not sent: raise the config's budget and run again; the calls made are cached and not paid again)"
 )
+
+
+def refusal(reason: Exception | str) -> str:
+    """The error a call the cap refused carries: one form, so every reader of results can tell it apart."""
+    return f"{BUDGET_EXHAUSTED}: {reason}"
+
+
+def is_budget_refusal(error: str | None) -> bool:
+    """Whether a result's error is the cap's refusal (never sent) rather than a provider's failure."""
+    return error is not None and error.startswith(BUDGET_EXHAUSTED)
+
+
 _UNCAPPED_CALLS = _UNCAPPED_TOKENS = 2**62
 _UNCAPPED_COST = 1e300
 

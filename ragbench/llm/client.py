@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 
 from ragbench.llm import local
-from ragbench.llm.budget import BUDGET_EXHAUSTED, BudgetExhausted, SpendLedger, current_ledger
+from ragbench.llm.budget import BudgetExhausted, SpendLedger, current_ledger, is_budget_refusal, refusal
 from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache, remember_outcome
 from ragbench.llm.errors import classify_error, retry_after_s, short_error
 from ragbench.llm.pricing import as_messages, estimate_cost_usd, estimate_prompt_tokens
@@ -175,7 +175,7 @@ class LLMClient:
                     self.stats.record_hit()
                     return cached
             result = self._generate(msgs, response_schema, sample)
-            refused = result.error is not None and result.error.startswith(BUDGET_EXHAUSTED)
+            refused = is_budget_refusal(result.error)
             if self.cache is not None and not refused:  # a refused call was never made: nothing to remember
                 result = self._remember(key, result)
         self.stats.record_fresh(result)
@@ -340,7 +340,7 @@ class LLMClient:
         try:
             done = self.retrying.run(attempt, self._classify, slot=self._slots)
         except BudgetExhausted as refused:  # not the provider's failure: no retry, no breaker
-            out.error = f"{BUDGET_EXHAUSTED}: {refused}"
+            out.error = refusal(refused)
             return None
         out.attempts += done.attempts
         out.latency_s += done.latency_s

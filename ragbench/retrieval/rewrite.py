@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from ragbench.inputs.conversation import conversation_text
 from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.budget import is_budget_refusal
 from ragbench.llm.prompts import REWRITE_PROMPTS
 from ragbench.llm.types import LLMRequest, LLMResult
 
@@ -57,6 +58,7 @@ class RewriteStats(BaseModel):
     calls: int
     cached: int
     failures: int
+    refused: int = 0  # of the failures: calls the run's spend cap did not send (the cell is incomplete)
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float | None
@@ -70,6 +72,7 @@ class RewriteStats(BaseModel):
             calls=sum(q.calls for q in queries),
             cached=sum(q.cached for q in queries),
             failures=sum(q.error is not None for q in queries),
+            refused=sum(is_budget_refusal(q.error) for q in queries),
             prompt_tokens=sum(q.prompt_tokens for q in queries),
             completion_tokens=sum(q.completion_tokens for q in queries),
             cost_usd=None if any(c is None for c in costs) else round(sum(c or 0.0 for c in costs), 6),

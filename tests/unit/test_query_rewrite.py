@@ -8,12 +8,14 @@ import os
 
 import pytest
 
+from ragbench.analysis.completeness import stopped_by_budget
 from ragbench.config.dry_run import plan_rows
 from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import ConfigError, load_config
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.chunking import Chunk, ChunkSet
 from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.budget import BudgetConfig, SpendAccount, is_budget_refusal, spending
 from ragbench.llm.prompts import REWRITE_PROMPTS
 from ragbench.retrieval.lexical import build_lexical_index, reciprocal_rank_fusion
 from ragbench.retrieval.retrievers import BM25, SearchContext
@@ -184,3 +186,32 @@ def test_the_dry_run_counts_the_rewrite_calls_once_per_retrieve_key():
     assert len(rewrite_requests("hyde", cases, 3)) == 2
     plain = {row["cell"]: row["llm_calls"] for row in rows}
     assert len(set(plain.values())) == 3  # the rewrite calls are in each cell's total
+
+
+def test_a_rewrite_the_spend_cap_refused_is_counted_apart_and_makes_its_cell_incomplete(server, tmp_path):
+    """A refused rewrite leaves its case searched as asked, so the cell's retrieval is not the rewrite's:
+    the cell is incomplete (its gate fails closed) and the rerun with a higher cap asks again."""
+    budget = SpendAccount.new(BudgetConfig(max_calls=1), tmp_path / "cache")
+    second = FOLLOW_UP.model_copy(update={"id": "dict-get-again", "question": "And with a default?"})
+    with spending(budget), server.client(tmp_path / "cache") as client:
+        queries = rewrite_queries("condense", [FOLLOW_UP, second], client, count=3, desc="t")
+    # the two run concurrently: whichever is charged first is sent, the other refused
+    assert sorted(is_budget_refusal(q.error) for q in queries) == [False, True] and server.request_count == 1
+    stats = RewriteStats.of("condense", "openai/fake", queries)
+    assert (stats.failures, stats.refused) == (1, 1)
+    assert (
+        stopped_by_budget(
+            CellSpec(chunk_size=64, retriever="bm25", top_k=3, query_rewrite="condense"), stats, None, None
+        )
+        == "1 query rewrite(s)"
+    )
+    failed_not_refused = stats.model_copy(update={"refused": 0})
+    assert (
+        stopped_by_budget(
+            CellSpec(chunk_size=64, retriever="bm25", top_k=3, query_rewrite="condense"),
+            failed_not_refused,
+            None,
+            None,
+        )
+        == ""
+    )

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from pydantic import BaseModel
-
-from ragbench.analysis.stats import StatisticsConfig, paired_difference_test
+from ragbench.analysis.paired_change import PairedChange
+from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues
 from ragbench.grid.cell import CellSpec
 from ragbench.retrieval.measures import FIRST_STAGE_PREFIX
@@ -19,30 +18,20 @@ from ragbench.scoring.metrics import MetricInfo
 FOLLOW_UPS, SINGLE_QUESTIONS, ALL_CASES = "follow-ups", "single questions", "all cases"
 
 
-class RewriteGain(BaseModel):
+class RewriteGain(PairedChange):
     """One rewriting cell against its `off` twin on one retrieval metric over one group of cases."""
+
+    SIDES = ("searched_as_asked", "rewritten")
 
     cell: str  # cell id
     against: str  # the twin's cell id
     cases_group: str  # FOLLOW_UPS, SINGLE_QUESTIONS or ALL_CASES (an eval set without conversations)
-    column: str
-    label: str
-    higher_is_better: bool
     searched_as_asked: float
     rewritten: float
-    difference: float
-    low: float
-    high: float
-    p_value: float
-    cases: int
 
     def text(self) -> str:
         """E.g. ``MRR on follow-ups 0.266 -> 0.515 (+0.249 [-0.006, +0.514], p=0.078, 13 cases)``."""
-        return (
-            f"{self.label} on {self.cases_group} {self.searched_as_asked:.3f} -> {self.rewritten:.3f} "
-            f"({self.difference:+.3f} [{self.low:+.3f}, {self.high:+.3f}], p={self.p_value:.3g}, "
-            f"{self.cases} cases)"
-        )
+        return f"{self.label} on {self.cases_group} {self.change_text()}"
 
 
 def rewrite_gains(
@@ -64,39 +53,15 @@ def rewrite_gains(
         for metric in (m for m in metrics if not m.column.startswith(FIRST_STAGE_PREFIX)):
             rewritten = case_values.get(cell.id, {}).get(metric.column, {})
             as_asked = case_values.get(twin.id, {}).get(metric.column, {})
-            shared = [case for case in rewritten if case in as_asked]
+            shared = {case: value for case, value in rewritten.items() if case in as_asked}
             groups = {
-                FOLLOW_UPS: [case for case in shared if case in follow_ups],
-                SINGLE_QUESTIONS: [case for case in shared if case not in follow_ups],
+                FOLLOW_UPS: {case: value for case, value in shared.items() if case in follow_ups},
+                SINGLE_QUESTIONS: {case: value for case, value in shared.items() if case not in follow_ups},
             }
-            if not groups[FOLLOW_UPS] or not groups[SINGLE_QUESTIONS]:
+            if not all(groups.values()):
                 groups = {ALL_CASES: shared}
-            for group, cases in groups.items():
-                if not cases:
-                    continue
-                before, after = [as_asked[case] for case in cases], [rewritten[case] for case in cases]
-                difference, low, high, p_value = paired_difference_test(
-                    before,
-                    after,
-                    seed=settings.seed,
-                    resamples=settings.resamples,
-                    confidence=settings.confidence,
-                )
-                gains.append(
-                    RewriteGain(
-                        cell=cell.id,
-                        against=twin.id,
-                        cases_group=group,
-                        column=metric.column,
-                        label=metric.label,
-                        higher_is_better=metric.higher_is_better,
-                        searched_as_asked=round(sum(before) / len(cases), 4),
-                        rewritten=round(sum(after) / len(cases), 4),
-                        difference=round(difference, 4),
-                        low=round(low, 4),
-                        high=round(high, 4),
-                        p_value=p_value,
-                        cases=len(cases),
-                    )
-                )
+            for group, values in groups.items():
+                keys = {"cell": cell.id, "against": twin.id, "cases_group": group}
+                if gain := RewriteGain.between(metric, as_asked, values, settings, **keys):
+                    gains.append(gain)
     return gains

@@ -12,28 +12,12 @@ from ragbench.report import charts
 from ragbench.report.pages import rows_to_html_table
 
 
-def change_verdict(difference: float, low: float, high: float, higher_is_better: bool) -> str:
-    """Better or worse when the interval of a paired difference excludes zero, else not told apart."""
-    if low <= 0 <= high:
-        return "not told apart"
-    return "better" if (difference > 0) == higher_is_better else "worse"
-
-
 def reranking_section(gains: Sequence[RerankGain], names: dict[str, str], confidence: float) -> str:
     if not gains:
         return ""
     rows = [
-        {
-            "cell": names.get(gain.cell, gain.cell),
-            "metric": gain.label,
-            "first stage": f"{gain.first_stage:.3f}",
-            "reranked": f"{gain.reranked:.3f}",
-            "difference": f"{gain.difference:+.3f}",
-            f"{confidence:.0%} interval": f"[{gain.low:+.3f}, {gain.high:+.3f}]",
-            "p": f"{gain.p_value:.3g}",
-            "cases": gain.cases,
-            "reranked is": change_verdict(gain.difference, gain.low, gain.high, gain.higher_is_better),
-        }
+        {"cell": names.get(gain.cell, gain.cell), "cases": gain.cases}
+        | gain.table_columns("first stage", "reranked", confidence)
         for gain in gains
     ]
     how = (

@@ -9,7 +9,6 @@ from html import escape
 
 from ragbench.analysis.rewriting import RewriteGain
 from ragbench.report.pages import rows_to_html_table
-from ragbench.report.reranking import change_verdict
 
 
 def rewriting_section(gains: Sequence[RewriteGain], names: dict[str, str], confidence: float) -> str:
@@ -20,14 +19,8 @@ def rewriting_section(gains: Sequence[RewriteGain], names: dict[str, str], confi
             "cell": names.get(gain.cell, gain.cell),
             "against": names.get(gain.against, gain.against),
             "cases": f"{gain.cases_group} ({gain.cases})",
-            "metric": gain.label,
-            "as asked": f"{gain.searched_as_asked:.3f}",
-            "rewritten": f"{gain.rewritten:.3f}",
-            "difference": f"{gain.difference:+.3f}",
-            f"{confidence:.0%} interval": f"[{gain.low:+.3f}, {gain.high:+.3f}]",
-            "p": f"{gain.p_value:.3g}",
-            "rewritten is": change_verdict(gain.difference, gain.low, gain.high, gain.higher_is_better),
         }
+        | gain.table_columns("as asked", "rewritten", confidence)
         for gain in gains
     ]
     how = (

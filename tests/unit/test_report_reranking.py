@@ -1,7 +1,7 @@
 """The report's reranking section: its table and its chart of each reranking cell's paired change."""
 
 from ragbench.analysis.reranking import RerankGain
-from ragbench.report.reranking import change_verdict, reranking_section
+from ragbench.report.reranking import reranking_section
 
 
 def gain(cell: str, label: str, difference: float, low: float, high: float) -> RerankGain:
@@ -45,7 +45,7 @@ def test_a_metric_a_cell_lacks_shows_no_bar_and_no_gains_no_section():
 
 
 def test_verdicts_read_the_interval():
-    verdicts = [change_verdict(g.difference, g.low, g.high, g.higher_is_better) for g in GAINS]
+    verdicts = [g.verdict for g in GAINS]
     assert verdicts == ["not told apart", "worse", "worse"]
 
 

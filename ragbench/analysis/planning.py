@@ -33,12 +33,13 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from pydantic import BaseModel
 
 from ragbench.analysis.ppi import MIN_LABELS
-from ragbench.analysis.stats import smallest_attainable_p
+from ragbench.analysis.stats import StatisticsConfig, smallest_attainable_p
 
 # bisection steps of a difference's size: 2^-60 of its bracket, far below any metric's printed precision
 _HALVINGS = 60
@@ -109,13 +110,38 @@ def _can_reject(cases: int, level: float, resamples: int | None) -> bool:
     return fewest is not None and cases >= max(2, fewest)
 
 
-def _check(alpha: float, power: float, comparisons: int) -> float:
-    """The level each comparison is planned at (Holm's strictest, alpha / comparisons), the inputs checked."""
-    if not (0 < alpha < 1 and 0 < power < 1):
-        raise ValueError(f"alpha and power must lie strictly between 0 and 1, got {alpha} and {power}")
-    if comparisons < 1:
-        raise ValueError(f"at least one comparison is planned for, got {comparisons}")
-    return alpha / comparisons
+@dataclass(frozen=True)
+class PlannedTest:
+    """The paired test a plan is for: its alpha, the power wanted, the Holm family the comparison is read
+    in (at alpha / comparisons, Holm's strictest level), whether the metric is binary (0 or 1 per case:
+    the exact sign-test power), and the sign-flip test's resamples (None: every pattern enumerated)."""
+
+    alpha: float = 0.05
+    power: float = 0.8
+    comparisons: int = 1
+    binary: bool = False
+    resamples: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (0 < self.alpha < 1 and 0 < self.power < 1):
+            raise ValueError(
+                f"alpha and power must lie strictly between 0 and 1, got {self.alpha} and {self.power}"
+            )
+        if self.comparisons < 1:
+            raise ValueError(f"at least one comparison is planned for, got {self.comparisons}")
+
+    @classmethod
+    def of(cls, settings: StatisticsConfig, comparisons: int, *, binary: bool) -> PlannedTest:
+        """The test the report makes under the config's `statistics`, in a family of `comparisons`."""
+        return cls(settings.alpha, settings.power, comparisons, binary, settings.resamples)
+
+    @property
+    def level(self) -> float:
+        return self.alpha / self.comparisons
+
+    def power_on(self, data: np.ndarray, difference: float, cases: int) -> float:
+        """This test's power against a mean `difference` on `cases` cases at the pilot's spread."""
+        return power_at(data, difference, cases, self.level, binary=self.binary, resamples=self.resamples)
 
 
 def _pilot(differences: Sequence[float]) -> np.ndarray:
@@ -146,14 +172,7 @@ def _no_spread(data: np.ndarray, *, binary: bool) -> bool:
 
 
 def cases_needed(
-    differences: Sequence[float],
-    *,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    difference: float | None = None,
-    comparisons: int = 1,
-    binary: bool = False,
-    resamples: int | None = None,
+    differences: Sequence[float], test: PlannedTest = PlannedTest(), *, difference: float | None = None
 ) -> int | None:
     """Paired cases the report's paired test needs to detect `difference` (default: the pilot's observed
     mean difference) with `power`, at the spread of the pilot's per-case `differences` (`power_at`; a
@@ -164,12 +183,12 @@ def cases_needed(
     to plan from), or when no number of cases can reach the level (`resamples` too few). When a continuous
     pilot's differences do not vary (every case moves the same way) the answer is the fewest cases that
     can reject."""
-    level = _check(alpha, power, comparisons)
+    binary = test.binary
     data = _pilot(differences)
     if data.size < 2 or not data.any():
         return None
     target = float(data.mean()) if difference is None else float(difference)
-    fewest = fewest_rejecting_cases(level, resamples)
+    fewest = fewest_rejecting_cases(test.level, test.resamples)
     if target == 0.0 or (binary and abs(target) > 1.0) or fewest is None:
         return None
     if _no_spread(data, binary=binary):  # a continuous pilot whose every case moved by one amount
@@ -178,7 +197,7 @@ def cases_needed(
     from statsmodels.tools.sm_exceptions import ConvergenceWarning
 
     def enough(n: int) -> bool:
-        return power_at(data, target, n, level, binary=binary, resamples=resamples) >= power
+        return test.power_on(data, target, n) >= test.power
 
     # the t-test's answer is the starting guess (a binary metric's at its variance at the target); the
     # integer answer is the smallest n whose power reaches the target. solve_power's root finder fails
@@ -194,7 +213,10 @@ def cases_needed(
             float(
                 np.asarray(
                     TTestPower().solve_power(
-                        effect_size=abs(target) / sd, alpha=level, power=power, alternative="two-sided"
+                        effect_size=abs(target) / sd,
+                        alpha=test.level,
+                        power=test.power,
+                        alternative="two-sided",
                     )
                 ).item()
             )
@@ -211,29 +233,21 @@ def cases_needed(
 
 
 def minimum_detectable_difference(
-    differences: Sequence[float],
-    *,
-    cases: int,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    comparisons: int = 1,
-    binary: bool = False,
-    resamples: int | None = None,
+    differences: Sequence[float], cases: int, test: PlannedTest = PlannedTest()
 ) -> float | None:
     """The smallest mean paired difference (in the metric's units, either direction) the report's paired
     test detects with `power` on `cases` cases at alpha / comparisons, at the spread of the pilot's
     per-case `differences` (`power_at`). None when the pilot has no spread to plan from or when nothing is
     detectable on that many cases (`fewest_rejecting_cases`); `plan` says which."""
-    level = _check(alpha, power, comparisons)
     data = _pilot(differences)
-    if _no_spread(data, binary=binary) or not _can_reject(cases, level, resamples):
+    if _no_spread(data, binary=test.binary) or not _can_reject(cases, test.level, test.resamples):
         return None
 
     def enough(delta: float) -> bool:
-        return power_at(data, delta, cases, level, binary=binary, resamples=resamples) >= power
+        return test.power_on(data, delta, cases) >= test.power
 
     # a binary difference of 1 (every case one way) is detected wherever anything is
-    low, high = 0.0, 1.0 if binary else float(data.std(ddof=1))
+    low, high = 0.0, 1.0 if test.binary else float(data.std(ddof=1))
     while not enough(high):
         low, high = high, high * 2
     for _ in range(_HALVINGS):
@@ -296,33 +310,21 @@ class DetectionPlan(BaseModel):
 
 def plan(
     differences: Sequence[float],
-    *,
     cases: int,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    comparisons: int = 1,
-    binary: bool = False,
+    test: PlannedTest = PlannedTest(),
+    *,
     detect: float | None = None,
-    resamples: int | None = None,
 ) -> DetectionPlan:
     """The plan of a comparison on `cases` cases from the pilot's per-case `differences` (NaN dropped),
     with the reason when nothing can be planned: no spread in the pilot, or too few cases for the
     sign-flip test to reach alpha / comparisons whatever the difference."""
-    level = _check(alpha, power, comparisons)
     data = _pilot(differences)
-    detectable = minimum_detectable_difference(
-        data,
-        cases=cases,
-        alpha=alpha,
-        power=power,
-        comparisons=comparisons,
-        binary=binary,
-        resamples=resamples,
-    )
+    detectable = minimum_detectable_difference(data, cases, test)
+    level, resamples = test.level, test.resamples
     why_not = ""
     if detectable is None:
         fewest = fewest_rejecting_cases(level, resamples)
-        if _no_spread(data, binary=binary):
+        if _no_spread(data, binary=test.binary):
             why_not = (
                 f"nothing can be planned: the pilot's {data.size} paired case(s) do not vary, so they say "
                 "nothing of how a difference would"
@@ -338,29 +340,18 @@ def plan(
                 f"there is {smallest_attainable_p(cases, resamples):.3g}, not under the level {level:.3g} "
                 f"(it needs at least {fewest} cases)"
             )
-    needed = None
-    if detect is not None:
-        needed = cases_needed(
-            data,
-            alpha=alpha,
-            power=power,
-            difference=detect,
-            comparisons=comparisons,
-            binary=binary,
-            resamples=resamples,
-        )
     return DetectionPlan(
         cases=cases,
-        alpha=alpha,
-        power=power,
-        comparisons=comparisons,
+        alpha=test.alpha,
+        power=test.power,
+        comparisons=test.comparisons,
         pilot_cases=int(data.size),
-        binary=binary,
+        binary=test.binary,
         detectable=detectable,
         why_not=why_not,
-        spread=not _no_spread(data, binary=binary),
+        spread=not _no_spread(data, binary=test.binary),
         detect=detect,
-        cases_to_detect=needed,
+        cases_to_detect=None if detect is None else cases_needed(data, test, difference=detect),
     )
 
 
@@ -394,7 +385,7 @@ def labels_needed(
     pilot has fewer than 3 labelled differences or none that vary, or when even labelling all `answers`
     would not reach `power`. A weighted (uncertainty-first) sample is not planned here: its variance
     depends on the probabilities the next labels would be drawn with."""
-    level = _check(alpha, power, comparisons)
+    level = PlannedTest(alpha, power, comparisons).level
     f, y = np.asarray(judge, dtype=float), np.asarray(labels, dtype=float)
     if f.shape != y.shape or f.ndim != 1:
         raise ValueError("judge differences and labels must be two equally long lists")

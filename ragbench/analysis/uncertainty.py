@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
-from ragbench.analysis.planning import DetectionPlan, cases_needed, is_binary, plan
+from ragbench.analysis.planning import DetectionPlan, PlannedTest, cases_needed, is_binary, plan
 from ragbench.analysis.stats import (
     PairedComparison,
     StatisticsConfig,
@@ -213,15 +213,9 @@ def compare_cells(
         needed, planned = None, None
         if runner_up is not None:
             differences, binary = top_two_differences(values, best, runner_up.candidate)
-            how = {
-                "alpha": settings.alpha,
-                "power": settings.power,
-                "comparisons": max(1, runner_up.family or 1),  # the family Holm read it in
-                "binary": binary,
-                "resamples": settings.resamples,
-            }
-            needed = cases_needed(differences, **how)
-            planned = plan(differences, cases=runner_up.n, detect=settings.detect, **how)
+            test = PlannedTest.of(settings, max(1, runner_up.family or 1), binary=binary)  # Holm's family
+            needed = cases_needed(differences, test)
+            planned = plan(differences, runner_up.n, test, detect=settings.detect)
         verdicts.append(
             metric_verdict(metric, best, comparisons, names or {}, cases_needed=needed, plan=planned)
         )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ragbench.analysis.labelled import paired_labels
-from ragbench.analysis.planning import labels_needed, plan
+from ragbench.analysis.planning import PlannedTest, labels_needed, plan
 from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
 from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
@@ -362,13 +362,9 @@ def detection_lines(
         differences, binary = top_two_differences(values, verdict.best, other)
         planned = plan(
             differences,
-            cases=with_sources if is_retrieval_column(verdict.column) else sampled,
-            alpha=settings.alpha,
-            power=settings.power,
-            comparisons=comparisons,
-            binary=binary,
+            with_sources if is_retrieval_column(verdict.column) else sampled,
+            PlannedTest.of(settings, comparisons, binary=binary),
             detect=settings.detect,
-            resamples=settings.resamples,
         )
         lines.append(
             f"  {verdict.label}: {planned.text()}{_labels_text(config, table, verdict, other, sampled)}"

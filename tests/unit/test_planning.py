@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from ragbench.analysis.permutation import SignFlipTest
 from ragbench.analysis.planning import (
+    PlannedTest,
     binary_power,
     cases_needed,
     disagreement,
@@ -134,9 +135,7 @@ CASES = [
 @pytest.mark.parametrize("kind, n, comparisons", CASES, ids=[f"{k}-n{n}-m{m}" for k, n, m in CASES])
 def test_the_planned_difference_is_detected_at_the_planned_power(kind, n, comparisons):
     pilot, binary = PILOTS[kind](), kind == "binary"
-    mdd = minimum_detectable_difference(
-        pilot, cases=n, alpha=ALPHA, power=POWER, comparisons=comparisons, binary=binary, resamples=RESAMPLES
-    )
+    mdd = minimum_detectable_difference(pilot, n, PlannedTest(ALPHA, POWER, comparisons, binary, RESAMPLES))
     assert mdd is not None and mdd > 0
     if comparisons == 1:
         share = share_through_compare_to_best(pilot, mdd, n, kind, seed=n)
@@ -152,29 +151,29 @@ def test_too_few_cases_detect_nothing_and_the_plan_says_why():
     assert fewest_rejecting_cases(0.001, resamples=2000) == 11  # drawn patterns: p >= 2 / 2001
     assert fewest_rejecting_cases(0.0005, resamples=2000) is None  # no number of cases gets under it
     pilot = continuous_pilot()
-    five = plan(pilot, cases=5, detect=0.5)
+    five = plan(pilot, 5, detect=0.5)
     assert five.detectable is None and five.can_detect is False
     assert "0.0625" in five.why_not and "at least 6 cases" in five.why_not
     assert "THIS SAMPLE CANNOT DETECT IT" in five.text()
-    assert minimum_detectable_difference(pilot, cases=6) is not None
-    crowded = plan(pilot, cases=50, comparisons=100, resamples=2000)
+    assert minimum_detectable_difference(pilot, 6) is not None
+    crowded = plan(pilot, 50, PlannedTest(comparisons=100, resamples=2000))
     assert crowded.detectable is None and "raise statistics.resamples" in crowded.why_not
-    assert cases_needed(pilot, difference=0.5, comparisons=100, resamples=2000) is None
+    assert cases_needed(pilot, PlannedTest(comparisons=100, resamples=2000), difference=0.5) is None
 
 
 @pytest.mark.parametrize("binary", [False, True])
 def test_a_pilot_without_spread_plans_nothing(binary):
-    same = plan(np.zeros(30), cases=50, binary=binary, detect=0.05)
+    same = plan(np.zeros(30), 50, PlannedTest(binary=binary), detect=0.05)
     assert same.detectable is None and not same.spread and same.can_detect is None
     assert "do not vary" in same.text() and "nor whether it detects a difference of 0.05" in same.text()
-    assert cases_needed(np.zeros(30), difference=0.05, binary=binary) is None
-    assert minimum_detectable_difference([0.5], cases=50, binary=binary) is None  # one case: no spread
+    assert cases_needed(np.zeros(30), PlannedTest(binary=binary), difference=0.05) is None
+    assert minimum_detectable_difference([0.5], 50, PlannedTest(binary=binary)) is None  # one case: no spread
 
 
 def test_every_case_moving_by_one_amount_needs_only_the_cases_that_can_reject():
-    assert minimum_detectable_difference([0.25] * 10, cases=50) is None  # no spread to scale a plan by
+    assert minimum_detectable_difference([0.25] * 10, 50) is None  # no spread to scale a plan by
     assert cases_needed([0.25] * 10) == 6
-    assert cases_needed([0.25] * 10, comparisons=3) == 7
+    assert cases_needed([0.25] * 10, PlannedTest(comparisons=3)) == 7
 
 
 def test_the_binary_power_is_the_sign_flip_tests_exactly():
@@ -196,30 +195,29 @@ def test_the_binary_power_is_the_sign_flip_tests_exactly():
 def test_the_cases_a_difference_needs_and_the_difference_a_sample_detects_agree(binary):
     pilot = binary_pilot() if binary else continuous_pilot()
     for n in (30, 50, 200):
-        mdd = minimum_detectable_difference(pilot, cases=n, binary=binary)
-        needed = cases_needed(pilot, difference=mdd, binary=binary)
+        mdd = minimum_detectable_difference(pilot, n, PlannedTest(binary=binary))
+        needed = cases_needed(pilot, PlannedTest(binary=binary), difference=mdd)
         # the sign test's power is not monotone in n (discrete), by a case or two around its target
         assert abs(needed - n) <= (2 if binary else 0), (n, mdd, needed)
-    detects = [
-        minimum_detectable_difference(pilot, cases=50, comparisons=m, binary=binary) for m in (1, 3, 10)
-    ]
+    tests = [PlannedTest(comparisons=m, binary=binary) for m in (1, 3, 10)]
+    detects = [minimum_detectable_difference(pilot, 50, test) for test in tests]
     assert detects == sorted(detects) and detects[0] < detects[-1]  # Holm's level costs detectable size
 
 
 def test_a_named_difference_is_said_detectable_or_not():
     pilot = continuous_pilot()
-    small = plan(pilot, cases=50, detect=0.05)
+    small = plan(pilot, 50, detect=0.05)
     assert small.can_detect is False and small.cases_to_detect > 50
     assert f"needs about {small.cases_to_detect} cases: THIS SAMPLE CANNOT DETECT IT" in small.text()
-    large = plan(pilot, cases=50, detect=0.3)
+    large = plan(pilot, 50, detect=0.3)
     assert large.can_detect is True and large.cases_to_detect <= 50
     assert "this sample can detect it" in large.text()
     assert (
-        plan(pilot, cases=50, comparisons=3)
+        plan(pilot, 50, PlannedTest(comparisons=3))
         .text()
         .startswith("on 50 cases the paired test detects a difference of ")
     )
-    assert "alpha 0.05 / 3 comparisons (Holm)" in plan(pilot, cases=50, comparisons=3).text()
+    assert "alpha 0.05 / 3 comparisons (Holm)" in plan(pilot, 50, PlannedTest(comparisons=3)).text()
 
 
 def test_binary_metrics_are_told_by_their_values():

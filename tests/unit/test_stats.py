@@ -17,7 +17,7 @@ import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
 from ragbench.analysis.permutation import SignFlipTest
-from ragbench.analysis.planning import cases_needed
+from ragbench.analysis.planning import PlannedTest, cases_needed
 from ragbench.analysis.stats import (
     compare_to_best,
     confusion,
@@ -262,7 +262,7 @@ def test_cases_needed_shrinks_with_the_effect_and_is_none_without_one():
     assert cases_needed([0.5]) is None
     assert cases_needed([0.25, 0.25, 0.25]) == 6
     with pytest.raises(ValueError):
-        cases_needed([0.1, 0.2], power=1.0)
+        PlannedTest(power=1.0)
 
 
 def test_weighted_kappa_and_confusion():

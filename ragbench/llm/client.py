@@ -324,9 +324,10 @@ class LLMClient:
     def _call(self, messages: list[Message], params: dict[str, Any], out: _Outcome) -> Any | None:
         """One provider call with our retries; accumulates into `out`; None (and out.error) on failure."""
         litellm = get_litellm()
+        most = self._most(messages)  # the prompt is tokenized once; each attempt is charged it
 
         def attempt() -> Any:
-            reserved = self._reserve(messages)
+            reserved = self._reserve(most)
             self.stats.add(calls=1)
             response = None
             started = time.monotonic()
@@ -361,17 +362,24 @@ class LLMClient:
             ) from None
         return None
 
-    def _reserve(self, messages: list[Message]) -> tuple[int, float] | None:
-        """Charge the call about to be sent its most (prompt tokens, `max_tokens` of completion, their
-        price; a price litellm does not know as 0, which the plan refuses under a cost cap); the
-        reservation, or None without a ledger. `BudgetExhausted` when the cap would be crossed."""
+    def _most(self, messages: list[Message]) -> tuple[int, float] | None:
+        """The most a call of `messages` can cost: prompt tokens plus `max_tokens` of completion, and
+        their price (a price litellm does not know as 0, which the plan refuses under a cost cap); None
+        without a ledger, which needs no estimate."""
         if self.ledger is None:
             return None
-        model, most = self.settings.model, self.settings.max_tokens
+        model, completion = self.settings.model, self.settings.max_tokens
         prompt = estimate_prompt_tokens(model, messages)
-        cost = estimate_cost_usd(model, prompt, most) or 0.0
-        self.ledger.reserve(1, prompt + most, cost)
-        return prompt + most, cost
+        return prompt + completion, estimate_cost_usd(model, prompt, completion) or 0.0
+
+    def _reserve(self, most: tuple[int, float] | None) -> tuple[int, float] | None:
+        """Charge the attempt about to be sent its most (a retry resends the prompt, so each attempt is
+        charged); the reservation, or None without a ledger. `BudgetExhausted` when the cap would be
+        crossed."""
+        if self.ledger is None or most is None:
+            return None
+        self.ledger.reserve(1, *most)
+        return most
 
     def _settle(self, reserved: tuple[int, float], response: Any | None, seconds: float) -> None:
         """The reservation corrected to what the call used (a failed call: no tokens, no cost), and the

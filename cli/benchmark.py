@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from cli.budget import budget_line, previous_spend, refuse_over_budget
+from cli.budget import budget_line, expected_line, previous_spend, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -109,7 +109,7 @@ def benchmark_preflight(
     retries the previous run measured included, refused when over the budget (it needs the eval cases the
     checks read and the steps earlier runs finished, which cost nothing). The plan is the pipeline's
     `planned` parameter: the report shows it beside what the run spent."""
-    from ragbench.config.dry_run import detection_lines, plan_rows, planned_spend
+    from ragbench.config.dry_run import detection_lines, plan_rows
     from steps.history import latest_results
 
     preflight = run_preflight(config, step_environment=step_environment)
@@ -120,7 +120,7 @@ def benchmark_preflight(
     rows = plan_rows(config, preflight.eval_suite.cases, done)
     previous = previous_spend(config)
     refuse_over_budget(config, rows, retry_rate=previous.retry_rate)
-    return {"planned": planned_spend(rows, previous.retry_rate, previous.token_share).as_metadata()}
+    return {"planned": previous.plan(rows).as_metadata()}
 
 
 def print_plan(config: BenchmarkConfig) -> int:
@@ -135,7 +135,6 @@ def print_plan(config: BenchmarkConfig) -> int:
         judge_card_calls,
         label_correction_line,
         plan_rows,
-        planned_spend,
         reference_calls,
         rerank_work,
     )
@@ -182,12 +181,7 @@ def print_plan(config: BenchmarkConfig) -> int:
         print(line)
     previous = previous_spend(config)
     print(previous.line())
-    planned = planned_spend(rows, previous.retry_rate, previous.token_share)
-    expected = f", about {planned.expected_tokens} expected" if planned.expected_tokens is not None else ""
-    print(
-        f"Expected: {planned.calls} calls, up to {planned.tokens} tokens{expected} (the report shows them "
-        "beside what the run spent)."
-    )
+    print(expected_line(previous.plan(rows)))
     if (budget := budget_line(config, rows, retry_rate=previous.retry_rate)) is not None:
         print(budget)
     if (search := config.search) is not None:

@@ -1,13 +1,18 @@
 """The plan against the config's `budget`, for every command that runs a pipeline: a line for its dry run,
-and the refusal of a real run whose plan is over the cap (before any model loads). A benchmark's plan
-expects the retries its config's previous run measured (`previous_spend`)."""
+and the refusal of a real run whose plan is over the cap (before any model loads). A plan expects the
+retries, calls and tokens its config's previous run of the same pipeline measured (`previous_spend`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.preflight import PreflightError
+from ragbench.runs.names import BENCHMARK_PIPELINE
+
+if TYPE_CHECKING:
+    from ragbench.llm.budget import PlannedSpend
 
 # What changes a benchmark's plan, named in the refusal.
 BENCHMARK_KNOBS = (
@@ -19,38 +24,75 @@ TRAINING_KNOBS = "reranker_training.chunks"
 
 @dataclass(frozen=True)
 class PreviousSpend:
-    """What the config's newest run with a results table measured of its spend: its retries per call and
-    the share of its plan's token bound it used (None: it had no plan). `run` None: no such run, or one
-    made before runs measured their spend, and nothing is expected."""
+    """What the config's newest run of a pipeline measured of its spend: its retries per call, and the shares
+    of its plan's first attempts it sent and of its token bound it used (None: it had no plan). `run` None:
+    no such run, or none since runs measure their spend, and nothing is expected."""
 
     retry_rate: float = 0.0
     token_share: float | None = None
+    call_share: float | None = None
     run: str | None = None
 
     def line(self) -> str:
-        """What the plan expects of retries and tokens, and from which run."""
+        """What the plan expects of retries, calls and tokens, and from which run."""
         if self.run is None:
             return "Retries: none expected (no earlier run of this config measured its spend)."
-        tokens = (
-            f"; its tokens are expected at {self.token_share:.0%} of their bound, the share that run used"
-            if self.token_share is not None
-            else ""
-        )
+        shares = [
+            f"{what} at {share:.0%} of {bound}"
+            for what, share, bound in (
+                ("its calls", self.call_share, "its first attempts"),
+                ("its tokens", self.token_share, "their bound"),
+            )
+            if share is not None
+        ]
+        expected = f"; {' and '.join(shares)} are expected, the shares that run used" if shares else ""
         return (
             f"Retries: {self.retry_rate:.1%} of calls expected (the retry rate of run {self.run}); the "
-            f"plan's calls include them, its tokens and cost do not (a failed call is charged none){tokens}."
+            "plan's calls include them, its tokens and cost do not (a failed call is charged none)"
+            f"{expected}."
         )
 
+    def plan(self, rows: list[dict]) -> PlannedSpend:
+        """The plan of `rows` (`planned_spend`) with what this run measured expected."""
+        from ragbench.config.dry_run import planned_spend
 
-def previous_spend(config: BenchmarkConfig) -> PreviousSpend:
-    """The spend the config's newest run with a results table measured (its `spend`)."""
-    from steps.history import latest_results
+        return planned_spend(rows, self.retry_rate, self.token_share, self.call_share)
 
-    latest = latest_results(config.name)
-    if latest is None or getattr(latest[1], "spend", None) is None:
-        return PreviousSpend()
-    name, table = latest
-    return PreviousSpend(table.spend.total.retry_rate, table.spend.token_share, name)
+
+def previous_spend(
+    config: BenchmarkConfig, pipeline: str = BENCHMARK_PIPELINE, last: int = 20
+) -> PreviousSpend:
+    """The spend the config's newest run of `pipeline` among its `last` logged (its `spend` run metadata,
+    which the benchmark's results step and the other pipelines' `sum_run_spend` log); a config's runs carry
+    its tag (`config_tag`)."""
+    from cli.launch import open_store
+    from ragbench.analysis.spend import RunSpend
+    from ragbench.runs.compare import config_tag
+    from steps.store import ZenMLStore
+
+    open_store()
+    for pipeline_run in ZenMLStore().runs(pipeline, [f"equals:{config_tag(config.name)}"], size=last):
+        if "spend" in pipeline_run.run_metadata:
+            spend = RunSpend.model_validate(pipeline_run.run_metadata["spend"])
+            return PreviousSpend(
+                spend.total.retry_rate, spend.token_share, spend.call_share, pipeline_run.name
+            )
+    return PreviousSpend()
+
+
+def spend_text(pipeline_run: Any) -> str:
+    """What a finished run spent beside its plan (its `spend` run metadata), as its summary prints it."""
+    from ragbench.analysis.spend import RunSpend
+
+    return "\n".join(RunSpend.model_validate(pipeline_run.run_metadata["spend"]).lines())
+
+
+def expected_line(planned: PlannedSpend, shown: str = "the report shows them") -> str:
+    """The dry run's expected calls and tokens: the plan's bounds at the previous run's shares."""
+    from ragbench.analysis.spend import expected_text
+
+    bounds = expected_text(planned.calls, planned.tokens, planned.expected_calls, planned.expected_tokens)
+    return f"Expected: {bounds} ({shown} beside what the run spent)."
 
 
 def budget_line(

@@ -7,8 +7,16 @@ import argparse
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from cli.budget import TESTSET_KNOBS, budget_line, refuse_over_budget
+from cli.budget import (
+    TESTSET_KNOBS,
+    budget_line,
+    expected_line,
+    previous_spend,
+    refuse_over_budget,
+    spend_text,
+)
 from cli.command import (
     Command,
     RunStopped,
@@ -55,25 +63,35 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
         f"size; cached calls are free). The knowledge base makes about {chunks} chunks of "
         f"{config.section_chunking(config.testset)[0]} tokens."
     )
-    if (budget := budget_line(config, rows, TESTSET_KNOBS)) is not None:
+    previous = previous_spend(config, TESTSET_PIPELINE)
+    print(previous.line())
+    print(expected_line(previous.plan(rows), "its summary shows them"))
+    if (budget := budget_line(config, rows, TESTSET_KNOBS, previous.retry_rate)) is not None:
         print(budget)
     return 0
 
 
-def testset_preflight(config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None) -> None:
-    """`run_testset_preflight`, then its plan (every candidate generated and checked) against the budget."""
+def testset_preflight(
+    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """`run_testset_preflight`, then its plan (every candidate generated and checked, the retries the
+    config's previous testset run measured included) against the budget. The plan is the pipeline's
+    `planned` parameter: the run sums what it spent beside it."""
     from ragbench.config.pipeline_plans import testset_plan_rows
 
     chunks = run_testset_preflight(config, step_environment=step_environment)
-    if config.budget.capped:
-        refuse_over_budget(config, testset_plan_rows(config, chunks), TESTSET_KNOBS)
+    rows = testset_plan_rows(config, chunks)
+    previous = previous_spend(config, TESTSET_PIPELINE)
+    refuse_over_budget(config, rows, TESTSET_KNOBS, previous.retry_rate)
+    return {"planned": previous.plan(rows).as_metadata()}
 
 
 def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     """Generate, critique and filter an eval set; export it as JSONL beside the ZenML artifact."""
+    from ragbench.runs.compare import config_tag
     from ragbench.testset.assemble import EvalSet
 
-    pipeline_run = launch(TESTSET_PIPELINE, config, use_cache, testset_preflight, [])
+    pipeline_run = launch(TESTSET_PIPELINE, config, use_cache, testset_preflight, [config_tag(config.name)])
     artifact = pipeline_run.steps[EVAL_SET_STEP].outputs[config.eval_set_name][0]
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary
@@ -89,6 +107,7 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
         },
     )
     print(eval_set.summary_text())
+    print(spend_text(pipeline_run))
     for warning in eval_set.warnings:
         print(f"WARNING: {warning}")
     print(

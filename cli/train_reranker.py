@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from typing import Any
 
-from cli.budget import TRAINING_KNOBS, budget_line, refuse_over_budget
+from cli.budget import (
+    TRAINING_KNOBS,
+    budget_line,
+    expected_line,
+    previous_spend,
+    refuse_over_budget,
+    spend_text,
+)
 from cli.command import Command, add_cache_option, add_config_options, config_of
 from cli.launch import launch
 from ragbench.config.model import BenchmarkConfig
@@ -45,30 +53,44 @@ def print_training_plan(config: BenchmarkConfig) -> int:
     )
     from ragbench.config.pipeline_plans import training_plan_rows
 
-    if (budget := budget_line(config, training_plan_rows(config), TRAINING_KNOBS)) is not None:
+    rows = training_plan_rows(config)
+    previous = previous_spend(config, TRAIN_RERANKER_PIPELINE)
+    print(previous.line())
+    print(expected_line(previous.plan(rows), "its summary shows them"))
+    if (budget := budget_line(config, rows, TRAINING_KNOBS, previous.retry_rate)) is not None:
         print(budget)
     return 0
 
 
-def training_preflight(config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None) -> None:
-    """`run_training_preflight`, then its plan (a question for every sampled chunk) against the budget."""
+def training_preflight(
+    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """`run_training_preflight`, then its plan (a question for every sampled chunk, the retries the config's
+    previous training run measured included) against the budget; the plan is the pipeline's `planned`
+    parameter."""
     from ragbench.config.pipeline_plans import training_plan_rows
 
     run_training_preflight(config, step_environment=step_environment)
-    if config.budget.capped:
-        refuse_over_budget(config, training_plan_rows(config), TRAINING_KNOBS)
+    rows = training_plan_rows(config)
+    previous = previous_spend(config, TRAIN_RERANKER_PIPELINE)
+    refuse_over_budget(config, rows, TRAINING_KNOBS, previous.retry_rate)
+    return {"planned": previous.plan(rows).as_metadata()}
 
 
 def run_train_reranker(config: BenchmarkConfig, use_cache: bool) -> int:
     """Write questions, mine pairs and train; print what the checkpoint reached and how to use it."""
     from ragbench.models.trained import artifact_name
+    from ragbench.runs.compare import config_tag
 
-    pipeline_run = launch(TRAIN_RERANKER_PIPELINE, config, use_cache, training_preflight, [])
+    pipeline_run = launch(
+        TRAIN_RERANKER_PIPELINE, config, use_cache, training_preflight, [config_tag(config.name)]
+    )
     name = config.trained_reranker_name
     artifact = pipeline_run.steps["train_reranker_checkpoint"].outputs[artifact_name(name)][0]
     summary = artifact.run_metadata
     rows = [{"field": key, "value": value} for key, value in summary.items() if key != "held_out_case_ids"]
     print(rows_to_text(rows))
+    print(spend_text(pipeline_run))
     print(
         f"\nZenML artifact: {artifact_name(name)} version {artifact.version} ({summary.get('label')}); "
         f"{len(summary.get('held_out_case_ids', []))} eval case(s) held out of training.\n"

@@ -25,6 +25,7 @@ from steps import (
     ingest_knowledge_base,
     pass_llm_operations,
     roundtrip_eval_candidates,
+    sum_run_spend,
 )
 from steps.caching import Operations
 from steps.testset import EVAL_SET_NAME
@@ -87,8 +88,10 @@ def indexed_chunks(settings: BenchmarkConfig, key: CellSpec, operations: Any) ->
 
 
 @pipeline(name=TESTSET_PIPELINE)
-def rag_testset(config: dict):
-    """`config` is a `BenchmarkConfig` as JSON; its `testset` section says what to generate."""
+def rag_testset(config: dict, planned: dict | None = None):
+    """`config` is a `BenchmarkConfig` as JSON; its `testset` section says what to generate. `planned`: the
+    CLI's plan of the run (`PlannedTally`), read only by the never-cached last step, which sums what the
+    run spent beside it."""
     settings = BenchmarkConfig.model_validate(config)
     size, overlap = settings.section_chunking(settings.testset)
     key = CellSpec(
@@ -123,3 +126,4 @@ def rag_testset(config: dict):
         name=settings.eval_set_name,
         labels=[label.model_dump(mode="json") for label in labels.values()],
     )
+    sum_run_spend(planned=planned, after="assemble_eval_set")  # after every step that calls a model

@@ -18,6 +18,7 @@ from steps import (
     build_bm25_index,
     load_eval_suite,
     pass_llm_operations,
+    sum_run_spend,
 )
 from steps.train import (
     RERANKER_ARTIFACT,
@@ -36,8 +37,9 @@ def training_identity(settings: BenchmarkConfig) -> dict[str, Any]:
 
 
 @pipeline(name=TRAIN_RERANKER_PIPELINE)
-def rag_train_reranker(config: dict):
-    """`config` is a `BenchmarkConfig` as JSON; its `reranker_training` section says what to train."""
+def rag_train_reranker(config: dict, planned: dict | None = None):
+    """`config` is a `BenchmarkConfig` as JSON; its `reranker_training` section says what to train.
+    `planned`: the CLI's plan of the run, beside which the never-cached last step sums what it spent."""
     settings = BenchmarkConfig.model_validate(config)
     size, overlap = settings.section_chunking(settings.reranker_training)
     key = CellSpec(
@@ -69,3 +71,4 @@ def rag_train_reranker(config: dict):
     train_reranker_checkpoint.with_options(substitutions={RERANKER_ARTIFACT: artifact_name(name)})(
         pairs, chunks, operations, training=training, name=name
     )
+    sum_run_spend(planned=planned, after="train_reranker_checkpoint")  # after every step that calls a model

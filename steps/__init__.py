@@ -20,6 +20,7 @@ from steps.rerank import rerank_cell
 from steps.results import build_results_table
 from steps.retrieve import retrieve_cell
 from steps.rewrite import rewrite_queries_step
+from steps.run_spend import sum_run_spend
 from steps.store import ZenMLStore
 from steps.testset import (
     assemble_eval_set,
@@ -59,6 +60,7 @@ __all__ = [
     "rewrite_queries_step",
     "roundtrip_eval_candidates",
     "start_cell_race",
+    "sum_run_spend",
 ]
 
 __getattr__ = submodules_as_attributes(__name__)

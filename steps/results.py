@@ -7,7 +7,6 @@ from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
-from ragbench.analysis.spend import RunSpend, run_spend
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
@@ -25,6 +24,7 @@ from ragbench.runs.record import run_metadata
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import EvaluationConfig
+from steps.run_spend import spent_this_run
 from steps.store import this_run
 
 
@@ -33,19 +33,6 @@ def reused_cells(cells: list[CellSpec]) -> set[str]:
     pipeline_run = this_run()
     cached = {name for name, step_run in pipeline_run.steps.items() if step_run.status.value == "cached"}
     return {cell.id for cell in cells if all(step_id in cached for step_id in row_step_ids(cell))}
-
-
-def spent_this_run(planned: dict | None) -> RunSpend:
-    """What this run's steps sent, from their `spend` metadata (`steps.spend`); a step served from
-    ZenML's cache sent nothing this run, whatever its original run's metadata says."""
-    steps = this_run().steps.items()
-    return run_spend(
-        (
-            (name, None if run.status.value == "cached" else run.run_metadata.get("spend"))
-            for name, run in steps
-        ),
-        planned,
-    )
 
 
 @step(enable_cache=False, output_materializers={"results": ResultsTableMaterializer})

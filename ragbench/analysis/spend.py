@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, Field
 
-# Step-id prefix -> the role the plan names (ragbench.config.dry_run): the longest prefix wins.
+# Step-id prefix -> the role the plan names (ragbench.config.dry_run, ragbench.config.pipeline_plans): the
+# longest prefix wins.
 ROLES = {
     "answer_": "reader",
     "judge_": "judge",
@@ -16,6 +17,10 @@ ROLES = {
     "judge_card_": "judge check",
     "judge_alignment_": "judge check",
     "rewrite_": "rewrite",
+    "generate_eval_candidates": "generator",
+    "critique_eval_candidates": "critics",
+    "roundtrip_eval_candidates": "roundtrip",
+    "write_training_questions": "question writer",
 }
 # Roles whose calls the plan lists apart (the dry run's judge card line), not in its total.
 UNPLANNED_ROLES = {"judge check"}
@@ -61,12 +66,18 @@ class PlannedTally(BaseModel):
     cost_usd: float | None
     retry_rate: float = Field(default=0.0, description="the expected retries per call sent, from history")
     expected_tokens: int | None = Field(default=None, description="at the previous run's share of the bound")
+    expected_calls: int | None = Field(default=None, description="at the previous run's share of the plan")
+
+    @property
+    def first_attempts(self) -> int:
+        """The plan's calls without the retries it expected."""
+        return round(self.calls / (1 + self.retry_rate))
 
     def text(self) -> str:
         cost = "unknown cost" if self.cost_usd is None else f"${self.cost_usd:.4f}"
         retries = f", {self.retry_rate:.0%} retries expected" if self.retry_rate else ""
-        expected = f" (about {self.expected_tokens} expected)" if self.expected_tokens is not None else ""
-        return f"{self.calls} calls, up to {self.tokens} tokens{expected}, {cost}{retries}"
+        bounds = expected_text(self.calls, self.tokens, self.expected_calls, self.expected_tokens)
+        return f"{bounds}, {cost}{retries}"
 
 
 class RunSpend(BaseModel):
@@ -89,6 +100,20 @@ class RunSpend(BaseModel):
         planned_roles = (t.tokens for role, t in self.roles.items() if role not in UNPLANNED_ROLES)
         return sum(planned_roles) / self.planned.tokens
 
+    @property
+    def call_share(self) -> float | None:
+        """The share of its plan's first attempts the run sent, by the roles the plan counts (None without a
+        plan, or a plan of none): a race stops cells early, the LLM cache serves a prompt repeated within
+        the run; the next plan's expected calls."""
+        if self.planned is None or self.planned.first_attempts == 0:
+            return None
+        sent = [t.calls - t.retries for role, t in self.roles.items() if role not in UNPLANNED_ROLES]
+        return sum(sent) / self.planned.first_attempts
+
+    def as_metadata(self) -> dict:
+        """The run's `spend` metadata: the plan, each role's and the total."""
+        return self.model_dump(mode="json") | {"total": self.total.model_dump()}
+
     def lines(self) -> list[str]:
         """Planned against spent on the same roles (the plan's), then what the plan lists apart (the judge
         card, whose at-most the dry run prints on its own line), so the two totals compare like with like."""
@@ -100,6 +125,13 @@ class RunSpend(BaseModel):
         if apart:
             line += f" Besides the plan: {_total_text(apart)}."
         return [line]
+
+
+def expected_text(calls: int, tokens: int, expected_calls: int | None, expected_tokens: int | None) -> str:
+    """A plan's bounds, each with what the previous run's shares make of it: the dry run's and the run's."""
+    about_calls = f" (about {expected_calls} expected)" if expected_calls is not None else ""
+    about_tokens = f" (about {expected_tokens} expected)" if expected_tokens is not None else ""
+    return f"{calls} calls{about_calls}, up to {tokens} tokens{about_tokens}"
 
 
 def _sum(tallies: Iterable[Tally]) -> Tally:

@@ -214,14 +214,20 @@ def plan_rows(
 
 
 def planned_spend(
-    rows: list[dict], retry_rate: float = 0.0, token_share: float | None = None
+    rows: list[dict],
+    retry_rate: float = 0.0,
+    token_share: float | None = None,
+    call_share: float | None = None,
 ) -> PlannedSpend:
     """What a plan's rows (`plan_rows`, `ragbench.config.pipeline_plans`) would send at most, for the
     budget: each row's new LLM calls with their prompt tokens and max_tokens of completion, and an
     external system's calls (one per case; their tokens and cost are the system's own, out of sight).
     `retry_rate`: the retries per call the config's previous run measured; the calls are multiplied by
     (1 + rate), the tokens and cost are not (a failed call is charged none). `token_share`: the share of
-    its token bound the previous run used, which makes the bound an expectation (`expected_tokens`)."""
+    its token bound the previous run used, which makes the bound an expectation (`expected_tokens`);
+    `call_share`: the share of its planned first attempts it sent (a race stops cells early, the LLM cache
+    serves a repeated prompt within the run), which does the same for the calls (`expected_calls`, its
+    retries included). The bound stays what the budget is checked against: the cap must hold either way."""
     costs = [row["cost_usd"] for row in rows]
     first = sum(row.get("llm_calls", row.get("calls", 0)) + row.get("external_calls", 0) for row in rows)
     tokens = sum(
@@ -233,6 +239,7 @@ def planned_spend(
         retry_rate=retry_rate,
         tokens=tokens,
         expected_tokens=None if token_share is None else round(tokens * token_share),
+        expected_calls=None if call_share is None else round(first * call_share * (1 + retry_rate)),
         cost_usd=None if None in costs else sum(costs),
     )
 

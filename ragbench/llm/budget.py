@@ -109,6 +109,7 @@ class PlannedSpend:
     cost_usd: float | None  # None: a model litellm cannot price
     retry_rate: float = 0.0  # the expected retries per call (the previous run's), included in `calls`
     expected_tokens: int | None = None  # `tokens` at the share of its bound the previous run used
+    expected_calls: int | None = None  # `calls` at the share of its first attempts the previous run sent
 
     def as_metadata(self) -> dict[str, int | float | None]:
         """The plan as the run carries it (`ragbench.analysis.spend.PlannedTally`)."""
@@ -118,6 +119,7 @@ class PlannedSpend:
             "cost_usd": self.cost_usd,
             "retry_rate": round(self.retry_rate, 4),
             "expected_tokens": self.expected_tokens,
+            "expected_calls": self.expected_calls,
         }
 
     def over(self, budget: BudgetConfig, lower: str) -> list[str]:

@@ -71,7 +71,7 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
         flat["reference_digests"] = table.references.digests()
         flat["reference_failures"] = table.references.failures()
     if table.spend is not None:  # what the run sent (calls, tokens, cost, seconds) per role and its plan
-        flat["spend"] = table.spend.model_dump(mode="json") | {"total": table.spend.total.model_dump()}
+        flat["spend"] = table.spend.as_metadata()
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
     flat["judge_cards"] = [card.model_dump(mode="json", exclude={"verdicts"}) for card in table.judge_cards]
     if table.judge_alignments:

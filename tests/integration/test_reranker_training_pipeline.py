@@ -95,6 +95,8 @@ def test_train_a_reranker_hold_out_the_eval_cases_and_benchmark_it(tmp_path, mon
         trained_questions = {example.question for example in pairs.training}
         assert not trained_questions & {case["question"] for case in CASES}
         assert {e.origin for e in pairs.training} == {"generator", "cloze"}
+        spend = run_view.run_metadata["spend"]  # summed per role beside the plan (6 questions at most)
+        assert spend["roles"]["question writer"]["calls"] == writer_calls and spend["planned"]["calls"] == 6
 
         # a second run makes no writer call (cached) and reuses every step
         assert run.main(["train-reranker", "--config", "config.yaml"]) == 0

@@ -81,11 +81,30 @@ def test_the_plan_expects_the_previous_runs_retries_in_its_calls_not_its_tokens(
     assert not plain.over(BudgetConfig(max_calls=45), "x") and retried.over(BudgetConfig(max_calls=45), "x")
     assert plain.expected_tokens is None  # no earlier run: only the bound
     # the share of its bound the previous run used makes the bound an expectation
-    expected = planned_spend(rows, retry_rate=0.25, token_share=0.4)
+    # and the share of its first attempts it sent (a race stopped half its calls) makes the calls one
+    expected = planned_spend(rows, retry_rate=0.25, token_share=0.4, call_share=0.5)
     assert expected.as_metadata() == {
         "calls": 50,
         "tokens": 1500,
         "cost_usd": 0.1,
         "retry_rate": 0.25,
         "expected_tokens": 600,
+        "expected_calls": 25,  # 40 first attempts x 0.5 sent x 1.25 with retries
     }
+    # the budget check keeps the bound: the cap must hold however far the run goes
+    assert expected.over(BudgetConfig(max_calls=45), "x")
+
+
+def test_the_share_of_its_first_attempts_a_run_sent_is_of_the_roles_the_plan_counts():
+    planned = {"calls": 50, "tokens": 1000, "cost_usd": 0.0, "retry_rate": 0.25}  # 40 first attempts
+    spend = run_spend(
+        [
+            ("answer_r1", {"calls": 16, "retries": 1}),
+            ("judge_r1", {"calls": 9}),
+            ("judge_card_0", {"calls": 5}),
+        ],
+        planned,
+    )
+    assert spend.call_share == (15 + 9) / 40  # retries and the judge card's calls left out
+    assert RunSpend(roles=spend.roles).call_share is None  # a run without a plan expects nothing
+    assert spend.as_metadata()["total"]["calls"] == 30

@@ -10,8 +10,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragbench.generation.external import ExternalClient, ExternalResult
-from ragbench.generation.reader import ReaderAnswer, answer_questions
+from ragbench.generation.reader import ReaderAnswer
 from ragbench.generation.systems import ExternalSystem
+from ragbench.generation.turns import answer_conversations
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase, seeded_rank
 from ragbench.llm.client import LLMClient
@@ -108,7 +109,9 @@ def answer_cell(
 ) -> AnswerSet:
     """Answer with the reader from the first `spec.top_n` passages of `candidates`, the ranking the cell
     reads: its rerank key's (`reranker` is the checkpoint that ranked them) or, without a reranker, its
-    retrieve key's. Nothing is reranked here: the rerank stage did it for every case."""
+    retrieve key's. Nothing is reranked here: the rerank stage did it for every case, and for the questions
+    their generated turns answer, which the reader answers first from their own top_n passages
+    (`ragbench.generation.turns`)."""
     if spec.reader is None or spec.top_n is None or spec.prompt is None:
         raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
     if candidates.spec != spec.upto("rerank"):
@@ -116,8 +119,15 @@ def answer_cell(
     if (reranker is None) != (spec.reranker is None):
         raise ValueError(f"cell {spec.id}: the reranker choice is given exactly when the cell reranks")
     contexts = [chunks[: spec.top_n] for chunks in candidates.for_cases(cases)]
+    turn_passages = {
+        question.id: candidates.by_case[question.id][: spec.top_n]
+        for case in cases
+        for question in case.turn_questions()
+    }
     with LLMClient(spec.reader, cache_location=llm_cache) as client:
-        answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
+        answers = answer_conversations(
+            client, cases, contexts, turn_passages, prompt=spec.prompt, desc=f"reader {spec.id}"
+        )
     answers = [
         answer.model_copy(update={"searched": candidates.searched.get(answer.case_id, [])})
         for answer in answers

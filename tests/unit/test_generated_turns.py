@@ -18,6 +18,10 @@ from ragbench.llm.types import LLMRequest, LLMResult
 from ragbench.report.cases import case_data
 from ragbench.report.view import CaseView
 from ragbench.retrieval.search import RetrievedChunk
+from ragbench.review.labels import LabelStore
+from ragbench.review.queue import ReviewItem
+from ragbench.review.server import ReviewSession
+from ragbench.scoring.rubrics import JudgeInput
 
 GENERATED = {"role": "assistant", "generate": True}
 TWO_TURNS = [
@@ -174,8 +178,20 @@ def test_generated_turns_need_the_built_in_system():
         check_histories([case(TWO_TURNS)], [cell, external], "cases.yaml")
 
 
-def test_the_report_shows_each_cells_conversation_with_the_generated_turns_marked():
+def test_the_report_and_the_review_page_show_each_cells_conversation_with_the_generated_turns_marked(
+    tmp_path,
+):
     written = [Turn(role="user", content="How?"), Turn(role="assistant", content="Like so.", generate=True)]
+    item = ReviewItem(
+        rubric="correctness",
+        criterion="correctness",
+        criterion_label="correctness",
+        scale="1-5",
+        input=JudgeInput(case_id="c", question="q", history=written, answer="a", reference_answer="r"),
+    )
+    shown = ReviewSession([item], LabelStore(tmp_path / "labels.jsonl"), title="t")._public(item, None)
+    assert shown["history"][1] == {"role": "assistant", "content": "Like so.", "generate": True}
+    assert "Like so." in item.input.question_in_context  # what a rubric reads
     views = [
         CaseView(cell=cell, case_id="c", question="q", history=[t.model_dump() for t in written], answer="a")
         for cell in ("x", "y")

@@ -23,7 +23,7 @@ from ragbench.grid.cell import (
     reranker_numbers,
 )
 from ragbench.inputs.conversation import placeholder_history
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.llm.budget import PlannedSpend
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
@@ -192,7 +192,8 @@ def plan_rows(
                 continue
             if role == "reader" and cell.external is not None:
                 priced.add(step_id)
-                row["external_calls"] = len(cases)  # every case, for the retrieval metrics; cached by version
+                # every case, for the retrieval metrics, and each generated turn; cached by version
+                row["external_calls"] = len(searched_cases(cases))
                 continue
             priced.add(step_id)
             if role == "reader" and (turns := sum(len(case.turn_questions()) for case in sampled)):

@@ -250,18 +250,8 @@ def check_histories(cases: list[EvalCase], cells: list[CellSpec], label: str) ->
     earlier turns, the question and room for the reply (`max_tokens`) within the model's context, else the
     reader could never answer the case (a local model would fail on it, a hosted one be refused), and the
     run finds out only after indexing. Tokens as the dry run counts them (a generated turn as long as the
-    reader's max_tokens). Returns the readers whose context size nobody knows (unchecked). Generated turns
-    need the built-in system: an external system answers by itself, and ragbench cannot make it write one
-    earlier turn of a conversation apart from the question."""
+    reader's max_tokens). Returns the readers whose context size nobody knows (unchecked)."""
     talks = [case for case in cases if case.history]
-    generating = [case.id for case in talks if any(turn.generate for turn in case.history)]
-    if generating and (systems := sorted({c.external for c in cells if c.external is not None})):
-        raise PreflightError(
-            f"{label}: case(s) {', '.join(generating[:5])} have generated assistant turns, which the "
-            f"built-in system writes with each cell's reader; external system(s) {', '.join(systems)} "
-            "cannot be asked for them: give those turns' content, or compare the external systems on an "
-            "eval set without generated turns"
-        )
     if not talks:
         return []
     unchecked = []

@@ -39,10 +39,10 @@ class Turn(BaseModel):
     conversation, so paired tests compare cells on identical inputs, a cached reply stays the reply to its
     request, and the case is reproducible (its expected sources and reference still hold). Written
     ``{role: assistant, generate: true}`` (no content), it is generated instead: each cell answers the
-    conversation so far with its own retrieval and reader (`ragbench.generation.conversation`), which tests
-    how the system copes with its own earlier answers, at the cost of one more reader call per such turn and
-    cell and of inputs that differ between cells. The turn recorded with the answer keeps ``generate`` and
-    holds what the reader wrote."""
+    conversation so far with its own retrieval and reader, an external system by being asked it
+    (`ragbench.generation.turns`), which tests how the system copes with its own earlier answers, at the
+    cost of one more call per such turn and cell and of inputs that differ between cells. The turn recorded
+    with the answer keeps ``generate`` and holds what the system wrote."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -52,7 +52,7 @@ class Turn(BaseModel):
     )
     generate: bool = Field(
         default=False,
-        description="an assistant turn the reader under test writes, per cell (written without content)",
+        description="an assistant turn the system under test writes, per cell (written without content)",
     )
 
     @field_validator("role", mode="before")

@@ -110,7 +110,8 @@ class EvalCase(BaseModel):
         default_factory=list,
         description="the conversation before the question, oldest first: {role: user|assistant, content}; "
         "an assistant turn is given as written (every cell reads the same conversation), or written "
-        "{role: assistant, generate: true} to have each cell's reader write it",
+        "{role: assistant, generate: true} to have the system under test write it (each cell's reader, or "
+        "an external system)",
     )
     reference_answer: str | None = Field(
         default=None, description="a correct answer: rubrics that read one grade against it"
@@ -185,7 +186,7 @@ class EvalCase(BaseModel):
     def turn_questions(self) -> list[EvalCase]:
         """One question per generated turn, the user message it answers after the turns before it: what the
         cell searches (rewrite, retrieve, rerank, with every case) so its reader can write the turn from
-        passages found for it (`ragbench.generation.conversation`). Id ``<case id>#turn<n>``, n the
+        passages found for it (`ragbench.generation.turns`). Id ``<case id>#turn<n>``, n the
         generated turn's place in the history (from 1); no ground truth, so no metric counts it."""
         return [
             EvalCase(

@@ -8,6 +8,7 @@ import json
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_rag_service import FakeRagService
 from tests.projects import write_project
 
 DOCUMENTS = {
@@ -62,8 +63,8 @@ def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeyp
         requests = list(server.requests)
 
     # the plan: per cell, one reader call per case and one for the generated turn
-    assert plan.count("generated_turn_calls") == 1  # the column header
-    assert "New LLM calls: 6" in plan
+    assert "generated_turn_calls" in plan  # a column of the plan's table
+    assert "New LLM calls: 6" in plan and "Expected: 6 calls" in plan
 
     assert len(requests) == 6
     for model in READERS:
@@ -84,3 +85,40 @@ def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeyp
     assert all("generate" not in turn for r in records for turn in r["history"] if turn["role"] == "user")
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "fake-a says: call get [1]." in html and "fake-b says: call get [1]." in html
+
+
+def test_an_external_system_writes_the_turn_by_being_asked_first(tmp_path, monkeypatch, capsys):
+    """An HTTP system is asked the user's first message alone, then the follow-up after its own answer;
+    the dry run counts both calls per case with a generated turn."""
+    monkeypatch.chdir(tmp_path)
+    with FakeRagService(responder=lambda question: {"answer": f"The service on: {question}"}) as service:
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            "benchmark_grid: false\ngrid: {judge: []}\nretrieval: {metrics_k: 1}\n"
+            f"systems: [{{name: team-rag, version: v1, http: {{url: '{service.url}'}}}}]\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        assert service.bodies == []  # the dry run asks nothing
+        assert run.main(["--config", "config.yaml"]) == 0
+        bodies = {body["question"]: body for body in service.bodies}
+
+    assert len(bodies) == 3 and "messages" not in bodies[FIRST]  # asked alone first
+    assert bodies[CASES[0]["question"]]["messages"] == [
+        {"role": "user", "content": FIRST},
+        {"role": "assistant", "content": f"The service on: {FIRST}"},
+        {"role": "user", "content": CASES[0]["question"]},
+    ]
+    records = {
+        json.loads(line)["case_id"]: json.loads(line)
+        for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()
+    }
+    assert records["follow-up"]["history"][1] == {
+        "role": "assistant",
+        "content": f"The service on: {FIRST}",
+        "generate": True,
+    }
+    assert "Expected: 3 calls" in plan  # two cases and one generated turn

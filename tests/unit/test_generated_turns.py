@@ -8,8 +8,14 @@ import json
 
 import pytest
 
-from ragbench.config.preflight import PreflightError, check_histories
-from ragbench.generation.turns import answer_conversations, planned_reader_requests
+from ragbench.config.preflight import check_histories
+from ragbench.generation.external import ExternalReply, ExternalResult
+from ragbench.generation.turns import (
+    answer_conversations,
+    external_turns,
+    planned_reader_requests,
+    write_turns,
+)
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.conversation import Turn, conversation_text
 from ragbench.inputs.eval_cases import EvalCase, EvalCaseError, EvalSuite, load_eval_cases, searched_cases
@@ -155,27 +161,52 @@ def test_a_failed_turn_fails_its_case_without_asking_the_question():
     assert len(reader.batches[-1]) == 1  # only the plain case's question was asked
 
 
-def test_the_dry_run_prices_one_more_reader_call_per_generated_turn():
+def test_the_dry_run_prices_one_more_reader_call_per_generated_turn_and_checks_the_context():
     talk, plain = case(TWO_TURNS), EvalCase(id="p", question="What is pass?")
     requests = planned_reader_requests([talk, plain], [chunk("a.md")], DEFAULT_PROMPT, "word " * 50)
     assert len(requests) == 4  # two questions, two generated turns
     assert requests[0].messages[2]["content"].startswith("word")  # the turn priced as a full answer
+    cell = CellSpec.model_validate(
+        {
+            "chunk_size": 64,
+            "embedding_model": "m",
+            "reader": {"model": "openai/gpt-4o-mini", "max_tokens": 200},
+            "prompt": DEFAULT_PROMPT.model_dump(),
+        }
+    )
+    assert check_histories([talk], [cell], "cases.yaml") == []  # a pending turn counts as max_tokens
 
 
-READER_CELL = {
-    "chunk_size": 64,
-    "embedding_model": "m",
-    "reader": {"model": "openai/gpt-4o-mini", "max_tokens": 200},
-    "prompt": DEFAULT_PROMPT.model_dump(),
-}
+class FakeSystem:
+    """An external system's client: answers each question with its text, recording what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, list[dict[str, str]]]] = []
+
+    def ask_many(self, questions, *, histories, desc=""):
+        self.asked += list(zip(questions, histories, strict=True))
+        return [
+            ExternalResult(question=q, reply=ExternalReply(answer=f"about: {q}"), attempts=1)
+            for q in questions
+        ]
 
 
-def test_generated_turns_need_the_built_in_system():
-    cell = CellSpec.model_validate(READER_CELL)
-    assert check_histories([case(TWO_TURNS)], [cell], "cases.yaml") == []
-    external = CellSpec.model_validate({"external": "team-rag"})
-    with pytest.raises(PreflightError, match=r"cases.yaml: case.*c have generated assistant turns.*team-rag"):
-        check_histories([case(TWO_TURNS)], [cell, external], "cases.yaml")
+def test_an_external_system_writes_its_turns_by_being_asked_in_conversation():
+    system = FakeSystem()
+    written = write_turns([case(TWO_TURNS)], external_turns(system, "external"))  # type: ignore[arg-type]
+    assert system.asked == [
+        ("How do I read a file?", []),
+        (
+            "And line by line?",
+            [
+                {"role": "user", "content": "How do I read a file?"},
+                {"role": "assistant", "content": "about: How do I read a file?"},
+            ],
+        ),
+    ]
+    turns = written["c"]
+    assert turns.error is None and turns.calls_sent == 2 and turns.cost_usd is None  # its cost is unseen
+    assert turns.history[3].content == "about: And line by line?" and turns.history[3].generate
 
 
 def test_the_report_and_the_review_page_show_each_cells_conversation_with_the_generated_turns_marked(

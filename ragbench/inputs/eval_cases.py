@@ -299,7 +299,7 @@ def _validated(raw: list[Any], origin: str) -> list[EvalCase]:
             cases.append(EvalCase.model_validate(item))
         except Exception as error:  # pydantic ValidationError carries the field names
             raise EvalCaseError(f"{origin}: case #{position + 1} is invalid: {error}") from error
-    ids = [case.id for case in cases]
+    ids = [case.id for case in searched_cases(cases)]  # a generated turn's question is searched by its id too
     duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
     if duplicates:
         raise EvalCaseError(f"{origin}: duplicate case ids: {', '.join(duplicates)}")

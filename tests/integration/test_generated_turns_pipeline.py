@@ -5,6 +5,7 @@ reader saw it, marked generated; the dry run counts the extra reader calls. Requ
 and content, never by their order."""
 
 import json
+import re
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
@@ -35,7 +36,13 @@ READERS = ("fake-a", "fake-b")
 
 
 def responder(request: dict) -> str:
-    """Each reader answers in its own words, so a cell's follow-up shows whose earlier answer it read."""
+    """Each reader answers in its own words, so a cell's follow-up shows whose earlier answer it read; the
+    judge's verdicts (structured replies) are fixed."""
+    if request.get("response_format"):
+        if "faithfulness" in request["messages"][0]["content"]:
+            scores = {"faithfulness": 4, "relevance": 4, "helpfulness": 4, "toxicity": 1}
+            return json.dumps({"reasoning": "ok", **scores})
+        return json.dumps({"reasoning": "ok", "score": 5})
     if FIRST in last_user_text(request):
         return f"{request['model']} says: call get [1]."
     return f"{request['model']} answers the question [1]."
@@ -51,22 +58,25 @@ def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeyp
             DOCUMENTS,
             CASES,
             "grid: {chunk_size: [64], retriever: [bm25], top_k: [5], top_n: [1], "
-            f"reader: [openai/{READERS[0]}, openai/{READERS[1]}], judge: []}}\n"
+            f"reader: [openai/{READERS[0]}, openai/{READERS[1]}], judge: [openai/fake-judge]}}\n"
             f"generation: {{reader: {llm}}}\n"
-            "evaluation: {keyword_tests: false}\n"
+            f"evaluation: {{keyword_tests: false, judge: {llm}, judge_check: null}}\n"
             f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
         )
         assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
         plan = capsys.readouterr().out
         assert server.requests == []  # the dry run calls nothing
         assert run.main(["--config", "config.yaml"]) == 0
-        requests = list(server.requests)
+        requests = [r for r in server.requests if not r.get("response_format")]  # the readers'
+        verdicts = [last_user_text(r) for r in server.requests if r.get("response_format")]
 
-    # the plan: per cell, one reader call per case and one for the generated turn
+    # the plan: per cell, one reader call per case and one for the generated turn, and 3 judge calls
+    # (correctness of the case with a reference, the quality rubric of both)
     assert "generated_turn_calls" in plan  # a column of the plan's table
-    assert "New LLM calls: 6" in plan and "Expected: 6 calls" in plan
+    assert all(re.search(rf"openai/{model}\s+new\s+1\s+5\s+6\s", plan) for model in READERS), plan
+    assert "New LLM calls: 12" in plan
 
-    assert len(requests) == 6
+    assert len(requests) == 6  # the readers' calls, as planned
     for model in READERS:
         mine = [r for r in requests if r["model"] == model]
         (turn,) = [r for r in mine if FIRST in last_user_text(r)]
@@ -75,6 +85,9 @@ def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeyp
         (follow_up,) = [r for r in mine if CASES[0]["question"] in last_user_text(r)]
         assert [m["role"] for m in follow_up["messages"]] == ["system", "user", "assistant", "user"]
         assert follow_up["messages"][2]["content"] == f"{model} says: call get [1]."
+        # a rubric that reads the question sees the conversation this cell's reader saw
+        judged = [v for v in verdicts if f"{model} answers the question" in v and "<conversation>" in v]
+        assert judged and all(f"{model} says: call get [1]." in v for v in judged)
 
     records = [json.loads(line) for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()]
     follow_ups = {r["cell"]: r for r in records if r["case_id"] == "follow-up"}

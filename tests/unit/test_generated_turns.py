@@ -230,3 +230,11 @@ def test_the_report_and_the_review_page_show_each_cells_conversation_with_the_ge
     (data,) = case_data(views)
     assert data["history"][1] == {"role": "assistant", "content": "", "generate": True}
     assert data["answers"][0]["history"][1]["content"] == "Like so."
+
+
+def test_a_case_id_that_names_another_cases_turn_question_is_refused(tmp_path):
+    path = tmp_path / "cases.json"
+    cases = [{"id": "c", "question": "q", "history": TWO_TURNS}, {"id": "c#turn2", "question": "q"}]
+    path.write_text(json.dumps({"cases": cases}))
+    with pytest.raises(EvalCaseError, match=r"duplicate case ids: c#turn2"):
+        load_eval_cases(path)

@@ -12,7 +12,7 @@ from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
 from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
-from ragbench.generation.reader import build_reader_requests
+from ragbench.generation.turns import planned_reader_requests
 from ragbench.grid.cell import (
     STAGES,
     CellSpec,
@@ -22,7 +22,8 @@ from ragbench.grid.cell import (
     pairwise_pairs,
     reranker_numbers,
 )
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.conversation import placeholder_history
+from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.llm.budget import PlannedSpend
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMRequest
@@ -57,7 +58,7 @@ EXTERNAL_PASSAGES, EXTERNAL_PASSAGE_TOKENS, EXTERNAL_ANSWER_WORDS = 5, 256, 128
 ANSWER_ASSUMPTION = "completion tokens assume every answer uses max_tokens, and judges read answers that long"
 
 
-def _placeholder_answer(words: int) -> str:
+def placeholder_answer(words: int) -> str:
     """An answer of `words` words, about one token each."""
     return " ".join(["word"] * words)
 
@@ -89,21 +90,20 @@ def _usage(
     """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
     if cell.external is not None:
         context = _placeholder_context(EXTERNAL_PASSAGE_TOKENS, EXTERNAL_PASSAGES)
-        answer = _placeholder_answer(EXTERNAL_ANSWER_WORDS)
+        answer = placeholder_answer(EXTERNAL_ANSWER_WORDS)
     else:
         assert cell.reader is not None and cell.top_n is not None and cell.prompt is not None
         assert cell.chunk_size is not None
         context = _placeholder_context(cell.chunk_size, cell.top_n)
-        answer = _placeholder_answer(cell.reader.max_tokens)  # ANSWER_ASSUMPTION
+        answer = placeholder_answer(cell.reader.max_tokens)  # ANSWER_ASSUMPTION
         if role == "reader":
-            requests = build_reader_requests(cases, [context] * len(cases), cell.prompt)
-            return estimate_cost(cell.reader, requests)
+            return estimate_cost(cell.reader, planned_reader_requests(cases, context, cell.prompt, answer))
     assert cell.judge is not None
     inputs = [
         JudgeInput(
             case_id=case.id,
             question=case.question,
-            history=case.history,
+            history=placeholder_history(case.history, answer),
             answer=answer,
             # a reference fetched at run time is priced as if it were there (a placeholder of its own)
             reference_answer=case.reference_answer
@@ -192,9 +192,12 @@ def plan_rows(
                 continue
             if role == "reader" and cell.external is not None:
                 priced.add(step_id)
-                row["external_calls"] = len(cases)  # every case, for the retrieval metrics; cached by version
+                # every case, for the retrieval metrics, and each generated turn; cached by version
+                row["external_calls"] = len(searched_cases(cases))
                 continue
             priced.add(step_id)
+            if role == "reader" and (turns := sum(len(case.turn_questions()) for case in sampled)):
+                row["generated_turn_calls"] = turns  # extra reader calls, in llm_calls too
             usage = _usage(role, cell, sampled, scoring, config.evaluation.judge_samples)
             calls += usage["calls"]
             prompt_tokens += usage["prompt_tokens"]

@@ -11,12 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragbench.config.dry_run import placeholder_answer
 from ragbench.config.expand import expand_grid, rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.reader import build_reader_messages
 from ragbench.generation.systems import missing_environment
 from ragbench.grid.cell import CellSpec, pairwise_pairs
 from ragbench.inputs.chunking import overlap_tokens
+from ragbench.inputs.conversation import placeholder_history
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite, load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
 from ragbench.inputs.references import dynamic_fields
@@ -247,8 +249,8 @@ def check_histories(cases: list[EvalCase], cells: list[CellSpec], label: str) ->
     """Every conversation must fit each reader it goes to: the reader's prompt with no passage at all, the
     earlier turns, the question and room for the reply (`max_tokens`) within the model's context, else the
     reader could never answer the case (a local model would fail on it, a hosted one be refused), and the
-    run finds out only after indexing. Tokens as the dry run counts them. Returns the readers whose context
-    size nobody knows (unchecked)."""
+    run finds out only after indexing. Tokens as the dry run counts them (a generated turn as long as the
+    reader's max_tokens). Returns the readers whose context size nobody knows (unchecked)."""
     talks = [case for case in cases if case.history]
     if not talks:
         return []
@@ -266,7 +268,8 @@ def check_histories(cases: list[EvalCase], cells: list[CellSpec], label: str) ->
             )
             continue
         for case in talks:
-            messages = build_reader_messages(case.question, [], prompt, case.history)
+            history = placeholder_history(case.history, placeholder_answer(reader.max_tokens))
+            messages = build_reader_messages(case.question, [], prompt, history)
             needed = estimate_prompt_tokens(reader.model, messages) + reader.max_tokens
             if needed > window:
                 raise PreflightError(

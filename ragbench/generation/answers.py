@@ -10,8 +10,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ragbench.generation.external import ExternalClient, ExternalResult
-from ragbench.generation.reader import ReaderAnswer, answer_questions
+from ragbench.generation.reader import ReaderAnswer
 from ragbench.generation.systems import ExternalSystem
+from ragbench.generation.turns import answer_conversations, asked_after, external_turns, write_turns
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase, seeded_rank
 from ragbench.llm.client import LLMClient
@@ -67,8 +68,8 @@ class ExternalAnswers(BaseModel):
     endpoint: str
     version: str | None
     cases_asked: int
-    calls_made: int  # not served from the cache
-    failures: int
+    calls_made: int  # not served from the cache, the generated turns' included
+    failures: int  # cases without an answer (their call, or one of their generated turns, failed)
     retries: int
     returned_contexts: bool  # False: answer-only metrics (nothing to measure retrieval or faithfulness on)
     retrieval: RetrievalResult | None  # None: no passages, or passages without sources
@@ -108,7 +109,9 @@ def answer_cell(
 ) -> AnswerSet:
     """Answer with the reader from the first `spec.top_n` passages of `candidates`, the ranking the cell
     reads: its rerank key's (`reranker` is the checkpoint that ranked them) or, without a reranker, its
-    retrieve key's. Nothing is reranked here: the rerank stage did it for every case."""
+    retrieve key's. Nothing is reranked here: the rerank stage did it for every case, and for the questions
+    their generated turns answer, which the reader answers first from their own top_n passages
+    (`ragbench.generation.turns`)."""
     if spec.reader is None or spec.top_n is None or spec.prompt is None:
         raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
     if candidates.spec != spec.upto("rerank"):
@@ -116,8 +119,15 @@ def answer_cell(
     if (reranker is None) != (spec.reranker is None):
         raise ValueError(f"cell {spec.id}: the reranker choice is given exactly when the cell reranks")
     contexts = [chunks[: spec.top_n] for chunks in candidates.for_cases(cases)]
+    turn_passages = {
+        question.id: candidates.by_case[question.id][: spec.top_n]
+        for case in cases
+        for question in case.turn_questions()
+    }
     with LLMClient(spec.reader, cache_location=llm_cache) as client:
-        answers = answer_questions(client, cases, contexts, prompt=spec.prompt, desc=f"reader {spec.id}")
+        answers = answer_conversations(
+            client, cases, contexts, turn_passages, prompt=spec.prompt, desc=f"reader {spec.id}"
+        )
     answers = [
         answer.model_copy(update={"searched": candidates.searched.get(answer.case_id, [])})
         for answer in answers
@@ -139,17 +149,28 @@ def external_cell(
     """Ask the system every case once: its sources give the retrieval metrics (over every case with
     expected sources, as a grid cell's do) and the sampled cases' answers are tested and judged like a
     reader's, with the passages it returned as the judge's passages. `run_scope`: the run's id, which
-    scopes the answers of a system without a version to this run."""
+    scopes the answers of a system without a version to this run. A case's generated turns are the
+    system's own answers, asked first (`ragbench.generation.turns`); a case whose turn failed is not asked."""
     if spec.external != system.name:
         raise ValueError(f"system {system.name} given to cell {spec.id}")
     with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
+        written = write_turns(cases, external_turns(client, f"external {system.name}"))
+        asked = [
+            asked_after(case, written)
+            for case in cases
+            if case.id not in written or not written[case.id].error
+        ]
         results = client.ask_many(
-            [case.question for case in cases],
-            histories=[[turn.message() for turn in case.history] for case in cases],
+            [case.question for case in asked],
+            histories=[[turn.message() for turn in case.history] for case in asked],
             desc=f"external {system.name}",
         )
         version = client.version
-    by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
+    by_case = {case.id: result for case, result in zip(asked, results, strict=True)}
+    for case_id, turns in written.items():  # a failed turn fails its case, never asked
+        if turns.error is not None:
+            question = next(case.question for case in cases if case.id == case_id)
+            by_case[case_id] = ExternalResult(question=question, reply=None, error=turns.error)
     contexts = {case.id: external_contexts(by_case[case.id]) for case in cases}
     answers = []
     for case in sample_cases(cases, sample_size, seed):
@@ -158,7 +179,7 @@ def external_cell(
             ReaderAnswer(
                 case_id=case.id,
                 question=case.question,
-                history=case.history,  # the system received them (`ExternalClient.ask`)
+                history=asked_after(case, written).history,  # as the system received them
                 answer=result.reply.answer.strip() if result.reply is not None else None,
                 error=result.error,
                 contexts=contexts[case.id],
@@ -203,9 +224,10 @@ def external_cell(
         endpoint=system.endpoint,
         version=version,
         cases_asked=len(results),
-        calls_made=sum(not result.cached for result in results),
-        failures=sum(result.reply is None for result in results),
-        retries=sum(result.retries for result in results),
+        calls_made=sum(not result.cached for result in results)
+        + sum(turns.calls_sent for turns in written.values()),
+        failures=sum(result.reply is None for result in by_case.values()),
+        retries=sum(result.retries for result in results) + sum(turns.retries for turns in written.values()),
         returned_contexts=any(contexts.values()),
         retrieval=retrieval,
     )

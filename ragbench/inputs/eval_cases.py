@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragbench.hashing import short_hash
-from ragbench.inputs.conversation import Turn
+from ragbench.inputs.conversation import Turn, check_generated_turns
 from ragbench.inputs.references import ReferenceSource
 from ragbench.inputs.tables import (
     TableError,
@@ -108,7 +109,9 @@ class EvalCase(BaseModel):
     history: list[Turn] = Field(
         default_factory=list,
         description="the conversation before the question, oldest first: {role: user|assistant, content}; "
-        "assistant turns are given as written (every cell reads the same conversation)",
+        "an assistant turn is given as written (every cell reads the same conversation), or written "
+        "{role: assistant, generate: true} to have the system under test write it (each cell's reader, or "
+        "an external system)",
     )
     reference_answer: str | None = Field(
         default=None, description="a correct answer: rubrics that read one grade against it"
@@ -174,6 +177,27 @@ class EvalCase(BaseModel):
             raise ValueError("question is blank")
         return value.strip()
 
+    @field_validator("history")
+    @classmethod
+    def _generated_turns_answer(cls, history: list[Turn]) -> list[Turn]:
+        check_generated_turns(history)
+        return history
+
+    def turn_questions(self) -> list[EvalCase]:
+        """One question per generated turn, the user message it answers after the turns before it: what the
+        cell searches (rewrite, retrieve, rerank, with every case) so its reader can write the turn from
+        passages found for it (`ragbench.generation.turns`). Id ``<case id>#turn<n>``, n the
+        generated turn's place in the history (from 1); no ground truth, so no metric counts it."""
+        return [
+            EvalCase(
+                id=turn_question_id(self.id, number),
+                question=self.history[number - 2].content,
+                history=self.history[: number - 2],
+            )
+            for number, turn in enumerate(self.history, start=1)
+            if turn.generate
+        ]
+
     @model_validator(mode="after")
     def _human_label_complete(self) -> EvalCase:
         if (self.human_answer is None) != (self.human_correctness is None):
@@ -193,6 +217,17 @@ class EvalCase(BaseModel):
                 "the knowledge base does not answer it"
             )
         return self
+
+
+def turn_question_id(case_id: str, number: int) -> str:
+    """The id of the question a case's generated turn `number` (its place in the history) answers."""
+    return f"{case_id}#turn{number}"
+
+
+def searched_cases(cases: Sequence[EvalCase]) -> list[EvalCase]:
+    """Every case, then the questions its generated turns answer (`EvalCase.turn_questions`): what the
+    rewrite, retrieve and rerank stages search, so every cell has passages for the turns its reader writes."""
+    return list(cases) + [question for case in cases for question in case.turn_questions()]
 
 
 # Fields added after runs were recorded: left out of the fingerprint while at their default, so an
@@ -264,7 +299,7 @@ def _validated(raw: list[Any], origin: str) -> list[EvalCase]:
             cases.append(EvalCase.model_validate(item))
         except Exception as error:  # pydantic ValidationError carries the field names
             raise EvalCaseError(f"{origin}: case #{position + 1} is invalid: {error}") from error
-    ids = [case.id for case in cases]
+    ids = [case.id for case in searched_cases(cases)]  # a generated turn's question is searched by its id too
     duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
     if duplicates:
         raise EvalCaseError(f"{origin}: duplicate case ids: {', '.join(duplicates)}")

@@ -26,16 +26,19 @@ def json_for_script(data: object) -> str:
 
 def case_data(cases: list[CaseView]) -> list[dict]:
     """Cases in first-seen order, each with every cell's answer; keyword failures sorted so that two
-    cells failing the same checks compare equal in the browser."""
+    cells failing the same checks compare equal in the browser. A conversation with generated turns is
+    shown per answer (each cell's reader wrote its own); the case's shows those turns without text."""
     by_case: dict[str, dict] = {}
     for view in cases:
+        given = [turn | {"content": ""} if turn.get("generate") else turn for turn in view.history]
         case = by_case.setdefault(
             view.case_id,
-            {"id": view.case_id, "question": view.question, "history": view.history, "answers": []},
+            {"id": view.case_id, "question": view.question, "history": given, "answers": []},
         )
         case["answers"].append(
             {
                 "cell": view.cell,
+                **({"history": view.history} if given != view.history else {}),
                 "answer": view.answer,
                 "searched": view.searched,
                 "error": view.error,

@@ -147,7 +147,7 @@ def case_view(record: CaseRecord, rubrics: Sequence[Rubric]) -> CaseView:
         cell=record.cell,
         case_id=record.case_id,
         question=record.question,
-        history=[turn.message() for turn in record.answer.history],
+        history=[turn.model_dump(mode="json") for turn in record.answer.history],
         searched=record.answer.searched,
         answer=record.answer.answer,
         error=record.answer.error,

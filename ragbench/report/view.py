@@ -3,6 +3,8 @@ and every case's answers side by side (the input of ragbench.report.page.render_
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from ragbench.analysis.judge_card import JudgeCard
@@ -29,7 +31,9 @@ class CaseView(BaseModel):
     cell: str
     case_id: str
     question: str
-    history: list[dict[str, str]] = []  # the conversation before the question: {role, content} each
+    # the conversation the cell's reader saw before the question: {role, content} each, and generate: true
+    # on an assistant turn that reader wrote (`ragbench.generation.turns`)
+    history: list[dict[str, Any]] = []
     searched: list[str] = []  # what the retriever searched, when a query rewrite changed it
     answer: str | None
     error: str | None = None

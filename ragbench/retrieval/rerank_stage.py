@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from ragbench.grid.cell import CellSpec
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.retrieval.measures import TOP_N_HIT, first_stage
 from ragbench.retrieval.rerank import Reranker, RerankerChoice
 from ragbench.retrieval.search import (
@@ -51,11 +51,13 @@ def rerank_candidates(
 ) -> RetrievedCandidates:
     """Every case's candidates reordered by `reranker`, all of them: the answer keys after it keep their own
     top_n. `spec` is the rerank key; the candidates must be its retrieve key's. `progress`: tqdm bar on or
-    off; None shows it on a terminal only."""
+    off; None shows it on a terminal only. The questions the cases' generated turns answer are reranked
+    too (`searched_cases`), for the turns the cells' readers write."""
     if spec.reranker is None:
         raise ValueError(f"rerank key {spec.id} has no reranker: its cells read the first stage's ranking")
     if candidates.spec != spec.upto("retrieve"):
         raise ValueError(f"candidates of {candidates.spec.id} given to rerank key {spec.id}")
+    cases = searched_cases(cases)
     if missing := [case.id for case in cases if case.id not in candidates.by_case]:
         raise ValueError(f"no candidates for case(s) {', '.join(missing)} in {candidates.spec.id}")
     by_case: dict[str, list[RetrievedChunk]] = {}

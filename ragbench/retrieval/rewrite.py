@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from ragbench.inputs.conversation import conversation_text
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.llm.budget import is_budget_refusal
 from ragbench.llm.prompts import REWRITE_PROMPTS
 from ragbench.llm.types import LLMRequest, LLMResult
@@ -93,8 +93,9 @@ def rewrite_request(mode: QueryRewrite, case: EvalCase, count: int) -> LLMReques
 
 
 def rewrite_requests(mode: QueryRewrite, cases: Sequence[EvalCase], count: int) -> list[LLMRequest]:
-    """Every call a retrieve key's rewrite makes, in case order: what the dry run prices."""
-    return [rewrite_request(mode, case, count) for case in cases if needs_call(mode, case)]
+    """Every call a retrieve key's rewrite makes, in case order, the generated turns' questions after the
+    cases (`searched_cases`): what the dry run prices."""
+    return [rewrite_request(mode, case, count) for case in searched_cases(cases) if needs_call(mode, case)]
 
 
 def parse_reply(mode: QueryRewrite, text: str, count: int) -> list[str]:

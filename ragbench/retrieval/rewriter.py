@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.llm.client import LLMClient
 from ragbench.llm.types import LLMSettings
 from ragbench.retrieval.rewrite import (
@@ -27,7 +27,9 @@ from ragbench.retrieval.rewrite import (
 def rewrite_queries(
     mode: QueryRewrite, cases: Sequence[EvalCase], client: LLMClient | None, *, count: int, desc: str
 ) -> list[CaseQueries]:
-    """What to search for every case, in case order; `client` is the rewriter's (None only with off)."""
+    """What to search for every case, in case order, then for the questions its generated turns answer
+    (`searched_cases`); `client` is the rewriter's (None only with off)."""
+    cases = searched_cases(cases)
     calling = [case for case in cases if needs_call(mode, case)]
     if calling and client is None:
         raise ValueError(f"query rewrite {mode} needs a rewriter LLM")

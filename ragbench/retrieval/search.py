@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.chunking import ChunkSet
-from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.retrieval.index import Embedder, IndexManifest, VectorIndex
 from ragbench.retrieval.lexical import LexicalIndexManifest, reciprocal_rank_fusion
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES, IndexCost, retrieval_columns
@@ -145,7 +145,9 @@ def retrieve_candidates(
     """Rank `spec.top_k` chunks per case with the cell's retriever, searching `context` (the chunk set and
     the indexes the retriever reads). `queries`: what to search per case, in case order (a query rewrite's,
     `ragbench.retrieval.rewrite`); default, each question as is. A case with several queries gets each
-    searched top_k deep and the rankings fused by reciprocal rank (`rrf_k`), as the hybrid retriever fuses."""
+    searched top_k deep and the rankings fused by reciprocal rank (`rrf_k`), as the hybrid retriever fuses.
+    The questions the cases' generated turns answer are ranked too, after the cases (`searched_cases`)."""
+    cases = searched_cases(cases)
     searched = [q.queries for q in queries] if queries is not None else [[case.question] for case in cases]
     if len(searched) != len(cases) or any(not group for group in searched):
         raise ValueError(f"{len(searched)} query lists for {len(cases)} cases, each needs one query or more")

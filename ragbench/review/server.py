@@ -87,7 +87,7 @@ class ReviewSession:
             "criterion": item.criterion_label,
             "scale": item.scale,
             "question": item.input.question,
-            "history": [turn.message() for turn in item.input.history],
+            "history": [turn.model_dump(mode="json") for turn in item.input.history],
             "searched": item.searched,
             "answer": item.input.answer,
             "reference": item.input.reference_answer,

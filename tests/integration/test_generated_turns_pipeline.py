@@ -1,0 +1,137 @@
+"""Generated assistant turns in a real ZenML run with the fake OpenAI-compatible server: each cell's reader
+writes the earlier answer from the passages the cell found for the user's first message, that answer is in
+the prompt of the same reader's call for the follow-up, and the case records keep the conversation as the
+reader saw it, marked generated; the dry run counts the extra reader calls. Requests are matched by model
+and content, never by their order."""
+
+import json
+import re
+
+import run
+from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_rag_service import FakeRagService
+from tests.projects import write_project
+
+DOCUMENTS = {
+    "dict.md": "# Dictionaries\nThe get method of a dictionary looks a key up; for a missing key it "
+    "returns None, or the default given to it, and never raises KeyError.",
+    "lists.md": "# Lists\nappend adds an item at the end of a list; pop removes the last item.",
+}
+FIRST = "How do I look a key up in a dictionary without an exception?"
+CASES = [
+    {
+        "id": "follow-up",
+        "history": [{"role": "user", "content": FIRST}, {"role": "assistant", "generate": True}],
+        "question": "And what comes back then, if that is all I pass?",
+        "reference_answer": "None.",
+        "expected_sources": ["dict.md"],
+    },
+    {
+        "id": "single",
+        "question": "How do I add an item at the end of a list?",
+        "expected_sources": ["lists.md"],
+    },
+]
+READERS = ("fake-a", "fake-b")
+
+
+def responder(request: dict) -> str:
+    """Each reader answers in its own words, so a cell's follow-up shows whose earlier answer it read; the
+    judge's verdicts (structured replies) are fixed."""
+    if request.get("response_format"):
+        if "faithfulness" in request["messages"][0]["content"]:
+            scores = {"faithfulness": 4, "relevance": 4, "helpfulness": 4, "toxicity": 1}
+            return json.dumps({"reasoning": "ok", **scores})
+        return json.dumps({"reasoning": "ok", "score": 5})
+    if FIRST in last_user_text(request):
+        return f"{request['model']} says: call get [1]."
+    return f"{request['model']} answers the question [1]."
+
+
+def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    with FakeOpenAIServer(responder=responder) as server:
+        llm = json.dumps({"api_base": server.base_url, "max_retries": 0})
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            "grid: {chunk_size: [64], retriever: [bm25], top_k: [5], top_n: [1], "
+            f"reader: [openai/{READERS[0]}, openai/{READERS[1]}], judge: [openai/fake-judge]}}\n"
+            f"generation: {{reader: {llm}}}\n"
+            f"evaluation: {{keyword_tests: false, judge: {llm}, judge_check: null}}\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        assert server.requests == []  # the dry run calls nothing
+        assert run.main(["--config", "config.yaml"]) == 0
+        requests = [r for r in server.requests if not r.get("response_format")]  # the readers'
+        verdicts = [last_user_text(r) for r in server.requests if r.get("response_format")]
+
+    # the plan: per cell, one reader call per case and one for the generated turn, and 3 judge calls
+    # (correctness of the case with a reference, the quality rubric of both)
+    assert "generated_turn_calls" in plan  # a column of the plan's table
+    assert all(re.search(rf"openai/{model}\s+new\s+1\s+5\s+6\s", plan) for model in READERS), plan
+    assert "New LLM calls: 12" in plan
+
+    assert len(requests) == 6  # the readers' calls, as planned
+    for model in READERS:
+        mine = [r for r in requests if r["model"] == model]
+        (turn,) = [r for r in mine if FIRST in last_user_text(r)]
+        assert "dict.md" in last_user_text(turn)  # the cell's own passages for the first message
+        assert [m["role"] for m in turn["messages"]] == ["system", "user"]
+        (follow_up,) = [r for r in mine if CASES[0]["question"] in last_user_text(r)]
+        assert [m["role"] for m in follow_up["messages"]] == ["system", "user", "assistant", "user"]
+        assert follow_up["messages"][2]["content"] == f"{model} says: call get [1]."
+        # a rubric that reads the question sees the conversation this cell's reader saw
+        judged = [v for v in verdicts if f"{model} answers the question" in v and "<conversation>" in v]
+        assert judged and all(f"{model} says: call get [1]." in v for v in judged)
+
+    records = [json.loads(line) for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()]
+    follow_ups = {r["cell"]: r for r in records if r["case_id"] == "follow-up"}
+    assert len(follow_ups) == 2
+    written = sorted(record["history"][1]["content"] for record in follow_ups.values())
+    assert written == [f"{model} says: call get [1]." for model in READERS]
+    assert all(record["history"][1]["generate"] is True for record in follow_ups.values())
+    assert all("generate" not in turn for r in records for turn in r["history"] if turn["role"] == "user")
+    html = (tmp_path / "out" / "latest" / "results.html").read_text()
+    assert "fake-a says: call get [1]." in html and "fake-b says: call get [1]." in html
+
+
+def test_an_external_system_writes_the_turn_by_being_asked_first(tmp_path, monkeypatch, capsys):
+    """An HTTP system is asked the user's first message alone, then the follow-up after its own answer;
+    the dry run counts both calls per case with a generated turn."""
+    monkeypatch.chdir(tmp_path)
+    with FakeRagService(responder=lambda question: {"answer": f"The service on: {question}"}) as service:
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            "benchmark_grid: false\ngrid: {judge: []}\nretrieval: {metrics_k: 1}\n"
+            f"systems: [{{name: team-rag, version: v1, http: {{url: '{service.url}'}}}}]\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        assert service.bodies == []  # the dry run asks nothing
+        assert run.main(["--config", "config.yaml"]) == 0
+        bodies = {body["question"]: body for body in service.bodies}
+
+    assert len(bodies) == 3 and "messages" not in bodies[FIRST]  # asked alone first
+    assert bodies[CASES[0]["question"]]["messages"] == [
+        {"role": "user", "content": FIRST},
+        {"role": "assistant", "content": f"The service on: {FIRST}"},
+        {"role": "user", "content": CASES[0]["question"]},
+    ]
+    records = {
+        json.loads(line)["case_id"]: json.loads(line)
+        for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()
+    }
+    assert records["follow-up"]["history"][1] == {
+        "role": "assistant",
+        "content": f"The service on: {FIRST}",
+        "generate": True,
+    }
+    assert "Expected: 3 calls" in plan  # two cases and one generated turn

@@ -220,7 +220,7 @@ class SQLResultCache:
     location_kind = "database"
 
     def __init__(self, url: str) -> None:
-        from sqlalchemy import Column, Float, Integer, MetaData, String, Table, Text, create_engine, text
+        from sqlalchemy import BigInteger, Column, Float, MetaData, String, Table, Text, create_engine, text
 
         check_cache_url(url)
         self.url = url
@@ -244,7 +244,8 @@ class SQLResultCache:
             "ragbench_llm_spend",
             metadata,
             Column("account", String(64), primary_key=True),
-            *(Column(column, Integer, nullable=False) for column in ("calls", "tokens", "refused")),
+            # 64-bit: an uncapped dimension is compared against 2^62 (`budget`), past PostgreSQL's INTEGER
+            *(Column(column, BigInteger, nullable=False) for column in ("calls", "tokens", "refused")),
             Column("cost", Float, nullable=False),
             Column("created", Float, nullable=False),
         )

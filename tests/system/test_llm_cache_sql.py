@@ -12,10 +12,11 @@ import pytest
 
 import run
 from ragbench.config.model import ConfigError, load_config
+from ragbench.llm.budget import BudgetConfig, SpendAccount, SpendLedger
 from ragbench.llm.cache import ResultCache, SQLResultCache, check_cache_url, open_result_cache
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.postgres_server import postgres_server, unavailable_reason
-from tests.projects import write_keyword_topics
+from tests.projects import newest_run, write_keyword_topics
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,9 +99,48 @@ def test_several_processes_writing_at_once_lose_nothing(postgres_url):
     cache.close()
 
 
+def test_processes_charging_one_account_in_the_database_never_pass_its_cap(postgres_url):
+    """Four processes (as a run's steps in separate pods) each charge 10 calls to one capped account kept
+    in PostgreSQL: exactly the cap's 25 are granted, every other charge is refused."""
+    account = SpendAccount.new(BudgetConfig(max_calls=25), postgres_url)
+    script = (
+        "import sys\n"
+        "from ragbench.llm.budget import BudgetExhausted, SpendAccount, SpendLedger\n"
+        "ledger = SpendLedger(SpendAccount.model_validate_json(sys.argv[1]))\n"
+        "granted = 0\n"
+        "for _ in range(10):\n"
+        "    try:\n"
+        "        ledger.reserve(1, 100, 0.0)\n"
+        "        granted += 1\n"
+        "    except BudgetExhausted:\n"
+        "        pass\n"
+        "ledger.close()\n"
+        "print(granted)\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, account.model_dump_json()],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(4)
+    ]
+    granted = 0
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        granted += int(out.decode().split()[-1])
+    ledger = SpendLedger(account)
+    spent = ledger.spent()
+    ledger.close()
+    assert granted == spent.calls == 25 and spent.tokens == 2500 and spent.refused == 40 - 25
+
+
 def test_a_pipeline_resumes_from_the_shared_database_cache(postgres_url, tmp_path, monkeypatch):
     """Two runs with ZenML's step cache off: the second makes no LLM call, every answer and verdict
-    comes from PostgreSQL, and nothing is written to a local SQLite cache."""
+    comes from PostgreSQL, and nothing is written to a local SQLite cache. The second is capped: it is
+    charged only the calls it really sends, none, since the shared cache serves them all."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     monkeypatch.setenv("RAGBENCH_CACHE_DIR", str(tmp_path / "local-cache"))
@@ -122,6 +162,8 @@ def test_a_pipeline_resumes_from_the_shared_database_cache(postgres_url, tmp_pat
         assert run.main(["--config", "config.yaml", "--no-cache"]) == 0
         first = server.request_count
         assert first > 0
-        assert run.main(["--config", "config.yaml", "--no-cache"]) == 0
+        assert run.main(["--config", "config.yaml", "--no-cache", f"--set=budget.max_calls={first}"]) == 0
         assert server.request_count == first
+    spend = newest_run().run_metadata["spend"]
+    assert spend["total"]["calls"] == 0 and spend["total"]["tokens"] == 0  # served, so never charged
     assert not (tmp_path / "local-cache" / "llm").exists()

@@ -109,7 +109,7 @@ def benchmark_preflight(
     retries the previous run measured included, refused when over the budget (it needs the eval cases the
     checks read and the steps earlier runs finished, which cost nothing). The plan is the pipeline's
     `planned` parameter: the report shows it beside what the run spent."""
-    from ragbench.config.dry_run import detection_lines, plan_rows
+    from ragbench.config.dry_run import calls_beside_the_rows, detection_lines, plan_rows
     from steps.history import latest_results
 
     preflight = run_preflight(config, step_environment=step_environment)
@@ -119,7 +119,8 @@ def benchmark_preflight(
     done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
     rows = plan_rows(config, preflight.eval_suite.cases, done)
     previous = previous_spend(config)
-    refuse_over_budget(config, rows, retry_rate=previous.retry_rate)
+    beside = calls_beside_the_rows(config, preflight.eval_suite.cases)
+    refuse_over_budget(config, rows, retry_rate=previous.retry_rate, beside=beside)
     return {"planned": previous.plan(rows).as_metadata()}
 
 
@@ -130,6 +131,7 @@ def print_plan(config: BenchmarkConfig) -> int:
     from pipelines.options import run_options, step_environment
     from ragbench.config.dry_run import (
         ANSWER_ASSUMPTION,
+        calls_beside_the_rows,
         detection_lines,
         judge_alignment_calls,
         judge_card_calls,
@@ -182,7 +184,8 @@ def print_plan(config: BenchmarkConfig) -> int:
     previous = previous_spend(config)
     print(previous.line())
     print(expected_line(previous.plan(rows)))
-    if (budget := budget_line(config, rows, retry_rate=previous.retry_rate)) is not None:
+    beside = calls_beside_the_rows(config, preflight.eval_suite.cases)
+    if (budget := budget_line(config, rows, retry_rate=previous.retry_rate, beside=beside)) is not None:
         print(budget)
     if (search := config.search) is not None:
         cases = len(preflight.eval_suite.cases)

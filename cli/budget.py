@@ -4,7 +4,7 @@ retries, calls and tokens its config's previous run of the same pipeline measure
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ragbench.config.model import BenchmarkConfig
@@ -95,35 +95,55 @@ def expected_line(planned: PlannedSpend, shown: str = "the report shows them") -
     return f"Expected: {bounds} ({shown} beside what the run spent)."
 
 
+def _checked_plan(rows: list[dict], retry_rate: float, beside: int) -> PlannedSpend:
+    """What the cap is checked against: the rows' plan with its expected retries, and the calls `beside`
+    them (`dry_run.calls_beside_the_rows`: the judge card's and written references', at most)."""
+    from ragbench.config.dry_run import planned_spend
+
+    planned = planned_spend(rows, retry_rate)
+    return replace(planned, calls=planned.calls + beside)
+
+
 def budget_line(
-    config: BenchmarkConfig, rows: list[dict], knobs: str = BENCHMARK_KNOBS, retry_rate: float = 0.0
+    config: BenchmarkConfig,
+    rows: list[dict],
+    knobs: str = BENCHMARK_KNOBS,
+    retry_rate: float = 0.0,
+    beside: int = 0,
 ) -> str | None:
     """The plan against `budget`, or None without a cap; a plan over it says by how much and what to
     lower (a real run refuses it: `refuse_over_budget`)."""
-    from ragbench.config.dry_run import planned_spend
-
     budget = config.budget
     if not budget.capped:
         return None
-    planned = planned_spend(rows, retry_rate)
+    planned = _checked_plan(rows, retry_rate, beside)
     if problems := planned.over(budget, knobs):
         return f"Budget ({budget.describe()}): OVER, a real run is refused: " + "; ".join(problems) + "."
     cost = "unknown cost" if planned.cost_usd is None else f"${planned.cost_usd:.4f}"
+    apart = (
+        f" ({beside} of them the judge card's and written references' at most, their tokens not planned)"
+        if beside
+        else ""
+    )
     return (
-        f"Budget ({budget.describe()}): within; the plan's {planned.calls} new calls, up to {planned.tokens} "
-        f"tokens, {cost}. Every call sent (retries included) is charged before it is sent; the run stops "
-        "calling at the cap."
+        f"Budget ({budget.describe()}): within; the plan's {planned.calls} new calls{apart}, up to "
+        f"{planned.tokens} tokens, {cost}. Every call sent (retries included) is charged before it is sent; "
+        "the run stops calling at the cap."
     )
 
 
 def refuse_over_budget(
-    config: BenchmarkConfig, rows: list[dict], knobs: str = BENCHMARK_KNOBS, retry_rate: float = 0.0
+    config: BenchmarkConfig,
+    rows: list[dict],
+    knobs: str = BENCHMARK_KNOBS,
+    retry_rate: float = 0.0,
+    beside: int = 0,
 ) -> None:
-    """Refuse, before any model loads, a run whose plan (its expected retries included) is over its
-    budget."""
-    from ragbench.config.dry_run import planned_spend
-
-    if config.budget.capped and (problems := planned_spend(rows, retry_rate).over(config.budget, knobs)):
+    """Refuse, before any model loads, a run whose plan (its expected retries and the calls `beside` its
+    rows included) is over its budget."""
+    if config.budget.capped and (
+        problems := _checked_plan(rows, retry_rate, beside).over(config.budget, knobs)
+    ):
         raise PreflightError(
             f"the run's plan is over its budget ({config.budget.describe()}): " + "; ".join(problems)
         )

@@ -266,19 +266,39 @@ def rerank_work(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: 
     )
 
 
-def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:
-    """The judge card's calls, at most (one per planted error type and the unchanged reference of each
-    sampled case), or None without a judge card."""
+def _judge_card(config: BenchmarkConfig, cases: list[EvalCase]) -> tuple[int, int, int] | None:
+    """The judge card's calls at most per judge (one per planted error type and the unchanged reference of
+    each sampled case), its judges and its sampled cases; None without a judge card."""
     check = config.evaluation.judge_check
     judges = {key.judge.result_key for key in distinct_at(expand_grid(config), "judge") if key.judge}
     if check is None or not judges:
         return None
     sampled = min(check.cases, sum(case.reference_answer is not None for case in cases))
-    calls = sampled * (1 + len(PLANTED_KINDS))
+    return sampled * (1 + len(PLANTED_KINDS)), len(judges), sampled
+
+
+def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:
+    """The judge card's line of the dry run, or None without a judge card."""
+    if (card := _judge_card(config, cases)) is None:
+        return None
+    calls, judges, sampled = card
     return (
-        f"Judge card: at most {calls} calls for each of {len(judges)} judge(s), on {sampled} sampled cases "
+        f"Judge card: at most {calls} calls for each of {judges} judge(s), on {sampled} sampled cases "
         "(cached: a later run on the same cases pays nothing)."
     )
+
+
+def _written_references(cases: list[EvalCase]) -> int:
+    """Cases whose reference the reader writes from fetched context at run time: a call each, at most."""
+    return sum(case.reference_from is not None and case.reference_from.gives == "context" for case in cases)
+
+
+def calls_beside_the_rows(config: BenchmarkConfig, cases: list[EvalCase]) -> int:
+    """The calls a run may send that its rows do not count, at most: the judge card's and the references
+    written from context. The budget check adds them to the calls (their tokens are not estimated); a judge
+    alignment's depend on the labels the run reads, and are not counted."""
+    card = _judge_card(config, cases)
+    return (card[0] * card[1] if card is not None else 0) + _written_references(cases)
 
 
 def judge_alignment_calls(config: BenchmarkConfig) -> str | None:
@@ -304,9 +324,7 @@ def reference_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | Non
     fetched = [case for case in cases if case.reference_from or case.expected_sources_from]
     if not fetched:
         return None
-    written = sum(
-        case.reference_from is not None and case.reference_from.gives == "context" for case in fetched
-    )
+    written = _written_references(fetched)
     readers = [cell.reader.model for cell in expand_grid(config) if cell.reader is not None]
     writer = (
         f" and up to {written} call(s) of {readers[0]} writing a reference from context" if written else ""

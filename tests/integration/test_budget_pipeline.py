@@ -106,3 +106,16 @@ def test_a_cap_cuts_the_run_sends_nothing_past_it_and_a_higher_cap_pays_only_for
     judge = [name for name in reran if name.startswith("judge_")]
     assert [reran[name] for name in answer] == ["cached"]  # its calls all went out in the first run
     assert [reran[name] for name in judge] == ["completed"] and statuses[judge[0]] == "completed"
+
+
+def test_the_judge_cards_calls_count_against_the_cap_before_the_run(project):
+    """The judge card's calls are not in the plan's rows (the dry run lists their at-most apart), but the
+    run charges them: the budget check counts them, so a cap that leaves them no room is refused."""
+    card = "--set=evaluation.judge_check={cases: 2}"  # 2 cases, 6 calls each at most: 12 beside the 8
+    code, out, _ = printed("--dry-run", card, "--set=budget.max_calls=10")
+    assert code == 0 and "Judge card: at most 12 calls for each of 1 judge(s)" in out
+    assert "20 calls planned, 10 over budget.max_calls 10" in out
+    code, out, _ = printed("--dry-run", card, "--set=budget.max_calls=20")
+    assert "within; the plan's 20 new calls (12 of them the judge card's and written references'" in out
+    code, _, err = printed(card, "--set=budget.max_calls=10")
+    assert code == 2 and "20 calls planned" in err and project.request_count == 0

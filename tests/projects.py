@@ -1,5 +1,7 @@
 """Small benchmark projects on disk for integration tests: a folder knowledge base, eval cases, a config."""
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -19,6 +21,18 @@ def newest_run():
     from zenml.client import Client
 
     return Client().get_pipeline("rag_benchmark").last_run
+
+
+def printed(*arguments: str, command: tuple[str, ...] = ()) -> tuple[int, str, str]:
+    """`run.main` on `config.yaml` in the working directory (`command`, e.g. `("race",)`, before its
+    options): the exit code and what it printed to stdout and to stderr, each run's own, so a test that
+    runs several times can check every run's messages and why a failed one failed."""
+    import run  # the CLI loads ZenML: only the tests that run it pay for that
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run.main([*command, "--config", "config.yaml", *arguments])
+    return code, out.getvalue(), err.getvalue()
 
 
 def write_project(root: Path, documents: dict[str, str], cases: list[dict], config: str) -> None:

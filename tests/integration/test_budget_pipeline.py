@@ -8,15 +8,12 @@ its gate fails, and a rerun with a higher cap sends only the 2 missing verdicts.
 refused before anything runs.
 """
 
-import contextlib
-import io
 import json
 
 import pytest
 
-import run
 from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import newest_run, write_project
+from tests.projects import newest_run, printed, write_project
 
 DOCUMENTS = {f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"}
 CASES = [
@@ -42,13 +39,6 @@ def newest_run_id() -> str | None:
         return str(newest_run().id)
     except KeyError:
         return None
-
-
-def printed(*arguments: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run.main(["--config", "config.yaml", *arguments])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

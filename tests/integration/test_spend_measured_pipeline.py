@@ -9,17 +9,14 @@ run has no history: it plans 8 calls and spends 10, 2 of them retries, which its
 per role. The second run plans with the first run's retry rate (25%) and shares of its plan.
 """
 
-import contextlib
-import io
 import json
 import re
 
 import pytest
 
-import run
 from ragbench.runs.names import TESTSET_PIPELINE
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import newest_run, write_knowledge_base, write_project
+from tests.projects import newest_run, printed, write_knowledge_base, write_project
 
 DOCUMENTS = {f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"}
 CASES = [
@@ -37,13 +34,6 @@ def responder(request: dict) -> str:
     if not request.get("response_format"):  # the reader
         return "It is a Python keyword [1]."
     return json.dumps({"reasoning": "matches", "score": 5})
-
-
-def printed(*arguments: str, command: tuple[str, ...] = ()) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run.main([*command, "--config", "config.yaml", *arguments])
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

@@ -47,6 +47,49 @@ def write_project(root: Path, documents: dict[str, str], cases: list[dict], conf
     )
 
 
+# Four keyword pages and a case on each, every answer right: the project whose LLM calls the spend tests count
+FOUR_KEYWORD_PAGES = {
+    f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"
+}
+FOUR_KEYWORD_CASES = [
+    {
+        "id": f"case-{topic}",
+        "question": f"What is {topic}?",
+        "reference_answer": f"{topic} is a keyword.",
+        "expected_sources": [f"{topic}.md"],
+    }
+    for topic in "abcd"
+]
+
+
+def right_keyword_reply(request: dict) -> str:
+    """The fake server's reply on the four keyword cases: the reader's right answer citing its passage, the
+    judge's top score (a verdict is the one structured reply)."""
+    if not request.get("response_format"):  # the reader
+        return "It is a Python keyword [1]."
+    return json.dumps({"reasoning": "matches", "score": 5})
+
+
+def write_one_cell_project(root: Path, base_url: str) -> None:
+    """The four keyword cases (`right_keyword_reply` answers them) in one cell whose reader and judge are
+    the FakeOpenAIServer at `base_url`: 4 answers and 4 verdicts on one rubric, a plan of 8 calls. One call
+    at a time, so failures injected into the server meet known calls; the reader retries up to 3 times,
+    the judge never; no gate (a spend test's runs are not compared)."""
+    write_project(
+        root,
+        FOUR_KEYWORD_PAGES,
+        FOUR_KEYWORD_CASES,
+        "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, "
+        f"top_n: 1, reader: [{{model: openai/reader, api_base: {base_url}}}], "
+        f"judge: [{{model: openai/judge, api_base: {base_url}}}]}}\n"
+        "generation: {sample_size: 4, reader: {max_retries: 3, concurrency: 1}}\n"
+        "evaluation: {judge: {max_retries: 0, concurrency: 1}, rubrics: [correctness], "
+        "judge_check: null, keyword_tests: false}\n"
+        "retrieval: {metrics_k: 1}\nregression: {baseline: none}\n"
+        "llm_cache_dir: llm-cache\n",
+    )
+
+
 KEYWORD_TOPICS = ["assert", "break", "with", "yield", "lambda", "global", "class", "import", "raise"]
 
 

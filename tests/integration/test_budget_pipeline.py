@@ -8,29 +8,10 @@ its gate fails, and a rerun with a higher cap sends only the 2 missing verdicts.
 refused before anything runs.
 """
 
-import json
-
 import pytest
 
 from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import newest_run, printed, write_project
-
-DOCUMENTS = {f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"}
-CASES = [
-    {
-        "id": f"case-{topic}",
-        "question": f"What is {topic}?",
-        "reference_answer": f"{topic} is a keyword.",
-        "expected_sources": [f"{topic}.md"],
-    }
-    for topic in "abcd"
-]
-
-
-def responder(request: dict) -> str:
-    if not request.get("response_format"):  # the reader
-        return "It is a Python keyword [1]."
-    return json.dumps({"reasoning": "matches", "score": 5})
+from tests.projects import newest_run, printed, right_keyword_reply, write_one_cell_project
 
 
 def newest_run_id() -> str | None:
@@ -45,21 +26,8 @@ def newest_run_id() -> str | None:
 def project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=responder) as server:
-        base = server.base_url
-        write_project(
-            tmp_path,
-            DOCUMENTS,
-            CASES,
-            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, "
-            f"top_n: 1, reader: [{{model: openai/reader, api_base: {base}}}], "
-            f"judge: [{{model: openai/judge, api_base: {base}}}]}}\n"
-            "generation: {sample_size: 4, reader: {max_retries: 3, concurrency: 1}}\n"
-            "evaluation: {judge: {max_retries: 0, concurrency: 1}, rubrics: [correctness], "
-            "judge_check: null, keyword_tests: false}\n"
-            "retrieval: {metrics_k: 1}\nregression: {baseline: none}\n"
-            "llm_cache_dir: llm-cache\n",
-        )
+    with FakeOpenAIServer(responder=right_keyword_reply) as server:
+        write_one_cell_project(tmp_path, server.base_url)
         yield server
 
 

@@ -169,3 +169,37 @@ def fake_llm_config(
         f"evaluation: {{judge: {{{llm}}}, judge_check: null}}\n"
         f"llm_cache_dir: {root / 'llm-cache'}\n"
     )
+
+
+# Three pages of one topic each, each long enough to be a chunk the testset samples (over 50 characters)
+TESTSET_PAGES = {
+    "errors.md": "# Errors\n"
+    + "A failing assert statement raises AssertionError when its condition is false. " * 3,
+    "loops.md": "# Loops\n" + "The break statement ends the innermost enclosing loop at once. " * 3,
+    "files.md": "# Files\n" + "The with statement closes a file automatically when its block ends. " * 3,
+}
+
+
+def write_testset_config(
+    root: Path, base_url: str, *, name: str, testset: str, llm: str = "max_retries: 0"
+) -> None:
+    """`root/config.yaml` for `run.py testset` on `root/kb` (`TESTSET_PAGES`), then a benchmark on its set:
+    generator, critic, reader and judge all on the FakeOpenAIServer at `base_url` (`llm`: their other
+    settings), 3 chunks sampled evenly, the set the artifact `<name>-eval-set` (the default name) that the
+    benchmark's eval cases name, no gate (the tests are about eval sets); `testset` adds what the tests
+    vary to the testset block (unanswerable_share, evolutions, filters)."""
+    settings = f"{{api_base: {base_url}, {llm}}}"
+    (root / "config.yaml").write_text(
+        f"name: {name}\noutput_dir: out\nregression: {{baseline: none}}\n"
+        "knowledge_base: {kind: folder, path: kb}\n"
+        f"eval_cases: {{artifact: {name}-eval-set}}\n"
+        "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 3, "
+        "top_n: 2, reader: openai/fake-reader, judge: openai/fake-judge}\n"
+        "retrieval: {metrics_k: 1}\n"
+        f"generation: {{reader: {settings}}}\n"
+        f"evaluation: {{judge: {settings}}}\n"
+        "testset: {chunks: 3, sampling: even, min_chunk_chars: 50, generator: openai/fake-generator, "
+        f"critic: openai/fake-critic, generator_defaults: {settings}, critic_defaults: {settings}, "
+        f"{testset}}}\n"
+        f"llm_cache_dir: {root / 'llm-cache'}\n"
+    )

@@ -17,12 +17,14 @@ import pytest
 from ragbench.runs.names import TESTSET_PIPELINE
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.projects import (
+    TESTSET_PAGES,
     newest_run,
     printed,
     right_keyword_reply,
     write_knowledge_base,
     write_one_cell_project,
     write_project,
+    write_testset_config,
 )
 
 
@@ -157,12 +159,6 @@ def test_a_race_plans_the_share_of_its_calls_the_previous_race_sent(race_project
 
 # The testset: 3 chunks (one question each, one of them unanswerable), both filters; every call may be
 # retried, so the 2 injected failures are 2 retries whichever calls meet them.
-TESTSET_DOCUMENTS = {
-    "errors.md": "# Errors\n"
-    + "A failing assert statement raises AssertionError when its condition is false. " * 3,
-    "loops.md": "# Loops\n" + "The break statement ends the innermost enclosing loop at once. " * 3,
-    "files.md": "# Files\n" + "The with statement closes a file automatically when its block ends. " * 3,
-}
 TESTSET_TOPICS = ("assert", "break", "with statement")
 
 
@@ -190,19 +186,14 @@ def eval_set_reply(request: dict) -> str:
 def testset_project(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    write_knowledge_base(tmp_path, TESTSET_DOCUMENTS)
+    write_knowledge_base(tmp_path, TESTSET_PAGES)
     with FakeOpenAIServer(responder=eval_set_reply) as server:
-        llm = f"{{api_base: {server.base_url}, max_retries: 3, concurrency: 1}}"
-        (tmp_path / "config.yaml").write_text(
-            f"name: spent-{tmp_path.name}\n".lower() + "output_dir: out\n"
-            "knowledge_base: {kind: folder, path: kb}\neval_cases: {artifact: spent-eval-set}\n"
-            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 3, "
-            "top_n: 2, reader: openai/reader, judge: openai/judge}\nretrieval: {metrics_k: 1}\n"
-            "testset: {name: spent-eval-set, chunks: 3, sampling: even, min_chunk_chars: 50, "
-            "unanswerable_share: 0.34, evolutions: {simple: 1.0}, generator: openai/generator, "
-            f"critic: openai/critic, filters: [critics, roundtrip], generator_defaults: {llm}, "
-            f"critic_defaults: {llm}}}\n"
-            "llm_cache_dir: llm-cache\n"
+        write_testset_config(
+            tmp_path,
+            server.base_url,
+            name=f"spent-{tmp_path.name}".lower(),
+            testset="unanswerable_share: 0.34, evolutions: {simple: 1.0}, filters: [critics, roundtrip]",
+            llm="max_retries: 3, concurrency: 1",
         )
         yield server
 

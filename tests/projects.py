@@ -203,3 +203,20 @@ def write_testset_config(
         f"{testset}}}\n"
         f"llm_cache_dir: {root / 'llm-cache'}\n"
     )
+
+
+def no_retry_llm(base_url: str) -> str:
+    """An LLM's settings for the FakeOpenAIServer at `base_url`, as a YAML flow mapping: no retries, so a
+    request the server fails is one failure the test sees, not a second call it must allow for."""
+    return f"{{api_base: {base_url}, max_retries: 0}}"
+
+
+def only_http_system(url: str) -> str:
+    """The config lines of a run that benchmarks one external HTTP system alone (`team-rag` v1 at `url`,
+    e.g. a FakeRagService): no grid cells of its own and no judge, so the system's requests are all there
+    is to read; the LLM cache in the working directory."""
+    return (
+        "benchmark_grid: false\ngrid: {judge: []}\nretrieval: {metrics_k: 1}\n"
+        f"systems: [{{name: team-rag, version: v1, http: {{url: '{url}'}}}}]\n"
+        "llm_cache_dir: llm-cache\n"
+    )

@@ -3,7 +3,12 @@
 import contextlib
 import io
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
+
+from tests.fake_openai_server import FakeOpenAIServer
 
 
 def write_knowledge_base(root: Path, documents: dict[str, str], cases: list[dict] | None = None) -> None:
@@ -33,6 +38,19 @@ def printed(*arguments: str, command: tuple[str, ...] = ()) -> tuple[int, str, s
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = run.main([*command, "--config", "config.yaml", *arguments])
     return code, out.getvalue(), err.getvalue()
+
+
+@contextlib.contextmanager
+def serving_fake_openai(
+    root: Path, monkeypatch: pytest.MonkeyPatch, responder: Callable[[dict], str]
+) -> Iterator[FakeOpenAIServer]:
+    """A FakeOpenAIServer answering with `responder`, for a project in `root` run from there (configs name
+    `kb`, `out` and the LLM cache relative to it), with a dummy OpenAI key (the client will not start
+    without one; the fake server never checks it). Yields the server: its requests are what tests read."""
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    with FakeOpenAIServer(responder=responder) as server:
+        yield server
 
 
 def write_project(root: Path, documents: dict[str, str], cases: list[dict], config: str) -> None:

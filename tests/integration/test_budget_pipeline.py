@@ -10,8 +10,13 @@ refused before anything runs.
 
 import pytest
 
-from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import newest_run, printed, right_keyword_reply, write_one_cell_project
+from tests.projects import (
+    newest_run,
+    printed,
+    right_keyword_reply,
+    serving_fake_openai,
+    write_one_cell_project,
+)
 
 
 def newest_run_id() -> str | None:
@@ -24,9 +29,7 @@ def newest_run_id() -> str | None:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=right_keyword_reply) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, right_keyword_reply) as server:
         write_one_cell_project(tmp_path, server.base_url)
         yield server
 

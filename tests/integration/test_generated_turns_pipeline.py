@@ -8,9 +8,9 @@ import json
 import re
 
 import run
-from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_openai_server import last_user_text
 from tests.fake_rag_service import FakeRagService
-from tests.projects import no_retry_llm, only_http_system, write_project
+from tests.projects import no_retry_llm, only_http_system, serving_fake_openai, write_project
 
 DOCUMENTS = {
     "dict.md": "# Dictionaries\nThe get method of a dictionary looks a key up; for a missing key it "
@@ -49,9 +49,7 @@ def responder(request: dict) -> str:
 
 
 def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=responder) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
         llm = no_retry_llm(server.base_url)
         write_project(
             tmp_path,

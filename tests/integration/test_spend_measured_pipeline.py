@@ -15,12 +15,13 @@ import re
 import pytest
 
 from ragbench.runs.names import TESTSET_PIPELINE
-from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_openai_server import last_user_text
 from tests.projects import (
     TESTSET_PAGES,
     newest_run,
     printed,
     right_keyword_reply,
+    serving_fake_openai,
     write_knowledge_base,
     write_one_cell_project,
     write_project,
@@ -30,9 +31,7 @@ from tests.projects import (
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=right_keyword_reply) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, right_keyword_reply) as server:
         write_one_cell_project(tmp_path, server.base_url)
         yield server
 
@@ -100,9 +99,7 @@ def race_reply(request: dict) -> str:
 
 @pytest.fixture
 def race_project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=race_reply) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, race_reply) as server:
         llm = f"{{api_base: {server.base_url}, max_retries: 3, json_retries: 0, concurrency: 1}}"
         write_project(
             tmp_path,
@@ -184,10 +181,8 @@ def eval_set_reply(request: dict) -> str:
 
 @pytest.fixture
 def testset_project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     write_knowledge_base(tmp_path, TESTSET_PAGES)
-    with FakeOpenAIServer(responder=eval_set_reply) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, eval_set_reply) as server:
         write_testset_config(
             tmp_path,
             server.base_url,

@@ -11,8 +11,7 @@ from zenml.client import Client
 import run
 from ragbench.inputs.eval_cases import load_eval_cases
 from ragbench.llm.prompts import NOT_IN_CONTEXT
-from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import TESTSET_PAGES, write_knowledge_base, write_testset_config
+from tests.projects import TESTSET_PAGES, serving_fake_openai, write_knowledge_base, write_testset_config
 
 TOPICS = {"assert": "errors.md", "break": "loops.md", "with statement": "files.md"}
 
@@ -56,10 +55,8 @@ def responder(request: dict) -> str:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     write_knowledge_base(tmp_path, TESTSET_PAGES)
-    with FakeOpenAIServer(responder=responder) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
         write_testset_config(
             tmp_path,
             server.base_url,

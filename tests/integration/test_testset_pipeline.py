@@ -8,8 +8,7 @@ import pytest
 from zenml.client import Client
 
 import run
-from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import TESTSET_PAGES, write_knowledge_base, write_testset_config
+from tests.projects import TESTSET_PAGES, serving_fake_openai, write_knowledge_base, write_testset_config
 
 TOPICS = {"assert": "errors", "break": "loops", "with statement": "files"}
 
@@ -46,10 +45,8 @@ def responder(request: dict) -> str:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     write_knowledge_base(tmp_path, TESTSET_PAGES)
-    with FakeOpenAIServer(responder=responder) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
         write_testset_config(
             tmp_path,
             server.base_url,

@@ -8,32 +8,15 @@ its gate fails, and a rerun with a higher cap sends only the 2 missing verdicts.
 refused before anything runs.
 """
 
-import contextlib
-import io
-import json
-
 import pytest
 
-import run
-from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import newest_run, write_project
-
-DOCUMENTS = {f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"}
-CASES = [
-    {
-        "id": f"case-{topic}",
-        "question": f"What is {topic}?",
-        "reference_answer": f"{topic} is a keyword.",
-        "expected_sources": [f"{topic}.md"],
-    }
-    for topic in "abcd"
-]
-
-
-def responder(request: dict) -> str:
-    if not request.get("response_format"):  # the reader
-        return "It is a Python keyword [1]."
-    return json.dumps({"reasoning": "matches", "score": 5})
+from tests.projects import (
+    newest_run,
+    printed,
+    right_keyword_reply,
+    serving_fake_openai,
+    write_one_cell_project,
+)
 
 
 def newest_run_id() -> str | None:
@@ -44,32 +27,10 @@ def newest_run_id() -> str | None:
         return None
 
 
-def printed(*arguments: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run.main(["--config", "config.yaml", *arguments])
-    return code, out.getvalue(), err.getvalue()
-
-
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=responder) as server:
-        base = server.base_url
-        write_project(
-            tmp_path,
-            DOCUMENTS,
-            CASES,
-            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, "
-            f"top_n: 1, reader: [{{model: openai/reader, api_base: {base}}}], "
-            f"judge: [{{model: openai/judge, api_base: {base}}}]}}\n"
-            "generation: {sample_size: 4, reader: {max_retries: 3, concurrency: 1}}\n"
-            "evaluation: {judge: {max_retries: 0, concurrency: 1}, rubrics: [correctness], "
-            "judge_check: null, keyword_tests: false}\n"
-            "retrieval: {metrics_k: 1}\nregression: {baseline: none}\n"
-            "llm_cache_dir: llm-cache\n",
-        )
+    with serving_fake_openai(tmp_path, monkeypatch, right_keyword_reply) as server:
+        write_one_cell_project(tmp_path, server.base_url)
         yield server
 
 

@@ -6,7 +6,7 @@ import json
 
 import run
 from tests.fake_rag_service import FakeRagService
-from tests.projects import write_project
+from tests.projects import only_http_system, write_project
 
 DOCUMENTS = {"warranty.md": "Every device carries a two year warranty against manufacturing defects."}
 TURNS = [
@@ -34,14 +34,7 @@ def reply(question: str) -> dict:
 def test_an_http_system_receives_the_turns(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with FakeRagService(responder=reply) as service:
-        write_project(
-            tmp_path,
-            DOCUMENTS,
-            CASES,
-            "benchmark_grid: false\ngrid: {judge: []}\nretrieval: {metrics_k: 1}\n"
-            f"systems: [{{name: team-rag, version: v1, http: {{url: '{service.url}'}}}}]\n"
-            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
-        )
+        write_project(tmp_path, DOCUMENTS, CASES, only_http_system(service.url))
         assert run.main(["--config", "config.yaml"]) == 0
         bodies = {body["question"]: body for body in service.bodies}
 

@@ -8,9 +8,9 @@ import json
 import re
 
 import run
-from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_openai_server import last_user_text
 from tests.fake_rag_service import FakeRagService
-from tests.projects import write_project
+from tests.projects import no_retry_llm, only_http_system, serving_fake_openai, write_project
 
 DOCUMENTS = {
     "dict.md": "# Dictionaries\nThe get method of a dictionary looks a key up; for a missing key it "
@@ -49,10 +49,8 @@ def responder(request: dict) -> str:
 
 
 def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=responder) as server:
-        llm = json.dumps({"api_base": server.base_url, "max_retries": 0})
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
+        llm = no_retry_llm(server.base_url)
         write_project(
             tmp_path,
             DOCUMENTS,
@@ -105,14 +103,7 @@ def test_an_external_system_writes_the_turn_by_being_asked_first(tmp_path, monke
     the dry run counts both calls per case with a generated turn."""
     monkeypatch.chdir(tmp_path)
     with FakeRagService(responder=lambda question: {"answer": f"The service on: {question}"}) as service:
-        write_project(
-            tmp_path,
-            DOCUMENTS,
-            CASES,
-            "benchmark_grid: false\ngrid: {judge: []}\nretrieval: {metrics_k: 1}\n"
-            f"systems: [{{name: team-rag, version: v1, http: {{url: '{service.url}'}}}}]\n"
-            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
-        )
+        write_project(tmp_path, DOCUMENTS, CASES, only_http_system(service.url))
         assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
         plan = capsys.readouterr().out
         assert service.bodies == []  # the dry run asks nothing

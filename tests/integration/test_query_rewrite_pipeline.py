@@ -8,7 +8,7 @@ import json
 
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import newest_run, write_project
+from tests.projects import newest_run, no_retry_llm, serving_fake_openai, write_project
 
 DOCUMENTS = {
     "dict.md": "# Dictionaries\nThe get method of a dictionary looks a key up; for a missing key it "
@@ -45,10 +45,8 @@ def responder(request: dict) -> str:
 
 
 def test_condense_finds_the_follow_up_that_off_cannot(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=responder) as server:
-        llm = json.dumps({"api_base": server.base_url, "max_retries": 0})
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
+        llm = no_retry_llm(server.base_url)
         write_project(
             tmp_path,
             DOCUMENTS,

@@ -9,9 +9,7 @@ the stand-in moves an expected source on three of the five cases with expected s
 packaged MiniLM does on the rest): it is seeded, so the rankings are the same on every machine.
 """
 
-import contextlib
 import csv
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +20,7 @@ import pytest
 import run
 from ragbench.models.registry import COLBERT_STANDIN_NAME
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import newest_run, write_project
+from tests.projects import newest_run, printed, write_project
 
 DOCUMENTS = {
     "errors.md": "# Errors\nA failing assert statement raises AssertionError. Dividing by zero raises "
@@ -88,11 +86,11 @@ class Project:
     dry_after: str  # the same dry run after the first run
 
 
-def printed(*arguments: str) -> str:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert run.main(["--config", "config.yaml", *arguments]) == 0
-    return out.getvalue()
+def successful_output(*arguments: str) -> str:
+    """What a run printed to stdout, after checking it succeeded: every run in this file is meant to."""
+    code, out, err = printed(*arguments)
+    assert code == 0, out + err
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +116,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
             "regression: {baseline: none}\n"
             "llm_cache_dir: llm-cache\n",
         )
-        dry_before = printed("--dry-run")
-        output = printed()
+        dry_before = successful_output("--dry-run")
+        output = successful_output()
         first = newest_run()
-        yield Project(root, server, first, output, dry_before, printed("--dry-run"))
+        yield Project(root, server, first, output, dry_before, successful_output("--dry-run"))
 
 
 def rows(project: Project) -> dict[str, dict[str, str]]:
@@ -210,7 +208,7 @@ def test_the_dry_run_counts_the_rerank_stage_new_then_reused(project):
 def test_a_rerun_that_changes_only_the_reader_reranks_nothing_again(project):
     before = project.server.request_count
     reader = f"grid.reader=[{{model: openai/reader-b, api_base: {project.server.base_url}}}]"
-    dry = printed("--dry-run", f"--set={reader}")
+    dry = successful_output("--dry-run", f"--set={reader}")
     assert "Rerank stage: 1 step(s), 0 new" in dry and "2 cells: 2 new" in dry
     assert run.main(["--config", "config.yaml", f"--set={reader}"]) == 0
     second = newest_run()
@@ -230,9 +228,9 @@ def test_a_retrieval_only_grid_sweeps_its_rerankers_and_reuses_the_rerank_step(p
     the answered runs made is the same key, so it comes from the cache)."""
     before = project.server.request_count
     retrieval_only = ("--set=grid.reader=[]", "--set=grid.judge=[]")
-    dry = printed("--dry-run", *retrieval_only)
+    dry = successful_output("--dry-run", *retrieval_only)
     assert "Rerank stage: 1 step(s), 0 new" in dry
-    output = printed(*retrieval_only)
+    output = successful_output(*retrieval_only)
     assert "What reranking changed" in output and "MRR 0.633 -> 0.867 (+0.233 [" in output
     statuses = {name: step.status.value for name, step in newest_run().steps.items()}
     assert not [name for name in statuses if name.startswith(("answer_", "judge_"))]

@@ -9,62 +9,30 @@ run has no history: it plans 8 calls and spends 10, 2 of them retries, which its
 per role. The second run plans with the first run's retry rate (25%) and shares of its plan.
 """
 
-import contextlib
-import io
 import json
 import re
 
 import pytest
 
-import run
 from ragbench.runs.names import TESTSET_PIPELINE
-from tests.fake_openai_server import FakeOpenAIServer, last_user_text
-from tests.projects import newest_run, write_knowledge_base, write_project
-
-DOCUMENTS = {f"{topic}.md": f"# {topic}\nThe {topic} statement is a Python keyword." for topic in "abcd"}
-CASES = [
-    {
-        "id": f"case-{topic}",
-        "question": f"What is {topic}?",
-        "reference_answer": f"{topic} is a keyword.",
-        "expected_sources": [f"{topic}.md"],
-    }
-    for topic in "abcd"
-]
-
-
-def responder(request: dict) -> str:
-    if not request.get("response_format"):  # the reader
-        return "It is a Python keyword [1]."
-    return json.dumps({"reasoning": "matches", "score": 5})
-
-
-def printed(*arguments: str, command: tuple[str, ...] = ()) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = run.main([*command, "--config", "config.yaml", *arguments])
-    return code, out.getvalue(), err.getvalue()
+from tests.fake_openai_server import last_user_text
+from tests.projects import (
+    TESTSET_PAGES,
+    newest_run,
+    printed,
+    right_keyword_reply,
+    serving_fake_openai,
+    write_knowledge_base,
+    write_one_cell_project,
+    write_project,
+    write_testset_config,
+)
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=responder) as server:
-        base = server.base_url
-        write_project(
-            tmp_path,
-            DOCUMENTS,
-            CASES,
-            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 2, "
-            f"top_n: 1, reader: [{{model: openai/reader, api_base: {base}}}], "
-            f"judge: [{{model: openai/judge, api_base: {base}}}]}}\n"
-            "generation: {sample_size: 4, reader: {max_retries: 3, concurrency: 1}}\n"
-            "evaluation: {judge: {max_retries: 0, concurrency: 1}, rubrics: [correctness], "
-            "judge_check: null, keyword_tests: false}\n"
-            "retrieval: {metrics_k: 1}\nregression: {baseline: none}\n"
-            "llm_cache_dir: llm-cache\n",
-        )
+    with serving_fake_openai(tmp_path, monkeypatch, right_keyword_reply) as server:
+        write_one_cell_project(tmp_path, server.base_url)
         yield server
 
 
@@ -131,9 +99,7 @@ def race_reply(request: dict) -> str:
 
 @pytest.fixture
 def race_project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    with FakeOpenAIServer(responder=race_reply) as server:
+    with serving_fake_openai(tmp_path, monkeypatch, race_reply) as server:
         llm = f"{{api_base: {server.base_url}, max_retries: 3, json_retries: 0, concurrency: 1}}"
         write_project(
             tmp_path,
@@ -190,12 +156,6 @@ def test_a_race_plans_the_share_of_its_calls_the_previous_race_sent(race_project
 
 # The testset: 3 chunks (one question each, one of them unanswerable), both filters; every call may be
 # retried, so the 2 injected failures are 2 retries whichever calls meet them.
-TESTSET_DOCUMENTS = {
-    "errors.md": "# Errors\n"
-    + "A failing assert statement raises AssertionError when its condition is false. " * 3,
-    "loops.md": "# Loops\n" + "The break statement ends the innermost enclosing loop at once. " * 3,
-    "files.md": "# Files\n" + "The with statement closes a file automatically when its block ends. " * 3,
-}
 TESTSET_TOPICS = ("assert", "break", "with statement")
 
 
@@ -221,21 +181,14 @@ def eval_set_reply(request: dict) -> str:
 
 @pytest.fixture
 def testset_project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    write_knowledge_base(tmp_path, TESTSET_DOCUMENTS)
-    with FakeOpenAIServer(responder=eval_set_reply) as server:
-        llm = f"{{api_base: {server.base_url}, max_retries: 3, concurrency: 1}}"
-        (tmp_path / "config.yaml").write_text(
-            f"name: spent-{tmp_path.name}\n".lower() + "output_dir: out\n"
-            "knowledge_base: {kind: folder, path: kb}\neval_cases: {artifact: spent-eval-set}\n"
-            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 3, "
-            "top_n: 2, reader: openai/reader, judge: openai/judge}\nretrieval: {metrics_k: 1}\n"
-            "testset: {name: spent-eval-set, chunks: 3, sampling: even, min_chunk_chars: 50, "
-            "unanswerable_share: 0.34, evolutions: {simple: 1.0}, generator: openai/generator, "
-            f"critic: openai/critic, filters: [critics, roundtrip], generator_defaults: {llm}, "
-            f"critic_defaults: {llm}}}\n"
-            "llm_cache_dir: llm-cache\n"
+    write_knowledge_base(tmp_path, TESTSET_PAGES)
+    with serving_fake_openai(tmp_path, monkeypatch, eval_set_reply) as server:
+        write_testset_config(
+            tmp_path,
+            server.base_url,
+            name=f"spent-{tmp_path.name}".lower(),
+            testset="unanswerable_share: 0.34, evolutions: {simple: 1.0}, filters: [critics, roundtrip]",
+            llm="max_retries: 3, concurrency: 1",
         )
         yield server
 

@@ -8,15 +8,8 @@ import pytest
 from zenml.client import Client
 
 import run
-from tests.fake_openai_server import FakeOpenAIServer
-from tests.projects import write_knowledge_base
+from tests.projects import TESTSET_PAGES, serving_fake_openai, write_knowledge_base, write_testset_config
 
-DOCUMENTS = {
-    "errors.md": "# Errors\n"
-    + "A failing assert statement raises AssertionError when its condition is false. " * 3,
-    "loops.md": "# Loops\n" + "The break statement ends the innermost enclosing loop at once. " * 3,
-    "files.md": "# Files\n" + "The with statement closes a file automatically when its block ends. " * 3,
-}
 TOPICS = {"assert": "errors", "break": "loops", "with statement": "files"}
 
 
@@ -52,25 +45,13 @@ def responder(request: dict) -> str:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
-    write_knowledge_base(tmp_path, DOCUMENTS)
-    with FakeOpenAIServer(responder=responder) as server:
-        llm = f"{{api_base: {server.base_url}, max_retries: 0}}"
-        (tmp_path / "config.yaml").write_text(
-            "name: gen\noutput_dir: out\nregression: {baseline: none}\n"  # about eval sets, not the gate
-            "knowledge_base: {kind: folder, path: kb}\n"
-            "eval_cases: {artifact: gen-eval-set}\n"
-            "grid: {chunk_size: 64, embedding_model: sentence-transformers/all-MiniLM-L6-v2, top_k: 3, "
-            "top_n: 2, reader: openai/fake-reader, judge: openai/fake-judge}\n"
-            "retrieval: {metrics_k: 1}\n"
-            f"generation: {{reader: {llm}}}\n"
-            f"evaluation: {{judge: {llm}}}\n"
-            "testset: {chunks: 3, sampling: even, min_chunk_chars: 50, unanswerable_share: 0.34, "
-            "evolutions: {simple: 1.0}, generator: openai/fake-generator, critic: openai/fake-critic, "
-            "filters: [critics, roundtrip], "
-            f"generator_defaults: {llm}, critic_defaults: {llm}}}\n"
-            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n"
+    write_knowledge_base(tmp_path, TESTSET_PAGES)
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
+        write_testset_config(
+            tmp_path,
+            server.base_url,
+            name="gen",
+            testset="unanswerable_share: 0.34, evolutions: {simple: 1.0}, filters: [critics, roundtrip]",
         )
         yield tmp_path, server
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from cli.launch import check_output_dir, launch, open_store
 from cli.outputs import write_outputs
 from ragbench.analysis.judge_card import card_lines
 from ragbench.config.model import BenchmarkConfig, ConfigError
-from ragbench.config.preflight import run_preflight
+from ragbench.config.preflight import Preflight, run_preflight
 from ragbench.report.pages import rows_to_text
 from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
 from ragbench.section import validation_message
@@ -47,7 +48,8 @@ class RunCommand(Command):
 
     def run(self, args: argparse.Namespace) -> int:
         config = self.config(args)
-        return print_plan(config) if args.dry_run else run_benchmark(config, use_cache=not args.no_cache)
+        use_cache = not args.no_cache
+        return print_plan(config, use_cache) if args.dry_run else run_benchmark(config, use_cache)
 
     def config(self, args: argparse.Namespace) -> BenchmarkConfig:
         return config_of(args)
@@ -101,8 +103,16 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
     return done
 
 
+def reusable_steps(preflight: Preflight, use_cache: bool) -> set[str]:
+    """The steps a run may take from earlier runs, which its plan does not count: none with `--no-cache`,
+    which recomputes every step (the LLM cache still serves what it holds)."""
+    if not use_cache:
+        return set()
+    return finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+
+
 def benchmark_preflight(
-    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None
+    config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None, use_cache: bool = True
 ) -> dict[str, Any]:
     """The run's checks; then, with `statistics.detect`, what the run can decide (the dry run's lines), so
     a sample that cannot detect that difference says so before anything is spent; and the plan, the
@@ -116,7 +126,7 @@ def benchmark_preflight(
     if config.statistics.detect is not None:
         for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
             print(line)
-    done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+    done = reusable_steps(preflight, use_cache)
     rows = plan_rows(config, preflight.eval_suite.cases, done)
     previous = previous_spend(config)
     beside = calls_beside_the_rows(config, preflight.eval_suite.cases)
@@ -124,7 +134,7 @@ def benchmark_preflight(
     return {"planned": previous.plan(rows).as_metadata()}
 
 
-def print_plan(config: BenchmarkConfig) -> int:
+def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence."""
@@ -152,7 +162,7 @@ def print_plan(config: BenchmarkConfig) -> int:
         name: resolve_reranker(name)
         for name in dict.fromkeys(c.reranker for c in expand_grid(config) if c.reranker)
     }
-    done = finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+    done = reusable_steps(preflight, use_cache)
     rows = plan_rows(config, preflight.eval_suite.cases, done, rerankers)
     print(rows_to_text(rows))  # preflight has logged its warnings (size estimate included) above
     for choice in rerankers.values():
@@ -206,7 +216,8 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
 
     tags = [config_tag(config.name), *config.tags]
     function = "rag_race" if config.search is not None else None
-    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, benchmark_preflight, tags, function=function)
+    preflight = functools.partial(benchmark_preflight, use_cache=use_cache)
+    pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, preflight, tags, function=function)
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()

@@ -62,6 +62,9 @@ def test_the_dry_run_expects_the_retries_and_tokens_the_run_then_spends(project)
     assert first["roles"]["judge"]["calls"] == 4
     assert first["total"]["tokens"] > 0 and first["total"]["seconds"] > 0
     assert "Planned: 8 calls" in out and "Spent on it: 10 calls (2 retries)" in out  # the summary's notes
+    # the same config again reuses every step; with --no-cache it recomputes them, and plans them all
+    assert "1 new, 0 reused" not in printed("--dry-run")[1]
+    assert "1 cells: 1 new, 0 reused" in printed("--dry-run", "--no-cache")[1]
 
     # new names: new steps, and new LLM-cache keys (the judge reads the same answers) on the same prompts
     renamed = [

@@ -142,7 +142,7 @@ def check_judge_on_planted_errors(
             llm_cache=settings.llm_cache,
         )
     log_metadata({"judge_card": card.model_dump(mode="json", exclude={"verdicts"})})
-    if card.parse_failures:
+    if card.parse_failures or card.refused_by_budget:
         never_reuse_this_step_run()
     return card
 

@@ -44,6 +44,7 @@ class PlantedVerdict(BaseModel):
     score: int | None
     seconds: float | None = None
     passed: bool | None = None
+    refused: bool = False  # the run's spend cap did not send its call: not the judge's failure
 
 
 class Detection(BaseModel):
@@ -84,6 +85,7 @@ class JudgeCard(BaseModel):
     overall_detection: Detection
     false_alarms: FalseAlarms
     parse_failures: int
+    refused_by_budget: int = 0  # verdicts the spend cap never asked for: the card is partial
     seconds_per_verdict: float | None
     reliable: bool
     verdicts: list[PlantedVerdict]
@@ -224,7 +226,8 @@ def build_card(
         counted_kinds=[kind for kind in PLANTED_KINDS if kind in counted_kinds],
         overall_detection=overall,
         false_alarms=false_alarms,
-        parse_failures=sum(v.score is None for v in verdicts),
+        parse_failures=sum(v.score is None and not v.refused for v in verdicts),
+        refused_by_budget=sum(v.refused for v in verdicts),
         seconds_per_verdict=fmean(seconds) if seconds else None,
         reliable=reliable,
         verdicts=verdicts,
@@ -280,6 +283,11 @@ def card_lines(card: JudgeCard) -> list[str]:
         f"{card.cases} cases ({name_cases(list(dict.fromkeys(v.case_id for v in card.verdicts)))}):",
         *(f"  {label} {_share(count, n, low, high, card.confidence)}" for label, count, n, low, high in rows),
         f"  parse failures {card.parse_failures} of {len(card.verdicts)} verdicts; {timing}",
+        *(
+            [f"  PARTIAL: the spend cap left {card.refused_by_budget} verdict(s) unasked (raise the budget)"]
+            if card.refused_by_budget
+            else []
+        ),
         f"  {verdict}",
         f"  {card.caveat}",
     ]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from ragbench.analysis.judge_card import JudgeCard, PlantedVerdict, build_card, planted_inputs, sample_cases
 from ragbench.inputs.eval_cases import EvalCase
+from ragbench.llm.budget import is_budget_refusal
 from ragbench.llm.client import LLMClient
 from ragbench.llm.types import LLMSettings
 from ragbench.scoring.judge import judge_answers
@@ -56,6 +57,7 @@ def check_judge(
             change=change,
             score=judgement.scores.get(criterion.name),  # None: the judge gave no valid verdict
             seconds=judgement.latency_s,
+            refused=any(is_budget_refusal(error) for error in judgement.errors.values()),
         )
         for (item, kind, change), judgement in zip(planted, judgements, strict=True)
     ]

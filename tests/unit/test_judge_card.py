@@ -76,6 +76,16 @@ def test_parse_failures_are_left_out_of_the_rates_but_counted():
     assert result.verdicts[1].passed is None
 
 
+def test_verdicts_the_spend_cap_refused_are_not_parse_failures_and_mark_the_card_partial():
+    refused = verdict("entity", None, "c2").model_copy(update={"refused": True})
+    result = card([verdict("entity", 1), refused, verdict(UNCHANGED, None)])
+    assert (result.parse_failures, result.refused_by_budget) == (1, 1)
+    assert result.detection[0].n == 1  # the refused one is in no rate
+    partial = "  PARTIAL: the spend cap left 1 verdict(s) unasked"
+    assert any(line.startswith(partial) for line in card_lines(result))
+    assert not any("PARTIAL" in line for line in card_lines(card([verdict("entity", 1)])))
+
+
 def test_seconds_per_verdict_is_the_mean_of_the_known_times():
     result = card(
         [

@@ -100,3 +100,22 @@ def test_the_card_comes_from_the_rubric_scorers_verdicts(
         scale="1-5",
         counted_kinds=CORRECTNESS.judge_check_kinds or PLANTED_KINDS,
     )
+
+
+def test_a_card_the_spend_cap_cut_counts_its_unasked_verdicts_apart(tmp_path, monkeypatch):
+    """Under a cap of 3 calls the card's other verdicts are never sent: they are the cap's, not parse
+    failures, and the card says it is partial."""
+    from ragbench.llm.budget import BudgetConfig, SpendAccount, spending
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    check = JudgeCheckConfig(cases=2, seed=0)
+    reply = json.dumps({"reasoning": "compared", "score": 5})
+    cache = str(tmp_path / "cache")
+    with FakeOpenAIServer(responder=lambda _: reply) as server:
+        settings = LLMSettings(model="openai/fake", api_base=server.base_url, max_retries=0)
+        with spending(SpendAccount.new(BudgetConfig(max_calls=3), cache)):
+            card = check_judge(
+                settings, "fake", CASES, DOCUMENTS, CORRECTNESS, check, confidence=0.95, llm_cache=cache
+            )
+        assert server.request_count == 3
+    assert card.parse_failures == 0 and card.refused_by_budget == len(card.verdicts) - 3

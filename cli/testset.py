@@ -96,13 +96,14 @@ def run_testset(config: BenchmarkConfig, use_cache: bool) -> int:
     eval_set: EvalSet = artifact.load()
     summary = eval_set.summary
     failures = summary["generator_failures"] + summary["critic_failures"]
+    spent = pipeline_run.run_metadata["spend"]  # per role, beside the plan: the files say what the set cost
     folder = write_folder(
         Path(config.output_dir) / "testsets",
         f"{eval_set.name}-v{artifact.version}" + ("-INCOMPLETE" if failures else ""),
         {
             "cases.jsonl": eval_set.jsonl(),
             "rejected.jsonl": eval_set.jsonl("rejected"),
-            "summary.json": json.dumps(summary, indent=2) + "\n",
+            "summary.json": json.dumps(summary | {"spend": spent}, indent=2) + "\n",
             "eval_set.html": eval_set.html(),
         },
     )

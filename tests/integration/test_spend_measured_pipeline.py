@@ -11,6 +11,7 @@ per role. The second run plans with the first run's retry rate (25%) and shares 
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -213,6 +214,8 @@ def test_a_testset_run_plans_from_what_the_previous_one_spent(testset_project):
     planned = first["planned"]["calls"]
     assert first["planned"]["retry_rate"] == 0.0 and sent - 2 < planned  # the bound: every check asked
     assert f"Planned: {planned} calls" in out and f"Spent on it: {sent} calls (2 retries)" in out
+    (summary,) = Path("out/testsets").glob("*/summary.json")  # the exported files say it too
+    assert json.loads(summary.read_text())["spend"]["total"] == first["total"]
 
     renamed = ["--set=testset.generator=openai/generator2", "--set=testset.critic=openai/critic2"]
     code, out, _ = printed("--dry-run", *renamed, command=("testset",))

@@ -16,10 +16,10 @@ from ragbench.runs import review
 from ragbench.runs.names import TESTSET_PIPELINE
 from ragbench.testset.labels import load_labels
 from tests.integration import test_testset_pipeline as testset_pipeline
+from tests.projects import TESTSET_PAGES
 
 NAME = "reviewed-set"  # the eval set's artifact: versions of its own, whatever else ran in this session
 NOTE = "quotes an example flag"
-DOCUMENTS = testset_pipeline.DOCUMENTS
 project = testset_pipeline.project  # the fixture: a folder knowledge base, the fake server, config.yaml
 
 
@@ -53,8 +53,8 @@ def test_candidates_reviewed_on_the_page_measure_the_filters(project, capsys, mo
         assert item.input.reference_answer == case["reference_answer"]
         assert item.input.answer == (case["reference_answer"] or "")
         chunk = case["provenance"]["source_chunks"][0]
-        assert item.sources == [chunk["source"]] and chunk["source"] in DOCUMENTS
-        assert item.input.contexts == [chunk["text"]] and chunk["text"] in DOCUMENTS[chunk["source"]]
+        assert item.sources == [chunk["source"]] and chunk["source"] in TESTSET_PAGES
+        assert item.input.contexts == [chunk["text"]] and chunk["text"] in TESTSET_PAGES[chunk["source"]]
         assert item.verdicts == {"filters": filters}
     assert answered["reference_answer"] and declined["reference_answer"] is None
     assert by_id[out["id"]].reasoning == {"filters": "rejected: groundedness 2 < 4"}

@@ -25,7 +25,7 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "config.yaml").write_text(
         "name: broken\noutput_dir: out\nknowledge_base: {kind: folder, path: kb}\n"
     )
-    monkeypatch.setattr(cli.benchmark, "run_preflight", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cli.benchmark, "benchmark_preflight", lambda *args, **kwargs: None)
     monkeypatch.setattr(cli.testset, "run_testset_preflight", lambda *args, **kwargs: 1)
     return tmp_path
 

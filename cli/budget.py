@@ -4,7 +4,7 @@ retries, calls and tokens its config's previous run of the same pipeline measure
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragbench.config.model import BenchmarkConfig
@@ -90,10 +90,7 @@ def spend_text(pipeline_run: Any) -> str:
 
 def expected_line(planned: PlannedSpend, shown: str = "the report shows them") -> str:
     """The dry run's expected calls and tokens: the plan's bounds at the previous run's shares."""
-    from ragbench.analysis.spend import expected_text
-
-    bounds = expected_text(planned.calls, planned.tokens, planned.expected_calls, planned.expected_tokens)
-    return f"Expected: {bounds} ({shown} beside what the run spent)."
+    return f"Expected: {planned.bounds_text()} ({shown} beside what the run spent)."
 
 
 def _checked_plan(rows: list[dict], retry_rate: float, beside: int) -> PlannedSpend:
@@ -102,7 +99,7 @@ def _checked_plan(rows: list[dict], retry_rate: float, beside: int) -> PlannedSp
     from ragbench.config.dry_run import planned_spend
 
     planned = planned_spend(rows, retry_rate)
-    return replace(planned, calls=planned.calls + beside)
+    return planned.model_copy(update={"calls": planned.calls + beside})
 
 
 def budget_line(

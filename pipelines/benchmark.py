@@ -355,7 +355,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
 def rag_benchmark(config: dict, planned: dict | None = None):
     """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
     Python or by a schedule makes the same artifacts as `run.py`. Every cell answers the fixed sample.
-    `planned`: the CLI's plan of the run (`PlannedTally`), read only by the never-cached results step."""
+    `planned`: the CLI's plan of the run (`PlannedSpend`), read only by the never-cached results step."""
     settings = BenchmarkConfig.model_validate(config)
     wiring = wire_retrieval(settings)
     cells = wiring.cells

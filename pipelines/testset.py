@@ -90,7 +90,7 @@ def indexed_chunks(settings: BenchmarkConfig, key: CellSpec, operations: Any) ->
 @pipeline(name=TESTSET_PIPELINE)
 def rag_testset(config: dict, planned: dict | None = None):
     """`config` is a `BenchmarkConfig` as JSON; its `testset` section says what to generate. `planned`: the
-    CLI's plan of the run (`PlannedTally`), read only by the never-cached last step, which sums what the
+    CLI's plan of the run (`PlannedSpend`), read only by the never-cached last step, which sums what the
     run spent beside it."""
     settings = BenchmarkConfig.model_validate(config)
     size, overlap = settings.section_chunking(settings.testset)

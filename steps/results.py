@@ -60,7 +60,7 @@ def build_results_table(
     planned: dict | None = None,
 ) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
     """Never cached: it marks which cells came from the cache, sums what the run spent and logs the run's
-    metadata every time. `planned`: the plan the run started with (`PlannedTally`), shown beside it."""
+    metadata every time. `planned`: the plan the run started with (`PlannedSpend`), shown beside it."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
     settings = EvaluationConfig.model_validate(evaluation)
     scoring = settings.scoring(metrics_k)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
+
+from ragbench.llm.budget import PlannedSpend
 
 # Step-id prefix -> the role the plan names (ragbench.config.dry_run, ragbench.config.pipeline_plans): the
 # longest prefix wins.
@@ -58,34 +60,12 @@ class Tally(BaseModel):
         )
 
 
-class PlannedTally(BaseModel):
-    """The plan a run started with (its dry run's, `planned_spend`), retries expected included."""
-
-    calls: int
-    tokens: int  # prompt tokens plus max_tokens of completion: an upper bound
-    cost_usd: float | None
-    retry_rate: float = Field(default=0.0, description="the expected retries per call sent, from history")
-    expected_tokens: int | None = Field(default=None, description="at the previous run's share of the bound")
-    expected_calls: int | None = Field(default=None, description="at the previous run's share of the plan")
-
-    @property
-    def first_attempts(self) -> int:
-        """The plan's calls without the retries it expected."""
-        return round(self.calls / (1 + self.retry_rate))
-
-    def text(self) -> str:
-        cost = "unknown cost" if self.cost_usd is None else f"${self.cost_usd:.4f}"
-        retries = f", {self.retry_rate:.0%} retries expected" if self.retry_rate else ""
-        bounds = expected_text(self.calls, self.tokens, self.expected_calls, self.expected_tokens)
-        return f"{bounds}, {cost}{retries}"
-
-
 class RunSpend(BaseModel):
     """A run's spend: per role and in all, and the plan it started with (None: started without one, e.g.
     from Python)."""
 
     roles: dict[str, Tally] = {}
-    planned: PlannedTally | None = None
+    planned: PlannedSpend | None = None
 
     @property
     def total(self) -> Tally:
@@ -127,13 +107,6 @@ class RunSpend(BaseModel):
         return [line]
 
 
-def expected_text(calls: int, tokens: int, expected_calls: int | None, expected_tokens: int | None) -> str:
-    """A plan's bounds, each with what the previous run's shares make of it: the dry run's and the run's."""
-    about_calls = f" (about {expected_calls} expected)" if expected_calls is not None else ""
-    about_tokens = f" (about {expected_tokens} expected)" if expected_tokens is not None else ""
-    return f"{calls} calls{about_calls}, up to {tokens} tokens{about_tokens}"
-
-
 def _sum(tallies: Iterable[Tally]) -> Tally:
     total = Tally()
     for tally in tallies:
@@ -163,4 +136,4 @@ def run_spend(steps: Iterable[tuple[str, Mapping | None]], planned: Mapping | No
         if spend and spend.get("calls"):  # a step that sent nothing (all cached, or no model) adds nothing
             role = role_of(step_id)
             roles[role] = roles.get(role, Tally()).plus(spend)
-    return RunSpend(roles=roles, planned=None if planned is None else PlannedTally.model_validate(planned))
+    return RunSpend(roles=roles, planned=None if planned is None else PlannedSpend.model_validate(planned))

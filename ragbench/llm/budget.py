@@ -100,27 +100,37 @@ class SpendAccount(BaseModel):
         return cls(account=uuid.uuid4().hex, store=None if store is None else str(store), budget=budget)
 
 
-@dataclass(frozen=True)
-class PlannedSpend:
-    """What a run's plan (its dry run) says it would send at most: new calls only, cached ones are free."""
+class PlannedSpend(BaseModel, frozen=True):
+    """What a run's plan (its dry run) says it would send at most, new calls only (cached ones are free),
+    with what the config's previous run says to expect of it; the run carries it as its `planned`
+    parameter, and its report shows it beside what it spent (`ragbench.analysis.spend.RunSpend`)."""
 
-    calls: int
-    tokens: int  # prompt tokens counted plus max_tokens of completion per call
-    cost_usd: float | None  # None: a model litellm cannot price
-    retry_rate: float = 0.0  # the expected retries per call (the previous run's), included in `calls`
-    expected_tokens: int | None = None  # `tokens` at the share of its bound the previous run used
-    expected_calls: int | None = None  # `calls` at the share of its first attempts the previous run sent
+    calls: int = Field(description="first attempts plus the expected retries")
+    tokens: int = Field(description="prompt tokens counted plus max_tokens of completion per call: a bound")
+    cost_usd: float | None = Field(description="None: a model litellm cannot price")
+    retry_rate: float = Field(default=0.0, description="the expected retries per call, from history")
+    expected_tokens: int | None = Field(default=None, description="at the previous run's share of the bound")
+    expected_calls: int | None = Field(default=None, description="at the previous run's share of the plan")
+
+    @property
+    def first_attempts(self) -> int:
+        """The plan's calls without the retries it expected."""
+        return round(self.calls / (1 + self.retry_rate))
 
     def as_metadata(self) -> dict[str, int | float | None]:
-        """The plan as the run carries it (`ragbench.analysis.spend.PlannedTally`)."""
-        return {
-            "calls": self.calls,
-            "tokens": self.tokens,
-            "cost_usd": self.cost_usd,
-            "retry_rate": round(self.retry_rate, 4),
-            "expected_tokens": self.expected_tokens,
-            "expected_calls": self.expected_calls,
-        }
+        """The plan as the run carries it (its pipeline's `planned` parameter)."""
+        return self.model_dump(mode="json") | {"retry_rate": round(self.retry_rate, 4)}
+
+    def bounds_text(self) -> str:
+        """The bounds, each with what the previous run's shares make of it: the dry run's and the run's."""
+        about_calls = f" (about {self.expected_calls} expected)" if self.expected_calls is not None else ""
+        about_tokens = f" (about {self.expected_tokens} expected)" if self.expected_tokens is not None else ""
+        return f"{self.calls} calls{about_calls}, up to {self.tokens} tokens{about_tokens}"
+
+    def text(self) -> str:
+        cost = "unknown cost" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        retries = f", {self.retry_rate:.0%} retries expected" if self.retry_rate else ""
+        return f"{self.bounds_text()}, {cost}{retries}"
 
     def over(self, budget: BudgetConfig, lower: str) -> list[str]:
         """Each cap the plan exceeds, by how much, and what to lower (`lower`: the config's knobs that

@@ -72,13 +72,17 @@ class RunSpend(BaseModel):
         return _sum(self.roles.values())
 
     @property
+    def planned_roles(self) -> dict[str, Tally]:
+        """The roles the plan counts (the judge card's calls are listed apart by the dry run)."""
+        return {role: t for role, t in self.roles.items() if role not in UNPLANNED_ROLES}
+
+    @property
     def token_share(self) -> float | None:
         """The share of its plan's token bound the run used, by the roles the plan counts (None without a
         plan, or a plan of none): the next plan's expected tokens."""
         if self.planned is None or self.planned.tokens == 0:
             return None
-        planned_roles = (t.tokens for role, t in self.roles.items() if role not in UNPLANNED_ROLES)
-        return sum(planned_roles) / self.planned.tokens
+        return sum(t.tokens for t in self.planned_roles.values()) / self.planned.tokens
 
     @property
     def call_share(self) -> float | None:
@@ -87,8 +91,7 @@ class RunSpend(BaseModel):
         the run; the next plan's expected calls."""
         if self.planned is None or self.planned.first_attempts == 0:
             return None
-        sent = [t.calls - t.retries for role, t in self.roles.items() if role not in UNPLANNED_ROLES]
-        return sum(sent) / self.planned.first_attempts
+        return sum(t.calls - t.retries for t in self.planned_roles.values()) / self.planned.first_attempts
 
     def as_metadata(self) -> dict:
         """The run's `spend` metadata: the plan, each role's and the total."""
@@ -99,8 +102,8 @@ class RunSpend(BaseModel):
         card, whose at-most the dry run prints on its own line), so the two totals compare like with like."""
         if self.planned is None:
             return [f"Spent: {_total_text(self.roles)}."]
-        planned_roles = {role: t for role, t in self.roles.items() if role not in UNPLANNED_ROLES}
-        apart = {role: t for role, t in self.roles.items() if role in UNPLANNED_ROLES}
+        planned_roles = self.planned_roles
+        apart = {role: t for role, t in self.roles.items() if role not in planned_roles}
         line = f"Planned: {self.planned.text()}. Spent on it: {_total_text(planned_roles)}."
         if apart:
             line += f" Besides the plan: {_total_text(apart)}."

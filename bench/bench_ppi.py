@@ -52,7 +52,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +73,7 @@ CASE_SD = 1.0  # case difficulty, shared by both cells' answers: what makes a pa
 ANSWER_SD = 0.7  # each answer's own noise
 LATENT_SD = math.hypot(CASE_SD, ANSWER_SD)
 SHIFT = 0.1  # cell B's true gain on the 0-1 scale where the cells differ
+STEP = 0.25  # between two 1-5 labels on the 0-1 scale
 FLATTERY = 1.0  # points the judge adds to its latent reading of cell A's answers the person scores 1-2
 ALPHA = 0.05
 JUDGES = {"low": 0.2, "medium": 0.5, "high": 0.8}  # target quadratic-weighted kappa
@@ -118,12 +119,17 @@ class Cells:
 
 
 def simulate(
-    truth: np.random.Generator, noise: np.random.Generator, shape: tuple[int, int], rho: float, mu_b: float
+    truth: np.random.Generator,
+    noise: np.random.Generator,
+    shape: tuple[int, int],
+    rho: float,
+    mu_b: float,
+    mu_a: float = 0.0,
 ) -> Cells:
     """One batch of replications. `truth` draws the labels, `noise` the judge: the labels are the same for
     every judge of a seed (common random numbers make the judges' rows comparable)."""
     difficulty = truth.normal(0.0, CASE_SD, shape)
-    latent_a = difficulty + truth.normal(0.0, ANSWER_SD, shape)
+    latent_a = mu_a + difficulty + truth.normal(0.0, ANSWER_SD, shape)
     latent_b = mu_b + difficulty + truth.normal(0.0, ANSWER_SD, shape)
     labels_a, labels_b = to_scores(latent_a), to_scores(latent_b)
     spread = math.sqrt(max(0.0, 1.0 - rho * rho)) * LATENT_SD
@@ -241,12 +247,8 @@ def run_task(task: Task) -> dict:
                     probabilities[chosen] = [sample.probabilities[ids[i]] for i in chosen]
                 mask = np.zeros(task.answers, dtype=bool)
                 mask[chosen] = True
-                a = ppi_mean(judge_a[row], np.where(mask, label_a[row], np.nan), probabilities)
-                b = ppi_mean(judge_b[row], np.where(mask, label_b[row], np.nan), probabilities)
-                d = ppi_mean(
-                    judge_b[row] - judge_a[row],
-                    np.where(mask, label_b[row] - label_a[row], np.nan),
-                    probabilities,
+                a, b, d = estimates(
+                    judge_a[row], judge_b[row], label_a[row], label_b[row], mask, probabilities
                 )
                 add(totals[(n, plan)], a, b, d, truth_a, truth_b, truth_d)
     return {
@@ -255,6 +257,29 @@ def run_task(task: Task) -> dict:
         "kappa": float(kappas.sum()),
         "judge_wrong": int(judge_wrong.sum()),
     }
+
+
+def estimates(
+    judge_a: np.ndarray,
+    judge_b: np.ndarray,
+    label_a: np.ndarray,
+    label_b: np.ndarray,
+    labelled: np.ndarray,
+    probabilities: np.ndarray | None,
+) -> tuple[Estimate, Estimate, Estimate]:
+    """Cell A's, cell B's and their paired difference's estimates from one sample, with the range and the
+    step of 0-1 scores from 1-5 labels, as the product passes them (`labelled._corrected_metric`,
+    `corrected_comparisons`)."""
+    a = ppi_mean(judge_a, np.where(labelled, label_a, np.nan), probabilities, bounds=(0.0, 1.0), step=STEP)
+    b = ppi_mean(judge_b, np.where(labelled, label_b, np.nan), probabilities, bounds=(0.0, 1.0), step=STEP)
+    d = ppi_mean(
+        judge_b - judge_a,
+        np.where(labelled, label_b - label_a, np.nan),
+        probabilities,
+        bounds=(-1.0, 1.0),
+        step=STEP,
+    )
+    return a, b, d
 
 
 def add(
@@ -304,14 +329,19 @@ def tasks(
     return found
 
 
-def run_all(todo: list[Task], jobs: int, progress: bool) -> list[dict]:
+def run_all(todo: list, jobs: int, progress: bool) -> list[dict]:
+    """Every task, each by its own kind's runner (`Task`: run_task, `SmallTask`: run_small_task)."""
+
+    def runner(task: object) -> Callable[..., dict]:
+        return run_small_task if isinstance(task, SmallTask) else run_task
+
     if jobs <= 1:
-        return [run_task(task) for task in todo]
+        return [runner(task)(task) for task in todo]
     from tqdm import tqdm
 
     done = []
     with ProcessPoolExecutor(jobs) as pool:
-        futures = [pool.submit(run_task, task) for task in todo]
+        futures = [pool.submit(runner(task), task) for task in todo]
         for future in tqdm(as_completed(futures), total=len(futures), disable=not progress, unit="task"):
             done.append(future.result())
     return done
@@ -479,10 +509,252 @@ def check(settings: dict) -> bool:
     return passed
 
 
+# Small samples: a dozen labels, piled at an end of the scale, from a judge that agrees poorly. What a new
+# user labels first, and where PPI++'s tuned weight, fitted to the same few labels, can cost more than it
+# saves (arXiv 2505.20178: it helps at n labels only when the judge's correlation exceeds about
+# 1/sqrt(n - 2)); the estimate used is the narrower of the corrected and the labels-alone interval.
+SMALL_LABELS = (10, 15, 20)
+SMALL_ANSWERS = (24, 100)
+SMALL_PILES = (0.05, 0.15, 0.85, 0.95)  # cell A's expected label on the 0-1 scale
+SMALL_RHOS = (0.0, 0.15, 0.3)  # the judge's correlation with an answer's latent quality
+SMALL_SMOKE = {"answers": (24,), "labels": (10, 20), "piles": (0.05, 0.95), "rhos": (0.0, 0.3)}
+POWER_TOLERANCE = 0.02  # the corrected paired test may pick the better cell at most 2 points less often
+SMALL_COUNTS = (
+    "cover_a",
+    "cover_b",
+    "cover_d",
+    "cover_lab",
+    "alone",
+    "picks",
+    "picks_lab",
+    "false",
+    "false_lab",
+)
+SMALL_SUMS = ("width", "lab_width", "width_d", "lab_width_d")
+
+
+def latent_mean(expected: float) -> float:
+    """The latent mean whose expected 0-1 label is `expected`."""
+    return brentq(lambda mu: expected_label(mu) - expected, -10.0, 10.0, xtol=1e-12)
+
+
+@dataclass(frozen=True)
+class SmallTask:
+    """A chunk of replications of one N, pile, judge and scenario; every small n runs on them."""
+
+    answers: int
+    labelled: tuple[int, ...]
+    pile: float
+    rho: float
+    scenario: str
+    first: int
+    replications: int
+    seed: int
+
+
+def run_small_task(task: SmallTask) -> dict:
+    """Cell A's labels pile at `pile`; in `differ` cell B's expected label is SHIFT towards the middle of
+    the scale (the better cell, where labels pile at the bottom; the worse, at the top). A uniform sample
+    of n cases, both cells' answers labelled; the judge flatters A as in the main settings."""
+    toward_middle = 1.0 if task.pile < 0.5 else -1.0
+    mu_a = latent_mean(task.pile)
+    mu_b = latent_mean(task.pile + toward_middle * SHIFT) if task.scenario == "differ" else mu_a
+    key = [task.seed, 7, task.answers, SCENARIOS.index(task.scenario), round(task.pile * 100), task.first]
+    truth, noise = np.random.default_rng(key), np.random.default_rng([*key, round(task.rho * 100)])
+    cells = simulate(truth, noise, (task.replications, task.answers), task.rho, mu_b, mu_a)
+    label_a, label_b = (cells.labels_a - 1) / 4, (cells.labels_b - 1) / 4
+    judge_a, judge_b = (cells.judge_a - 1) / 4, (cells.judge_b - 1) / 4
+    truth_a, truth_b = expected_label(mu_a), expected_label(mu_b)
+    truth_d = truth_b - truth_a
+    totals = {n: dict.fromkeys(SMALL_COUNTS + SMALL_SUMS, 0.0) for n in task.labelled}
+    for row in range(task.replications):
+        order = noise.permutation(task.answers)
+        for n in task.labelled:
+            mask = np.zeros(task.answers, dtype=bool)
+            mask[order[:n]] = True
+            a, b, d = estimates(judge_a[row], judge_b[row], label_a[row], label_b[row], mask, None)
+            add_small(totals[n], a, b, d, truth_a, truth_b, truth_d)
+    return {"task": task, "totals": totals}
+
+
+def add_small(
+    total: dict[str, float],
+    a: Estimate,
+    b: Estimate,
+    d: Estimate,
+    truth_a: float,
+    truth_b: float,
+    truth_d: float,
+) -> None:
+    for name, estimate, truth in (("a", a, truth_a), ("b", b, truth_b), ("d", d, truth_d)):
+        total[f"cover_{name}"] += estimate.low <= truth <= estimate.high
+        total["cover_lab"] += (estimate.labels_low <= truth <= estimate.labels_high) / 3
+        total["alone"] += (not estimate.judge_used) / 3
+    for estimate in (a, b):
+        total["width"] += (estimate.high - estimate.low) / 2
+        total["lab_width"] += (estimate.labels_high - estimate.labels_low) / 2
+    total["width_d"] += d.high - d.low
+    total["lab_width_d"] += d.labels_high - d.labels_low
+    direction = np.sign(truth_d)
+    alone = d.labels_only
+    assert alone is not None and d.estimate is not None
+    if direction:
+        total["picks"] += d.p_value < ALPHA and np.sign(d.estimate) == direction
+        total["picks_lab"] += d.labels_p_value < ALPHA and np.sign(alone.estimate) == direction
+    else:
+        total["false"] += d.p_value < ALPHA
+        total["false_lab"] += d.labels_p_value < ALPHA
+
+
+def small_tasks(args: argparse.Namespace) -> list[SmallTask]:
+    grid = (
+        SMALL_SMOKE
+        if args.smoke
+        else {
+            "answers": SMALL_ANSWERS,
+            "labels": SMALL_LABELS,
+            "piles": SMALL_PILES,
+            "rhos": SMALL_RHOS,
+        }
+    )
+    found = []
+    for answers in sorted(grid["answers"], reverse=True):
+        for pile, rho, scenario in (
+            (p, r, s) for p in grid["piles"] for r in grid["rhos"] for s in SCENARIOS
+        ):
+            for first in range(0, args.small_replications, CHUNK):
+                found.append(
+                    SmallTask(
+                        answers=answers,
+                        labelled=tuple(grid["labels"]),
+                        pile=pile,
+                        rho=rho,
+                        scenario=scenario,
+                        first=first,
+                        replications=min(CHUNK, args.small_replications - first),
+                        seed=args.seed,
+                    )
+                )
+    return found
+
+
+def collect_small(results: Iterable[dict]) -> dict[tuple[int, int, float, float, str], Setting]:
+    """(n, N, pile, rho, scenario) -> its setting, the tasks' chunks summed."""
+    settings: dict[tuple[int, int, float, float, str], Setting] = {}
+    for result in results:
+        task: SmallTask = result["task"]
+        for n, total in result["totals"].items():
+            setting = settings.setdefault((n, task.answers, task.pile, task.rho, task.scenario), Setting())
+            setting.replications += task.replications
+            if setting.totals is None:
+                setting.totals = dict.fromkeys(total, 0.0)
+            for key, value in total.items():
+                setting.totals[key] += value
+    return settings
+
+
+def small_table(settings: dict, n: int, answers: int) -> list[dict]:
+    rows = []
+    for (size, big, pile, rho, scenario), s in sorted(settings.items()):
+        if (size, big) != (n, answers):
+            continue
+        differ = scenario == "differ"
+        rows.append(
+            {
+                "pile_A": f"{pile:.2f}",
+                "rho": f"{rho:.2f}",
+                "cells": scenario,
+                "cov_A": f"{s.mean('cover_a'):.3f}",
+                "cov_B": f"{s.mean('cover_b'):.3f}",
+                "cov_diff": f"{s.mean('cover_d'):.3f}",
+                "cov_labels": f"{s.mean('cover_lab'):.3f}",
+                "alone": f"{s.mean('alone'):.2f}",
+                "width": f"{s.mean('width'):.4f}",
+                "ratio": f"{s.mean('width') / s.mean('lab_width'):.3f}",
+                "ratio_diff": f"{s.mean('width_d') / s.mean('lab_width_d'):.3f}",
+                "power": f"{s.mean('picks'):.3f}" if differ else "-",
+                "power_labels": f"{s.mean('picks_lab'):.3f}" if differ else "-",
+                "false_diff": "-" if differ else f"{s.mean('false'):.3f}",
+                "false_labels": "-" if differ else f"{s.mean('false_lab'):.3f}",
+            }
+        )
+    return rows
+
+
+def small_name(key: tuple[int, int, float, float, str]) -> str:
+    n, answers, pile, rho, scenario = key
+    return f"n={n} N={answers} pile {pile:.2f} rho {rho:.2f} {scenario}"
+
+
+def check_small(settings: dict) -> bool:
+    """The small-sample targets, a PASS/FAIL line each (with every failing setting); True when all pass."""
+    passed = True
+    coverage = sorted(
+        (s.mean(f"cover_{part}"), small_name(key), label)
+        for key, s in settings.items()
+        for part, label in (("a", "cell A"), ("b", "cell B"), ("d", "difference"))
+    )
+    misses = [item for item in coverage if item[0] < COVERAGE_GOAL]
+    passed &= not misses
+    lowest = coverage[0]
+    print(
+        f"small samples: coverage >= {COVERAGE_GOAL:.0%} (cell means and paired difference, every setting): "
+        f"lowest {lowest[0]:.1%} ({lowest[1]}, {lowest[2]}); {len(misses)} of {len(coverage)} below: "
+        f"{'PASS' if not misses else 'FAIL'}"
+    )
+    for value, where, what in misses:
+        print(f"  short: {value:.3f} {where} {what}")
+    ratios = sorted(
+        (
+            max(s.mean("width") / s.mean("lab_width"), s.mean("width_d") / s.mean("lab_width_d")),
+            small_name(key),
+        )
+        for key, s in settings.items()
+    )
+    wider = [item for item in ratios if item[0] > 1.0]
+    passed &= not wider
+    print(
+        f"small samples: width <= 1.00 x the labels alone (cell means and paired difference, every setting): "
+        f"widest {ratios[-1][0]:.3f} ({ratios[-1][1]}): {'PASS' if not wider else 'FAIL'}"
+    )
+    gaps = sorted(
+        (s.mean("picks") - s.mean("picks_lab"), small_name(key))
+        for key, s in settings.items()
+        if key[4] == "differ"
+    )
+    short = [item for item in gaps if item[0] < -POWER_TOLERANCE]
+    passed &= not short
+    print(
+        f"small samples: power of the corrected paired test >= the labels alone's - {POWER_TOLERANCE:.0%} "
+        f"(every setting with a difference): smallest gain {gaps[0][0]:+.3f} ({gaps[0][1]}): "
+        f"{'PASS' if not short else 'FAIL'}"
+    )
+    for value, where in short:
+        print(f"  short: {value:+.3f} {where}")
+    return passed
+
+
+def print_small(settings: dict) -> None:
+    print(
+        "\nSmall samples: n labelled cases of N, cell A's labels piled at pile_A (0-1 scale), cell B's "
+        f"{SHIFT} towards the middle (differ) or the same; a uniform sample; the judge's latent correlation "
+        "rho. alone: share of intervals that are the labels alone (the judge would have widened them). "
+        "ratio / ratio_diff: mean width over the labels alone's on the same sample. power / power_labels: "
+        "the corrected / the labels-alone paired test picks the better cell (p < 0.05); false_*: calls a "
+        "difference without one."
+    )
+    for n, answers in sorted({(key[0], key[1]) for key in settings}, key=lambda k: (k[1], k[0])):
+        print(f"\nsmall samples: n = {n} labelled of N = {answers}")
+        print(rows_to_text(small_table(settings, n, answers)))
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replications", type=int, default=4000, help="replications per setting")
     parser.add_argument("--seed", type=int, default=0, help="seeds the data, the judges and the plans")
+    parser.add_argument(
+        "--small-replications", type=int, default=2000, help="replications per small-sample setting"
+    )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes")
     parser.add_argument(
         "--smoke", action="store_true", help="30 replications, N = 200 only, one process, targets not checked"
@@ -490,6 +762,7 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.smoke:
         args.replications = min(args.replications, 30)
+        args.small_replications = min(args.small_replications, 20)
         args.jobs = 1
     if args.replications < 1:
         parser.error("--replications must be at least 1")
@@ -522,8 +795,9 @@ def main() -> int:
         "picks_B / false_diff: corrected paired test p < 0.05 picks B (differ) / calls a difference "
         "(same). judge_wrong: the judge alone's paired z-test picks A (differ) / calls a difference (same)."
     )
-    results = run_all(tasks(labels, rhos, mu_b, args), args.jobs, progress=not args.smoke)
-    settings = collect(results)
+    results = run_all(tasks(labels, rhos, mu_b, args) + small_tasks(args), args.jobs, progress=not args.smoke)
+    settings = collect(r for r in results if isinstance(r["task"], Task))
+    small = collect_small(r for r in results if isinstance(r["task"], SmallTask))
     for answers in sorted(labels):
         for n in labels[answers]:
             print(f"\nn = {n} labelled cases of N = {answers}")
@@ -538,12 +812,14 @@ def main() -> int:
             f"judge {judge}: measured mean kappa {min(measured):.3f}-{max(measured):.3f} over the settings, "
             f"target {target} +- {KAPPA_TOLERANCE}: {'within' if close else 'OUTSIDE'}"
         )
+    print_small(small)
     seconds = time.perf_counter() - started
     if args.smoke:
         print(f"\n{seconds:.1f} s\nsmoke run: targets not checked")
         return 0
     print()
     passed = check(settings) and calibrated
+    passed = check_small(small) and passed
     print(f"\n{seconds:.0f} s; targets: {'PASS' if passed else 'FAIL'}")
     return 0 if passed else 1
 

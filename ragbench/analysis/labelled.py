@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.analysis.planning import labels_needed
-from ragbench.analysis.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
+from ragbench.analysis.ppi import Estimate, Inference, judge_ceiling, labels_for_width, ppi_mean
 from ragbench.analysis.stats import PairedComparison, StatisticsConfig, holm, holm_levels, verdict_of
 from ragbench.analysis.uncertainty import MetricVerdict, closest, metric_verdict
 from ragbench.inputs.eval_cases import EvalCase
@@ -61,6 +61,8 @@ class CorrectedMetric(BaseModel):
     estimates: dict[str, Estimate]  # cell id -> corrected mean
     labels_needed: dict[str, int | None] = {}  # cell id -> labels in all for an interval under target_width
     ceiling: float | None = None  # the most labels one judge verdict can be worth (1 / (1 - rho^2))
+    value_range: tuple[float, float] | None = None  # where a case value lies: shapes every interval
+    value_step: float | None = None  # the step between neighbouring label values
     left_out: list[str] = []  # why some labels are not in the sample, one sentence each
     # what the estimates are made of, so each traces back to its cases (and the gate can pair two runs)
     probabilities: dict[str, float] = {}  # sampled case id -> its inclusion probability
@@ -206,6 +208,7 @@ def _corrected_metric(
             confidence=confidence,
             min_labels=config.min_labels,
             bounds=criterion.value_range,
+            step=criterion.value_step,
         )
         needed[cell] = labels_for_width(estimates[cell], config.target_width)
         for case, y in label_values[cell].items():
@@ -227,6 +230,8 @@ def _corrected_metric(
         estimates=estimates,
         labels_needed=needed,
         ceiling=judge_ceiling(*pairs),
+        value_range=criterion.value_range,
+        value_step=criterion.value_step,
         left_out=left_out,
         probabilities=sample.probabilities,
         label_values=label_values,
@@ -260,13 +265,24 @@ def paired_labels(
     return shared, judge, person
 
 
+class CorrectedComparisons(BaseModel):
+    """The best cell by corrected mean against every other: the comparisons the verdict is read from (each
+    difference the narrower of label-corrected and labels alone, `Estimate`), and the labels alone's own
+    comparisons beside them, Holm-corrected the same way, so a user sees what the labels say by themselves."""
+
+    best: str
+    comparisons: list[PairedComparison]
+    labels_alone: list[PairedComparison]
+    differences: dict[str, Estimate]  # cell id -> its difference from the best
+
+
 def corrected_comparisons(
     metric: CorrectedMetric,
     judge_values: Mapping[str, Mapping[str, float]],
     *,
     min_labels: int,
     settings: StatisticsConfig,
-) -> tuple[str, list[PairedComparison], dict[str, Estimate]] | None:
+) -> CorrectedComparisons | None:
     """The best cell by corrected mean against every other, on the label-corrected paired differences
     (judge differences corrected by label differences on the sampled cases both answered), Holm-corrected;
     each adjusted interval is read at the level `holm_levels` gives, so it excludes zero exactly when the
@@ -277,6 +293,10 @@ def corrected_comparisons(
         return None
     sign = -1.0 if metric.higher_is_better else 1.0
     best = min(sorted(means), key=lambda cell: sign * means[cell])
+    bounds = None
+    if metric.value_range is not None:
+        low, high = metric.value_range
+        bounds = (low - high, high - low)
     differences: dict[str, Estimate] = {}
     for cell in sorted(means):
         if cell == best:
@@ -288,33 +308,55 @@ def corrected_comparisons(
             metric.probabilities_of(shared),
             confidence=settings.confidence,
             min_labels=min_labels,
+            bounds=bounds,
+            step=metric.value_step,
         )
         if estimate.estimate is None:
             return None
         differences[cell] = estimate
-    cells = list(differences)
-    p_values = [differences[cell].p_value for cell in cells]
-    adjusted = holm(p_values)
+    used = {cell: d.used for cell, d in differences.items()}
+    alone = {cell: d.labels_only for cell, d in differences.items()}
+    return CorrectedComparisons(
+        best=best,
+        comparisons=_holm_family(used, differences, best, metric.higher_is_better, settings),
+        labels_alone=_holm_family(alone, differences, best, metric.higher_is_better, settings),
+        differences=differences,
+    )
+
+
+def _holm_family(
+    inferences: Mapping[str, Inference | None],
+    differences: Mapping[str, Estimate],
+    best: str,
+    higher_is_better: bool,
+    settings: StatisticsConfig,
+) -> list[PairedComparison]:
+    """Each cell's difference from the best as one estimator gives it, tested and Holm-corrected over the
+    cells, each adjusted interval read at the level Holm tests it at."""
+    cells = [cell for cell, inference in inferences.items() if inference is not None]
+    p_values = [inferences[cell].p_value(0.0) for cell in cells]  # type: ignore[union-attr]
     comparisons = []
     for cell, p_value, p_holm, level in zip(
-        cells, p_values, adjusted, holm_levels(p_values, settings.alpha), strict=True
+        cells, p_values, holm(p_values), holm_levels(p_values, settings.alpha), strict=True
     ):
-        d = differences[cell]
-        low, high = d.interval_at(1 - settings.confidence)
-        adjusted_low, adjusted_high = d.interval_at(level)
+        inference = inferences[cell]
+        assert inference is not None
+        low, high = inference.interval_at(1 - settings.confidence)
+        adjusted_low, adjusted_high = inference.interval_at(level)
+        corrected = inference is differences[cell].corrected_fit and differences[cell].judge_used
         comparisons.append(
             PairedComparison(
                 candidate=cell,
                 reference=best,
-                n=d.answers,
-                difference=float(d.estimate),
+                n=differences[cell].answers,
+                difference=inference.estimate,
                 low=low,
                 high=high,
                 p_value=p_value,
                 p_holm=p_holm,
-                test="prediction_powered",
+                test="prediction_powered" if corrected else "labels_alone",
                 verdict=verdict_of(
-                    d.estimate, p_holm, alpha=settings.alpha, higher_is_better=metric.higher_is_better
+                    inference.estimate, p_holm, alpha=settings.alpha, higher_is_better=higher_is_better
                 ),
                 family=len(cells),
                 adjustment="holm",
@@ -323,7 +365,7 @@ def corrected_comparisons(
                 adjusted_high=adjusted_high,
             )
         )
-    return best, comparisons, differences
+    return comparisons
 
 
 def corrected_verdicts(
@@ -350,7 +392,7 @@ def corrected_verdicts(
                 "verdicts: they are the judge's alone"
             )
             continue
-        best, comparisons, differences = found
+        best, comparisons, differences = found.best, found.comparisons, found.differences
         runner_up = closest(comparisons, metric.higher_is_better)
         needed = to_detect = None
         if runner_up is not None and runner_up.verdict == "tied":
@@ -378,5 +420,7 @@ def corrected_verdicts(
             labels_to_detect=to_detect,
             weighted_labels=corrected.weighted,
             detect=settings.detect,
+            labels_alone=found.labels_alone,
+            label_cases=corrected.cases,
         )
     return verdicts, why

@@ -25,7 +25,7 @@ CONFIDENCE = 0.95
 # test (ragbench.analysis.permutation). `wilcoxon`: the signed-rank test 1-5 scores had before; nothing
 # makes it any more, it stays so that results tables and race traces stored with it still load.
 # `prediction_powered`: a t-test of a label-corrected difference (ragbench.analysis.ppi)
-Test = Literal["paired_permutation", "wilcoxon", "prediction_powered"]
+Test = Literal["paired_permutation", "wilcoxon", "prediction_powered", "labels_alone"]
 
 
 class Interval(BaseModel):

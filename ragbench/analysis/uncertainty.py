@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.analysis.planning import DetectionPlan, PlannedTest, cases_needed, is_binary, plan
+from ragbench.analysis.ppi import labels_plan_text
 from ragbench.analysis.stats import (
     PairedComparison,
     StatisticsConfig,
@@ -28,6 +29,7 @@ TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",
     "wilcoxon": "Wilcoxon signed-rank test",
     "prediction_powered": "label-corrected (prediction-powered) t-test",
+    "labels_alone": "labels-alone t-test (the judge would have widened this interval)",
 }
 
 # column -> case id -> value, for one cell
@@ -72,6 +74,9 @@ class MetricVerdict(BaseModel):
     labels_to_detect: int | None = None
     weighted_labels: bool = False
     detect: float | None = None  # statistics.detect, the difference the labels are planned for
+    # label-corrected: the labels alone's own comparisons with the same best, shown beside the verdict's
+    labels_alone: list[PairedComparison] = []
+    label_cases: int | None = None  # cases the labels are drawn from: no plan can label more
 
     @property
     def title(self) -> str:
@@ -108,9 +113,14 @@ class MetricVerdict(BaseModel):
         return text + " (same values on every case)" if len(cells) > 1 else text
 
     def sentence(self) -> str:
-        """The decision in plain words, e.g. for the terminal summary. Cells with the same values on
-        every case (e.g. two rerank settings sharing one retrieval) are named together: they are one
-        comparison, and the best's twins are no runner-up, there is nothing to tell apart."""
+        """The decision in plain words, e.g. for the terminal summary; for a label-corrected one, what the
+        labels alone say beside it."""
+        return self._decision() + self.labels_alone_sentence()
+
+    def _decision(self) -> str:
+        """Cells with the same values on every case (e.g. two rerank settings sharing one retrieval) are
+        named together: they are one comparison, and the best's twins are no runner-up, there is nothing
+        to tell apart."""
         best_name = self.name(self.best)
         if not self.comparisons:
             return f"{self.title}: only {best_name} has a value."
@@ -139,14 +149,37 @@ class MetricVerdict(BaseModel):
         )
         if self.labels_needed is not None:
             return (
-                f"{text}; about {self.labels_needed} labelled cases in all would bring that difference's "
-                "interval under the target width."
+                f"{text}; {self.labels_plan(self.labels_needed)} would bring that difference's interval "
+                "under the target width."
             ) + self.plan_sentence()
         if self.cases_needed is None:
             return text + "." + self.plan_sentence()
         return (
             f"{text}; about {self.cases_needed} cases would tell them apart if the difference is real."
             + self.plan_sentence()
+        )
+
+    def labels_plan(self, needed: int) -> str:
+        """`about 40 labelled cases in all`, or that the eval set is too small for it."""
+        if self.label_cases is None:
+            return f"about {needed} labelled cases in all"
+        return labels_plan_text(needed, self.label_cases)
+
+    def labels_alone_sentence(self) -> str:
+        """For a label-corrected verdict: the labels alone's own verdict on the same runner-up, and which
+        of the two decides."""
+        if not self.corrected or self.runner_up is None:
+            return ""
+        theirs = next((c for c in self.labels_alone if self.runner_up in c.cells), None)
+        if theirs is None:
+            return ""
+        ours = self.runner_up_comparison
+        corrected = ours is not None and ours.test == "prediction_powered"
+        how = "the label-corrected" if corrected else "the labels-alone"
+        return (
+            f" Labels alone: {self.name(theirs.candidate)} {difference_text(theirs)}, {theirs.verdict}"
+            f" (p={theirs.p_holm:.3g} after Holm). The verdict is {how} difference's, the narrower of "
+            "the two."
         )
 
     def plan_sentence(self) -> str:
@@ -161,8 +194,8 @@ class MetricVerdict(BaseModel):
             if self.labels_to_detect is None:
                 return f" Even labelling every case would not detect a difference of {self.detect:g}."
             return (
-                f" About {self.labels_to_detect} labelled cases in all (a simple random sample) would detect "
-                f"a difference of {self.detect:g} with the label-corrected test."
+                f" {self.labels_plan(self.labels_to_detect).capitalize()} (a simple random sample) would "
+                f"detect a difference of {self.detect:g} with the label-corrected test."
             )
         if self.plan is None:
             return ""

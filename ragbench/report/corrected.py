@@ -26,6 +26,7 @@ def corrected_rows(metric: CorrectedMetric, names: dict[str, str], width: float)
                 "labels-alone interval": _interval(e.labels_low, e.labels_high),
                 "corrected": "" if e.estimate is None else round(e.estimate, 3),
                 "corrected interval": _interval(e.low, e.high) or e.why_no_interval,
+                "used": "" if e.estimate is None else e.source,
                 "labels": e.labels,
                 "answers": e.answers,
                 "worth (labels)": "" if e.effective_labels is None else round(e.effective_labels, 1),
@@ -38,7 +39,25 @@ def corrected_rows(metric: CorrectedMetric, names: dict[str, str], width: float)
 
 def ceiling_text(metric: CorrectedMetric) -> str:
     """What the judge can save at best: with correlation rho to the person, one label plus the judge's
-    verdicts on many answers is worth at most 1/(1 - rho^2) labels."""
+    verdicts on many answers is worth at most 1/(1 - rho^2) labels; and, where its verdicts would have
+    widened a cell's interval at these labels, that the labels alone are used there."""
+    alone = [cell for cell, e in metric.estimates.items() if e.estimate is not None and not e.judge_used]
+    if alone and len(alone) == len(metric.estimates):
+        return (
+            "The judge is WEAK here: at these labels its verdicts would widen every cell's interval, so "
+            "the numbers are the labels alone (column used). " + _ceiling_text(metric)
+        )
+    if alone:
+        return (
+            f"In {len(alone)} of {len(metric.estimates)} cell(s) the judge's verdicts would widen the "
+            "interval "
+            "at these labels, so there the numbers are the labels alone (column used). "
+            + _ceiling_text(metric)
+        )
+    return _ceiling_text(metric)
+
+
+def _ceiling_text(metric: CorrectedMetric) -> str:
     if metric.ceiling is None:
         return "The judge's scores or the labels do not vary on the labelled answers: no ceiling to state."
     if metric.ceiling < 1.5:

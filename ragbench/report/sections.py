@@ -10,7 +10,8 @@ from html import escape
 from ragbench.analysis.axes import case_count, numeric, row_interval
 from ragbench.analysis.judge_card import JudgeCard, card_lines
 from ragbench.analysis.judge_reliability import SCALE
-from ragbench.analysis.uncertainty import TEST_NAMES
+from ragbench.analysis.stats import PairedComparison
+from ragbench.analysis.uncertainty import TEST_NAMES, MetricVerdict
 from ragbench.report import charts
 from ragbench.report.pages import format_value, rows_to_html_table
 from ragbench.report.view import ReportInput
@@ -361,21 +362,7 @@ def significance_section(report: ReportInput) -> str:
         "if it were the only one made.</p>"
     ]
     for verdict in report.verdicts:
-        rows = [
-            {
-                "cell": verdict.together(c.cells),
-                "difference": round(c.difference, 4),
-                "adjusted interval": _interval(c.adjusted_low, c.adjusted_high),
-                "level": "" if c.adjusted_confidence is None else f"{c.adjusted_confidence * 100:.4g}%",
-                "unadjusted interval": _interval(c.low, c.high),
-                "cases": c.n,
-                "test": TEST_NAMES[c.test],
-                "p (Holm)": round(c.p_holm, 4),
-                "verdict": c.verdict,
-            }
-            for c in verdict.comparisons
-            if not c.identical
-        ]
+        rows = _comparison_rows(verdict, verdict.comparisons)
         tested = next((c for c in verdict.comparisons if not c.identical), None)
         lines = [f"<b>{escape(verdict.sentence())}</b>"]
         if verdict.twins:
@@ -390,8 +377,32 @@ def significance_section(report: ReportInput) -> str:
             )
         lines.append(f"Tied with the best: {escape(', '.join(verdict.name(cell) for cell in verdict.tied))}")
         table = f'<div class="scroll">{rows_to_html_table(rows)}</div>' if rows else ""
+        if beside := _comparison_rows(verdict, verdict.labels_alone):
+            table += (
+                "<p>The labels alone, beside (the person's labels without the judge; the verdict above uses, "
+                "per comparison, the narrower of the label-corrected and the labels-alone interval):</p>"
+                f'<div class="scroll">{rows_to_html_table(beside)}</div>'
+            )
         parts.append(f"<h3>{escape(verdict.title)}</h3><p>{'<br>'.join(lines)}</p>{table}")
     return title + "".join(parts)
+
+
+def _comparison_rows(verdict: MetricVerdict, comparisons: Sequence[PairedComparison]) -> list[dict]:
+    return [
+        {
+            "cell": verdict.together(c.cells),
+            "difference": round(c.difference, 4),
+            "adjusted interval": _interval(c.adjusted_low, c.adjusted_high),
+            "level": "" if c.adjusted_confidence is None else f"{c.adjusted_confidence * 100:.4g}%",
+            "unadjusted interval": _interval(c.low, c.high),
+            "cases": c.n,
+            "test": TEST_NAMES[c.test],
+            "p (Holm)": round(c.p_holm, 4),
+            "verdict": c.verdict,
+        }
+        for c in comparisons
+        if not c.identical
+    ]
 
 
 def _interval(low: float | None, high: float | None) -> str:

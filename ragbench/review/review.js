@@ -215,7 +215,7 @@ function showProgress(rows) {
     "corrects the judge's numbers with them. Label in the queue's order: a case skipped ends the sample there.");
   const lines = rows.map((p) => el("div", `${p.judge} on ${p.criterion}: ${p.sampled_cases} of ${p.cases} cases ` +
     `labelled; corrected mean ${p.estimate}` +
-    (p.labels_for_width === null ? "" : `; about ${p.labels_for_width} labelled cases in all for an interval ` +
+    (p.labels_plan === null ? "" : `; ${p.labels_plan} for an interval ` +
       `narrower than ${p.width}`) +
     (p.ceiling === null ? "" : `; a label is worth at most ${p.ceiling.toFixed(2)} with this judge`)));
   box.replaceChildren(lead, ...lines);

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ragbench.analysis.ppi import judge_ceiling, labels_for_width, ppi_mean
+from ragbench.analysis.ppi import judge_ceiling, labels_for_width, labels_plan_text, ppi_mean
 from ragbench.inputs.eval_cases import seeded_rank
 from ragbench.review.labels import Label, SampleDraw
 from ragbench.review.queue import ReviewItem, closeness_to_middle, spread
@@ -178,7 +178,9 @@ def sample_progress(
                     "cases": sample.cases,
                     "sampled_cases": len(sample.probabilities),
                     "estimate": estimate.text(),
-                    "labels_for_width": labels_for_width(estimate, width),
+                    "labels_for_width": (needed := labels_for_width(estimate, width)),
+                    # the same figure in words, capped by the cases there are to label
+                    "labels_plan": None if needed is None else labels_plan_text(needed, sample.cases),
                     "width": width,
                     "ceiling": judge_ceiling([v for v, _ in labelled], [p for _, p in labelled]),
                 }
@@ -211,12 +213,8 @@ def _case_means(
 
 def sample_progress_sentence(order: str, progress: Mapping) -> str:
     """One line of `sample_progress` for the terminal (the page shows the same figures)."""
-    more = progress["labels_for_width"]
-    plan = (
-        f"; about {more} labelled cases in all for an interval narrower than {progress['width']:g}"
-        if more is not None
-        else ""
-    )
+    more = progress["labels_plan"]
+    plan = f"; {more} for an interval narrower than {progress['width']:g}" if more is not None else ""
     ceiling = progress["ceiling"]
     worth = f"; a label is worth at most {ceiling:.2f} with this judge" if ceiling is not None else ""
     return (

@@ -112,6 +112,13 @@ class Criterion(BaseModel):
         """The lowest and highest case value: where a mean can lie, so where its interval is cut."""
         return (self.case_value(1), self.case_value(5)) if self.scale == "1-5" else (0.0, 1.0)
 
+    @property
+    def value_step(self) -> float:
+        """The step between two neighbouring case values (a person's label is one of them): how little
+        labels near an end of the scale can vary, which keeps an interval there honest."""
+        low, high = self.value_range
+        return (high - low) / 4 if self.scale == "1-5" else high - low
+
 
 class RubricExample(BaseModel):
     """A person's scores on one answer, shown to an aligned judge as a worked example

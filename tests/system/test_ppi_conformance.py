@@ -160,8 +160,10 @@ def test_public_ppi_mean_on_a_labelled_subset(name: str, reference: dict[str, An
     order = np.random.default_rng(7).permutation(judge.size)
     result = ppi_mean(judge[order], labels[order], confidence=1 - ALPHA)
     assert result.estimate is not None and result.low is not None and result.high is not None
-    assert result.judge_weight is not None and close(result.judge_weight, theirs["lam"])
-    assert close(result.estimate, theirs["estimate"])
+    fitted = result.corrected_fit  # PPI++ with its tuned lam, whether or not it is the estimate used
+    assert fitted is not None and close(fitted.estimate, theirs["estimate"])
+    tuned_lam = theirs["lam"] if result.judge_used else 0.0
+    assert result.judge_weight is not None and close(result.judge_weight, tuned_lam)
     n, lam = data.labels.size, theirs["lam"]
     their_error = (theirs["ci"][1] - theirs["ci"][0]) / (2 * Z)
     imputed = lam**2 * float(np.var(data.judge_unlabelled)) / data.judge_unlabelled.size
@@ -176,11 +178,16 @@ def test_public_ppi_mean_on_a_labelled_subset(name: str, reference: dict[str, An
         / float(judge_centred @ judge_centred) ** 2
     )
     error = np.sqrt(imputed + (their_error**2 - imputed + slope_variance * gap**2) * n / (n - 1))
-    assert result.degrees_of_freedom == n - 2
-    assert close(result.standard_error, error), (result.standard_error, error, their_error)
+    assert fitted.degrees_of_freedom == n - 2
+    assert close(fitted.standard_error, error), (fitted.standard_error, error, their_error)
     quantile = float(student_t.isf(ALPHA / 2, n - 2))
-    assert close(result.low, result.estimate - quantile * error)
-    assert close(result.high, result.estimate + quantile * error)
+    low, high = fitted.interval_at(ALPHA)
+    assert close(low, fitted.estimate - quantile * error) and close(high, fitted.estimate + quantile * error)
+    # the estimate used is the narrower of PPI++ and the labels alone
+    labels_width = result.labels_high - result.labels_low
+    assert result.judge_used == (high - low < labels_width)
+    used = (low, high) if result.judge_used else (result.labels_low, result.labels_high)
+    assert close(result.low, used[0]) and close(result.high, used[1])
     assert result.labels_low is not None and result.labels_high is not None and result.labels_mean is not None
     classical_low, classical_high = theirs["classical_ci"]
     assert close(result.labels_mean, (classical_low + classical_high) / 2)

@@ -27,6 +27,7 @@ from ragbench.review.sampling import (
     case_weights,
     drawn_sample,
     sample_order,
+    sample_progress_sentence,
 )
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import JudgeInput, select_rubrics
@@ -205,15 +206,23 @@ def test_corrected_comparison_catches_a_judge_that_flatters_one_cell():
     sampled = sorted(rng.choice(300, 60, replace=False).tolist())
     metric, judge = corrected_metric(truth_a, truth_b, judge_a, judge_b, sampled)
     settings = StatisticsConfig()
-    best, (comparison,), differences = corrected_comparisons(metric, judge, min_labels=10, settings=settings)
-    assert best == "a" and comparison.candidate == "b" and comparison.verdict == "worse"
+    found = corrected_comparisons(metric, judge, min_labels=10, settings=settings)
+    assert found is not None
+    (comparison,), (alone,) = found.comparisons, found.labels_alone
+    assert found.best == "a" and comparison.candidate == "b" and comparison.verdict == "worse"
     assert comparison.adjusted_high < 0 and comparison.test == "prediction_powered"
-    assert differences["b"].labels == 60
+    assert found.differences["b"].labels == 60
+    # the labels alone's own comparison beside it: never narrower than the one the verdict uses
+    assert alone.test == "labels_alone" and alone.candidate == "b"
+    assert alone.high - alone.low >= comparison.high - comparison.low
     assert corrected_comparisons(metric, judge, min_labels=61, settings=settings) is None  # too few: none
 
 
-def test_corrected_verdicts_never_contradict_their_intervals():
-    """Over random paired data and families of cells, tied exactly when the Holm-level interval holds 0."""
+@pytest.mark.parametrize("shaped", [False, True])
+def test_corrected_verdicts_never_contradict_their_intervals(shaped: bool):
+    """Over random paired data and families of cells, tied exactly when the Holm-level interval holds 0,
+    for plain t intervals and for score intervals shaped by a 0-1 pass rate's range and step; and the
+    labels alone's comparisons beside them the same."""
     rng = np.random.default_rng(9)
     settings = StatisticsConfig()
     for _ in range(40):
@@ -238,10 +247,13 @@ def test_corrected_verdicts_never_contradict_their_intervals():
             cases=n,
             estimates=estimates,
             label_values={c: {cases[k]: truth[c][k] for k in sampled} for c in truth},
+            value_range=(0.0, 1.0) if shaped else None,
+            value_step=1.0 if shaped else None,
         )
         values = {c: dict(zip(cases, judge[c].tolist(), strict=True)) for c in judge}
-        _, comparisons, _ = corrected_comparisons(metric, values, min_labels=10, settings=settings)
-        for c in comparisons:
+        found = corrected_comparisons(metric, values, min_labels=10, settings=settings)
+        assert found is not None
+        for c in found.comparisons + found.labels_alone:
             assert (c.verdict == "tied") == (c.adjusted_low <= 0 <= c.adjusted_high), c
 
 
@@ -374,24 +386,76 @@ def test_a_runs_correction_uses_only_its_own_sample_and_says_what_it_left_out(tm
     assert "1 labelled case(s) after the first unlabelled case" in left_out
     assert "1 case(s) with some but not all of their answers labelled" in left_out
     a, b = metric.estimates["a"], metric.estimates["b"]
-    assert a.estimate is None and a.labels == 12  # right on every labelled case: no spread to estimate
-    assert a.why_no_interval == "the 12 labelled value(s) do not vary: no interval can be estimated"
+    # right on every labelled case: no spread in the labels, but the scale's step says how little twelve
+    # 1-5 labels could vary, so the interval is honest, not a point
+    assert a.estimate == 1.0 and a.labels == 12 and not a.judge_used
+    assert 0.85 < a.low < 0.97 and a.high == 1.0
     assert b.judge_mean == pytest.approx(0.75) and b.estimate < 0.65  # b's flattered wrong answers
     assert correction.columns("b")["correctness_0to1_corrected"] == round(b.estimate, 4)
 
 
-def test_intervals_are_cut_to_the_values_range_and_planning_reads_the_uncut_width():
-    """Near the top of a 0-1 scale a t interval reaches past 1; the mean cannot, so the interval is cut
-    there (coverage and any verdict about zero are unchanged), while the planning figure still reads the
-    full width the labels gave."""
+def test_bounded_values_give_a_score_interval_inside_their_range():
+    """Near the top of a 0-1 scale a t interval reaches past 1 and is symmetric; the mean cannot pass 1, and
+    labels piled at the top spread less than they would near the middle, so with the range the interval is
+    a score interval (`Inference`): inside the range, leaning towards the middle, never narrower than the t
+    interval below the estimate. The planning figure reads the width of the interval used."""
     judge = np.array([1.0] * 90 + [0.75] * 10)
     person = np.full(100, np.nan)
     person[:12] = [1.0] * 10 + [0.5, 0.75]
-    cut = ppi_mean(judge, person, bounds=(0.0, 1.0))
-    uncut = ppi_mean(judge, person)
-    assert uncut.high > 1.0 and cut.high == 1.0 and cut.low == uncut.low
-    assert cut.labels_high <= 1.0 < uncut.labels_high
-    assert labels_for_width(cut, 0.05) == labels_for_width(uncut, 0.05) > 12
+    shaped = ppi_mean(judge, person, bounds=(0.0, 1.0))
+    plain = ppi_mean(judge, person)
+    assert plain.high > 1.0 and shaped.high < 1.0
+    assert shaped.low < plain.low and shaped.estimate - shaped.low > shaped.high - shaped.estimate
+    assert shaped.labels_high <= 1.0 < plain.labels_high
+    assert labels_for_width(shaped, 0.05) > 12 and labels_for_width(plain, 0.05) > 12
+
+
+def test_labels_piled_at_the_bottom_of_the_scale_still_give_an_interval():
+    """Twelve labels at the bottom of a 1-5 scale (0 on 0-1): no spread at all, but values on the scale's
+    steps with a mean above 0 must vary at least as much as values on 0 and 0.25 do, so the interval is
+    Wilson's for the first step: from 0 to about 0.06, not a point, and its test of 0 never rejects."""
+    person = np.full(60, np.nan)
+    person[:12] = 0.0
+    estimate = ppi_mean(np.full(60, 0.25), person, bounds=(0.0, 1.0), step=0.25)
+    assert estimate.estimate == 0.0 and estimate.low == 0.0 and 0.04 < estimate.high < 0.1
+    assert not estimate.judge_used and "labels alone" in estimate.judge_note
+    assert ppi_mean(np.full(60, 0.25), person, bounds=(0.0, 1.0)).estimate is None  # no step: no floor
+
+
+def test_the_estimate_used_is_never_wider_than_the_labels_alone():
+    """A judge unrelated to the labels, a dozen labels: PPI++'s tuned interval (t with n - 2, lam's own
+    noise) comes out wider than the labels alone's, so the labels alone are used and named; a judge that
+    agrees narrows it and is used."""
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        truth = rng.integers(1, 6, 80).astype(float)
+        person = np.where(np.arange(80) < 12, (truth - 1) / 4, np.nan)
+        noise = (rng.integers(1, 6, 80) - 1) / 4
+        for judge in (noise, (truth - 1) / 4 * 0.9 + 0.05):
+            e = ppi_mean(judge, person, bounds=(0.0, 1.0), step=0.25)
+            assert e.high - e.low <= e.labels_high - e.labels_low + 1e-12
+            fit = e.corrected_fit
+            assert fit is not None
+            low, high = fit.interval_at(1 - e.confidence)
+            assert e.judge_used == (min(high, 1.0) - max(low, 0.0) < e.labels_high - e.labels_low)
+            if not e.judge_used:
+                assert e.estimate == e.labels_mean and e.text().endswith("(labels alone, 12)")
+    agreeing = ppi_mean((truth - 1) / 4, person, bounds=(0.0, 1.0), step=0.25)
+    assert agreeing.judge_used and agreeing.effective_labels > 12
+
+
+def test_a_score_interval_and_its_test_are_one_statistic():
+    """At every level the interval excludes a value exactly when the test of that value rejects at it."""
+    rng = np.random.default_rng(5)
+    person = np.where(np.arange(40) < 15, rng.choice([0.0, 0.0, 0.25, 0.5], 40), np.nan)
+    estimate = ppi_mean(rng.random(40), person, bounds=(0.0, 1.0), step=0.25)
+    used = estimate.used
+    assert used is not None
+    for level in (0.01, 0.05, 0.2):
+        low, high = used.interval_at(level)
+        for value in np.linspace(0.0, 0.6, 61):
+            if abs(value - low) > 1e-6 and abs(value - high) > 1e-6:
+                assert (low <= value <= high) == (used.p_value(value) >= level), (level, value)
 
 
 def test_a_weighted_sample_counts_the_answers_its_two_parts_share():
@@ -442,3 +506,58 @@ def test_a_corrected_verdict_says_how_many_labels_the_named_difference_needs():
         verdict(None).labels_to_detect is None
         and "labelled cases in all (a simple" not in verdict(None).sentence()
     )
+
+
+def test_a_small_run_whose_labels_alone_detect_a_difference_is_not_reported_tied():
+    """A replay of what a new user met: 24 cases, two readers, a judge that agrees poorly, 20 cases
+    labelled. The labels alone tell the readers apart (p < 0.05); PPI++ with its weight tuned on the same
+    20 labels came out tied. Now each difference is the narrower of the two, so the verdict is not tied,
+    and the sentence the terminal and the report print shows the labels alone's comparison beside it and
+    names the procedure that decided."""
+    rng = np.random.default_rng(12)
+    better = rng.choice([1, 2, 3, 4], 24)  # 1-5 labels of reader a
+    worse = np.clip(better - rng.choice([0, 0, 0, 1, 2], 24), 1, 5)  # reader b: now and then worse
+    truth_a, truth_b = (better - 1) / 4, (worse - 1) / 4
+    judge_a, judge_b = ((rng.choice([1, 3, 4, 4, 5], 24) - 1) / 4 for _ in range(2))  # blind to both
+    sampled = list(range(20))
+    metric, judge = corrected_metric(truth_a, truth_b, judge_a, judge_b, sampled)
+    metric = metric.model_copy(update={"value_range": (0.0, 1.0), "value_step": 0.25})
+    settings = StatisticsConfig()
+    found = corrected_comparisons(metric, judge, min_labels=10, settings=settings)
+    assert found is not None
+    (alone,) = found.labels_alone
+    assert alone.p_value < 0.05 and alone.verdict == "worse"  # the labels alone detect it
+    tuned = found.differences["b"].corrected_fit
+    assert tuned is not None and tuned.p_value(0.0) > 0.05  # PPI++ alone would have called it tied
+    correction = LabelCorrection(metrics=[metric])
+    headline = [MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)]
+    values = {cell: {"correctness_0to1": judged} for cell, judged in judge.items()}
+    verdicts, why = corrected_verdicts(
+        correction, headline, values, {"a": "reader a", "b": "reader b"}, min_labels=10, settings=settings
+    )
+    verdict = verdicts["correctness_0to1"]
+    assert not why and verdict.best == "a" and verdict.comparisons[0].verdict == "worse"
+    sentence = verdict.sentence()
+    assert "is better than every other cell" in sentence
+    assert "Labels alone: reader b" in sentence and "worse" in sentence
+    assert "The verdict is the" in sentence and "the narrower of the two" in sentence
+
+
+def test_planning_figures_past_the_eval_set_say_to_add_cases():
+    """109 labelled cases on a 24-case run cannot be labelled: the figure says the eval set is too small."""
+    from ragbench.analysis.ppi import labels_plan_text
+
+    assert labels_plan_text(20, 24) == "about 20 labelled cases in all"
+    past = labels_plan_text(109, 24)
+    assert "more labelled cases than the eval set's 24" in past and past.endswith("add cases")
+    progress = {
+        "labels_plan": past,
+        "width": 0.2,
+        "ceiling": None,
+        "judge": "j",
+        "criterion": "c",
+        "sampled_cases": 12,
+        "cases": 24,
+        "estimate": "0.40 [0.20, 0.60] (labels 12)",
+    }
+    assert "add cases for an interval narrower than 0.2" in sample_progress_sentence("sample", progress)

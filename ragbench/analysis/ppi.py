@@ -4,7 +4,9 @@ answers, with an interval that is valid whatever the judge's quality and narrowe
 The judge scores all N answers; a person labels n of them, drawn with known inclusion probabilities. The
 estimate is the judge's mean corrected by the judge's average error on the labelled sample, with the
 judge's weight `lam` tuned to the data (PPI++: Angelopoulos, Duchi and Zrnic, 2023): lam = 0 is the labels
-alone, lam = 1 plain PPI, and the tuned weight is never much worse than the labels alone.
+alone, lam = 1 plain PPI. The tuned weight is no worse than the labels alone only with many labels; at a
+dozen it is fitted to the same few, so the estimate used is the narrower of PPI++ and the labels alone
+(`ppi_mean`), and bench/bench_ppi.py checks that this choice keeps coverage.
 
 - A uniform sample (a simple random sample of the answers) uses PPI++ exactly as the reference code
   (`ppi_py.ppi_mean_ci` with power tuning) computes it: the labelled answers against the judge's scores of
@@ -18,8 +20,9 @@ A difference between two cells on the same cases is the same estimate applied to
 of their judge scores and of their labels (a case's answers are labelled together).
 
 All values are on the metric's own scale (0-1 for normalised judge scores). Intervals are the textbook
-small-sample intervals of a regression estimator (which PPI++ with a tuned lam is), t intervals around
-the estimate, so the p-value of a difference and the interval beside it are one t-test, inverted.
+small-sample intervals of a regression estimator (which PPI++ with a tuned lam is): t intervals, shaped
+by the values' range and the scale's step where those are known (`Inference`), so the p-value of a
+difference and the interval beside it are one t-test, inverted.
 """
 
 from __future__ import annotations

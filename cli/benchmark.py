@@ -221,11 +221,13 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     results_step = pipeline_run.steps[RESULTS_STEP]
     table: ResultsTable = results_step.outputs["results"][0].load()
     records = results_step.outputs["case_records"][0].load()
+    searched = results_step.outputs["searched"][0].load()
     gate: GateResult = pipeline_run.steps[GATE_STEP].outputs["gate"][0].load()
     files = {
         "results.csv": table.csv(),
         "results.html": table.report_html,
         "cases.jsonl": records.jsonl(),
+        "searched.jsonl": searched.jsonl(),
         "case_values.csv": table.case_values_csv(),
         "gate.html": gate.html(),
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),

@@ -117,6 +117,7 @@ class Wiring:
     rerankers: dict[str, Any] = field(default_factory=dict)  # reranker as configured -> its choice artifact
     review_labels: Any = None  # a person's labels the judges are aligned with (evaluation.judge_alignment)
     references: Any = None  # what the run fetched for the cases' reference_from (`resolve_references`)
+    rewrites: list = field(default_factory=list)  # each query_rewrite mode's queries (`rewrite_queries_step`)
 
     def answer(self, key: CellSpec, *, first: int = 0, stop: int | None = None, id: str | None = None) -> Any:
         """The answer step of one answer key, over cases `first` to `stop` of the seeded order (default:
@@ -220,7 +221,7 @@ class Wiring:
         """The results table and report, then the regression gate: the last steps of either pipeline.
         `planned`: the plan the run started with, shown beside what it spent."""
         settings = self.settings
-        results, _ = build_results_table(
+        results, _, _ = build_results_table(
             cells=[cell.identity() for cell in self.cells],
             corpus=self.corpus,
             eval_suite=self.suite,
@@ -242,6 +243,7 @@ class Wiring:
             seed=settings.generation.seed,
             statistics=settings.statistics.model_dump(mode="json"),
             planned=planned,
+            rewrites=self.rewrites,
         )
         regression_gate(
             results,
@@ -316,6 +318,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
                 rewrite=rewrite_setup(settings, mode),
                 id=f"rewrite_{mode}",
             )
+            wiring.rewrites.append(outputs[f"rewrite_{mode}"])
     for key in distinct_at(cells, "retrieve"):
         outputs[key.step_id("retrieve")], result = retrieve_cell(
             outputs[key.step_id("chunk")],

@@ -7,6 +7,7 @@ from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
+from ragbench.analysis.searched import SearchedRecords, searched_records
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
@@ -16,6 +17,7 @@ from ragbench.inputs.references import ReferenceResolutions
 from ragbench.report.run_page import run_report
 from ragbench.retrieval.rerank_stage import RerankResult
 from ragbench.retrieval.retrievers import row_step_ids
+from ragbench.retrieval.rewrite import RewrittenQueries
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.review.labels import ReviewLabels
@@ -48,6 +50,7 @@ def build_results_table(
     judge_cards: list[JudgeCard],
     race: RaceTrace | None,
     judge_alignments: list[JudgeAlignment],
+    rewrites: list[RewrittenQueries],
     title: str,
     config_name: str,
     metrics_k: int,
@@ -58,9 +61,15 @@ def build_results_table(
     references: ReferenceResolutions | None = None,
     review_labels: ReviewLabels | None = None,
     planned: dict | None = None,
-) -> tuple[Annotated[ResultsTable, "results"], Annotated[CaseRecords, "case_records"]]:
+) -> tuple[
+    Annotated[ResultsTable, "results"],
+    Annotated[CaseRecords, "case_records"],
+    Annotated[SearchedRecords, "searched"],
+]:
     """Never cached: it marks which cells came from the cache, sums what the run spent and logs the run's
-    metadata every time. `planned`: the plan the run started with (`PlannedSpend`), shown beside it."""
+    metadata every time. `planned`: the plan the run started with (`PlannedSpend`), shown beside it.
+    `rewrites`: each query_rewrite mode's queries (its rewrite step's output), recorded with what every
+    cell found for every case in `searched` (`ragbench.analysis.searched`)."""
     specs = [CellSpec.model_validate(cell) for cell in cells]
     settings = EvaluationConfig.model_validate(evaluation)
     scoring = settings.scoring(metrics_k)
@@ -91,4 +100,4 @@ def build_results_table(
     run_id = get_step_context().pipeline_run.id
     log_metadata(run_metadata(table), run_id_name_or_prefix=run_id)
     add_tags(tags=[config_tag(config_name)], run=run_id)  # `run.py compare` finds a config's runs by it
-    return table, records
+    return table, records, searched_records(results, eval_suite.cases, rewrites)

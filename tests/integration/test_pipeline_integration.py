@@ -1,6 +1,7 @@
 """A real ZenML pipeline run on a small knowledge base with a real embedding model."""
 
 import csv
+import json
 
 import pytest
 
@@ -69,6 +70,12 @@ def test_pipeline_runs_grid_and_writes_report_and_metadata(project):
     html = (project / "out" / "latest" / "results.html").read_text()
     assert rows[1]["cell"] in html and "<svg" in html
     assert not (project / "out" / "latest" / "cases.jsonl").read_text()  # retrieval only: no answers
+    # but what each cell searched per case, the question as asked (no rewrite), and what it found
+    searched = [json.loads(line) for line in (project / "out" / "latest" / "searched.jsonl").open()]
+    cells_and_cases = {(row["cell"], case["id"]) for row in rows for case in CASES}
+    assert {(s["cell"], s["case_id"]) for s in searched} == cells_and_cases
+    assert all(s["query_rewrite"] == "off" and not s["rewritten"] for s in searched)
+    assert all(s["searched"] == [s["question"]] and s["retrieved_sources"] for s in searched)
 
     from zenml.client import Client
 

@@ -76,6 +76,8 @@ def test_condense_finds_the_follow_up_that_off_cannot(tmp_path, monkeypatch):
 
     records = [json.loads(line) for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()]
     searched = {(record["cell"], record["case_id"]): record["searched"] for record in records}
+    searches = [json.loads(line) for line in (tmp_path / "out" / "latest" / "searched.jsonl").open()]
+    assert {(s["cell"], s["case_id"]) for s in searches} == set(searched)  # every cell that answers, too
     assert sorted(value for value in searched.values() if value) == [[CONDENSED]]
     assert all(record["history"] for record in records if record["case_id"] == "follow-up")
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
@@ -126,3 +128,44 @@ def test_a_failed_rewrite_is_searched_as_asked_warned_about_and_asked_again(tmp_
         (row,) = csv.DictReader((tmp_path / "out" / "latest" / "results.csv").open())
     assert row["rewrite_failures"] == "0" and float(row["hit_rate@5"]) == 1.0  # the step ran, and asked again
     assert "failed for" not in capsys.readouterr().out
+
+
+def test_a_retrieval_only_run_records_what_each_cell_searched_per_case(tmp_path, monkeypatch):
+    """No reader, so no answer records (`cases.jsonl` is empty): `searched.jsonl` holds, per cell and case,
+    the question, the cell's rewrite mode and what it searched, and the sources it found with their ranks."""
+    with serving_fake_openai(tmp_path, monkeypatch, responder) as server:
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            CASES,
+            "grid: {chunk_size: [64], retriever: [bm25], query_rewrite: [off, condense], top_k: [5], "
+            "reader: [], judge: []}\n"
+            f"retrieval: {{rewriter: {{model: openai/fake-rewriter, api_base: {server.base_url}, "
+            "max_retries: 0}}\n"
+            "evaluation: {keyword_tests: false}\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        assert run.main(["--config", "config.yaml"]) == 0
+        assert [r["model"] for r in server.requests] == ["fake-rewriter"]  # the follow-up's condense only
+
+    folder = tmp_path / "out" / "latest"
+    assert not (folder / "cases.jsonl").read_text()  # retrieval only: no answers
+    rows = {row["query_rewrite"]: row["cell"] for row in csv.DictReader((folder / "results.csv").open())}
+    searches = [json.loads(line) for line in (folder / "searched.jsonl").open()]
+    by = {(s["cell"], s["case_id"]): s for s in searches}
+    assert len(searches) == len(by) == 4  # one record per (cell, case)
+    assert set(by) == {(cell, case["id"]) for cell in rows.values() for case in CASES}
+
+    condensed = by[(rows["condense"], "follow-up")]
+    assert condensed["query_rewrite"] == "condense" and condensed["question"] == CASES[0]["question"]
+    assert condensed["searched"] == [CONDENSED] and condensed["rewritten"] is True
+    assert condensed["retrieved_sources"][0] == "dict.md" and condensed["first_relevant_rank"] == 1
+    as_asked = by[(rows["off"], "follow-up")]
+    assert as_asked["query_rewrite"] == "off" and as_asked["searched"] == [CASES[0]["question"]]
+    assert not as_asked["rewritten"] and "dict.md" not in as_asked["retrieved_sources"]
+    single = by[(rows["condense"], "single")]  # standalone already: searched as asked, no call
+    assert single["searched"] == [CASES[1]["question"]] and single["rewritten"] is False
+    assert single["retrieved_sources"][0] == "lists.md" and single["rewrite_error"] is None
+    # written from the results step's artifact, as every file of the folder
+    step = newest_run().steps["build_results_table"]
+    assert step.outputs["searched"][0].load().jsonl() == (folder / "searched.jsonl").read_text()

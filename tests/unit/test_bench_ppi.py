@@ -64,6 +64,58 @@ def tables(stdout: str) -> dict[tuple[int, int], list[dict[str, str]]]:
     return found
 
 
+SMALL_HEADER = [
+    "pile_A",
+    "rho",
+    "cells",
+    "cov_A",
+    "cov_B",
+    "cov_diff",
+    "cov_labels",
+    "alone",
+    "width",
+    "ratio",
+    "ratio_diff",
+    "power",
+    "power_labels",
+    "false_diff",
+    "false_labels",
+]
+
+
+def check_small_tables(stdout: str) -> None:
+    """The smoke run's small-sample tables: N = 24 with 10 and 20 labels, a row per pile, judge and
+    scenario; shares in [0, 1]; the width never above the labels alone's (the estimate used is the
+    narrower of the two, so even a few replications show it)."""
+    lines = stdout.splitlines()
+    found = {}
+    for i, line in enumerate(lines):
+        title = re.fullmatch(r"small samples: n = (\d+) labelled of N = (\d+)", line)
+        if not title:
+            continue
+        assert lines[i + 1].split() == SMALL_HEADER, lines[i + 1]
+        rows = []
+        for row in lines[i + 3 :]:
+            if not row.strip():
+                break
+            rows.append(dict(zip(SMALL_HEADER, row.split(), strict=True)))
+        found[(int(title.group(1)), int(title.group(2)))] = rows
+    assert sorted(found) == [(10, 24), (20, 24)], stdout
+    for rows in found.values():
+        assert [(r["pile_A"], r["rho"], r["cells"]) for r in rows] == [
+            (pile, rho, cells)
+            for pile in ("0.05", "0.95")
+            for rho in ("0.00", "0.30")
+            for cells in ("differ", "same")
+        ]
+        for row in rows:
+            for column in ("cov_A", "cov_B", "cov_diff", "cov_labels", "alone"):
+                assert 0 <= float(row[column]) <= 1, (column, row)
+            assert 0 < float(row["ratio"]) <= 1.0 and 0 < float(row["ratio_diff"]) <= 1.0, row
+            shown = ("power", "power_labels") if row["cells"] == "differ" else ("false_diff", "false_labels")
+            assert all(0 <= float(row[column]) <= 1 for column in shown), row
+
+
 def check_ppi(stdout: str) -> None:
     """Every (n, N) of a smoke run has its 18 rows (3 judges x 3 plans x 2 scenarios) with shares in [0, 1]
     and positive finite widths and ratios; each judge's kappa is measured near its target; no verdict."""
@@ -91,6 +143,7 @@ def check_ppi(stdout: str) -> None:
         )
         assert measured, stdout
         assert abs(float(measured.group(1)) - target) < 0.1 and abs(float(measured.group(2)) - target) < 0.1
+    check_small_tables(stdout)
     assert "PASS" not in stdout and "FAIL" not in stdout, stdout
     assert stdout.rstrip().endswith("smoke run: targets not checked"), stdout
 

@@ -60,7 +60,8 @@ def _check(labels: ReviewLabels, settings: BenchmarkConfig, source: str) -> None
     """Labels of another scale or eval set fail the run before any step starts."""
     cases = load_eval_suite_from(settings.eval_cases).cases
     rubrics = settings.scoring().rubrics
-    check_labels(labels, rubrics, {case.id for case in cases}, f"labels {source}")
+    where = f"labels file {source}" if source.endswith(".jsonl") else f"labels artifact {source}"
+    check_labels(labels, rubrics, {case.id for case in cases}, where)
 
 
 def _stored(name: str, value: BaseModel) -> Any:

@@ -56,6 +56,15 @@ def reranker_path(value: str, base: Path) -> str:
     return value if value == _RERANKER_OFF else maybe_path(value, base)
 
 
+def labels_path(value: str, base: Path) -> str:
+    """The labels of `evaluation.judge_alignment` and `evaluation.label_correction`: a name ending in
+    ``.jsonl`` is a labels file (as `pipelines.inputs.review_labels_input` reads it), resolved even if it
+    does not exist yet, so its error names where it was looked for; anything else is the name of the
+    labels artifact (``review_labels``, ``review_labels:3``) unless written as a path or found under
+    `base`."""
+    return always_path(value, base) if value.endswith(".jsonl") else maybe_path(value, base)
+
+
 def local_llm_path(value: str, base: Path) -> str:
     """An LLM model string. Only ``local/<file>.gguf`` can name a file (`ragbench.llm.local` reads any
     other ``local/<name>`` as a packaged model, and other providers' strings are names), so only that
@@ -88,7 +97,8 @@ PATH_KEYS: dict[str, Resolver] = {
     "testset.generator": local_llm_path,
     "testset.critic": local_llm_path,
     "testset.labels": always_path,
-    "evaluation.judge_alignment.labels": maybe_path,  # a labels file, or the name of the labels artifact
+    "evaluation.judge_alignment.labels": labels_path,  # a labels file, or the name of the labels artifact
+    "evaluation.label_correction.labels": labels_path,
     "llm_cache_dir": always_path,
     "output_dir": always_path,
 }

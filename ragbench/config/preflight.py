@@ -29,6 +29,7 @@ from ragbench.models.hub import check_model_available, hub_offline, resolvable_o
 from ragbench.models.provision import embedding_dimension, provisioned_location
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec, pq_subquantizers
 from ragbench.retrieval.rerank import resolve_reranker
+from ragbench.review.labels import ReviewLabels, check_labels, load_labels_file
 from ragbench.testset.labels import load_labels
 from ragbench.testset.rubrics import check_names
 
@@ -131,6 +132,7 @@ def run_preflight(
     """Check the whole run. `plan_only` (a dry run) skips what needs models or keys: it calls nothing.
     `step_environment`: the variables the steps will see (default: this process's)."""
     warnings: list[str] = []
+    labels = review_labels_file(config)  # a broken labels file fails in a second, before any model loads
     cells = expand_grid(config)
     if config.search is not None and len(cells) < 2:
         raise PreflightError("search: a race needs at least two cells in the grid")
@@ -187,6 +189,9 @@ def run_preflight(
             f"{config.eval_cases.label}: expected sources not in the knowledge base: "
             f"{', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else "")
         )
+    if labels is not None:
+        where = f"labels file {config.evaluation.labels_source}"
+        check_labels(labels, config.scoring().rubrics, {case.id for case in suite.cases}, where)
     check_references(suite.cases, cells, step_environment, plan_only)
     unchecked += check_histories(suite.cases, cells, config.eval_cases.label)
     if not any(case.expected_sources or case.expected_sources_from for case in suite.cases):
@@ -280,6 +285,18 @@ def check_histories(cases: list[EvalCase], cells: list[CellSpec], label: str) ->
                     f"{window} tokens: shorten its history"
                 )
     return unchecked
+
+
+def review_labels_file(config: BenchmarkConfig) -> ReviewLabels | None:
+    """The labels file `evaluation.judge_alignment` or `evaluation.label_correction` reads, read now so a
+    label the run cannot use (a value off its scale, an edited answer, bad JSON) ends the run with one
+    sentence before any work; `run_preflight` then checks its scales and cases (`check_labels`). None
+    without labels or when they are an artifact, which the pipeline checks as it compiles
+    (`pipelines.inputs.review_labels_input`), before any step."""
+    source = config.evaluation.labels_source
+    if source is None or not source.endswith(".jsonl"):
+        return None
+    return load_labels_file(source)
 
 
 def check_references(

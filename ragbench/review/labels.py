@@ -4,6 +4,11 @@ whose answer is unchanged reuses the label; a changed answer has another hash an
 
 Labels are appended to a JSONL file as they are given (the newest label of a key wins), so a page that is
 closed or crashes loses nothing; `ReviewLabels` is what a run reads, as a versioned artifact.
+
+A label's value is of the scale it names and nothing else: an integer JSON number, 1-5 on the 1-5 scale, 0
+or 1 on pass_fail. A float (1.0, 0.5), a string ("3") or a boolean is refused, never coerced: a 0-1 "right"
+written as 1.0 would otherwise pass as 1, the worst score. Every refusal is one sentence naming the file,
+the line, the case and the field (`LabelFileError`).
 """
 
 from __future__ import annotations
@@ -15,14 +20,16 @@ import threading
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, ValidationError, model_validator
 
 from ragbench.hashing import short_hash
 from ragbench.scoring.rubrics import JudgeInput, Rubric
 
 Kind = Literal["answer", "candidate"]
+Scale = Literal["1-5", "pass_fail"]
+_SCALE_VALUES = {"1-5": "an integer from 1 to 5", "pass_fail": "1 pass or 0 fail"}
 # a candidate's verdict is kept under this rubric and criterion: 1 keep, 0 reject
 CANDIDATE_RUBRIC = "keep"
 
@@ -53,8 +60,9 @@ class Label(BaseModel):
     answer_sha: str = Field(min_length=1)  # text_sha of the answer (of the question, for a candidate)
     rubric: str = Field(min_length=1)
     criterion: str = Field(min_length=1)
-    scale: Literal["1-5", "pass_fail"] = "1-5"
-    value: int  # 1-5, or 1 pass / 0 fail (keep / reject)
+    scale: Scale = "1-5"
+    # 1-5, or 1 pass / 0 fail (keep / reject): strict, so 1.0, "3" or true is refused, not read as 1, 3 or 1
+    value: StrictInt
     note: str = ""
     # what the person saw: the examples an aligned judge is shown are taken from here
     item: JudgeInput
@@ -67,9 +75,15 @@ class Label(BaseModel):
     def _check(self) -> Label:
         allowed = range(1, 6) if self.scale == "1-5" else (0, 1)
         if self.value not in allowed:
-            raise ValueError(f"label value {self.value} is not on the {self.scale} scale")
+            raise ValueError(
+                f"value {self.value} is not on the {self.scale} scale ({_SCALE_VALUES[self.scale]})"
+            )
         if self.answer_sha != text_sha(self.item.answer if self.kind == "answer" else self.item.question):
-            raise ValueError(f"case {self.case_id}: answer_sha does not match the labelled text")
+            text = "answer" if self.kind == "answer" else "question"
+            raise ValueError(
+                f"answer_sha {self.answer_sha} is not the hash of the labelled {text}: the {text} or its "
+                "hash was edited"
+            )
         return self
 
     @property
@@ -81,11 +95,17 @@ class ReviewLabels(BaseModel):
     """Every label given, oldest first; `current` keeps the newest per key."""
 
     labels: list[Label] = Field(default_factory=list)
+    # the line of the file each label was read from (`read_labels`), so a refusal can name it; not stored
+    _lines: list[int] = PrivateAttr(default_factory=list)
 
     def current(self) -> list[Label]:
-        newest: dict[tuple[str, str, str, str], Label] = {}
-        for label in self.labels:
-            newest[label.key] = label
+        return [label for _, label in self.current_lines()]
+
+    def current_lines(self) -> list[tuple[int | None, Label]]:
+        """`current` with the file line of each label (None for a label not read from a file)."""
+        newest: dict[tuple[str, str, str, str], tuple[int | None, Label]] = {}
+        for index, label in enumerate(self.labels):
+            newest[label.key] = (self._lines[index] if index < len(self._lines) else None, label)
         return list(newest.values())
 
     def of(self, rubric: str, criterion: str, kind: Kind = "answer") -> list[Label]:
@@ -104,48 +124,109 @@ class ReviewLabels(BaseModel):
 
 
 class LabelFileError(ValueError):
-    """An unreadable labels file; the message names the file and the line."""
+    """A labels file (or artifact) a run cannot read; the message is one sentence naming the file, the line,
+    the case and the field."""
+
+
+def _at(where: str, line: int | None, case_id: Any = None) -> str:
+    """Where a refusal is: `labels file X, line 7 (case list-pop)`."""
+    place = where if line is None else f"{where}, line {line}"
+    return f"{place} (case {case_id})" if isinstance(case_id, str) and case_id else place
+
+
+def _shown(value: Any) -> str:
+    """A value as the file spells it (JSON: 1.0, "3", true), cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _refusal(error: dict[str, Any], raw: dict[str, Any]) -> str:
+    """One of pydantic's errors (`ValidationError.errors()`) as the end of a plain sentence."""
+    loc = ".".join(str(part) for part in error["loc"])
+    kind, given = error["type"], error.get("input")
+    scale = raw.get("scale", "1-5") if raw.get("scale") in _SCALE_VALUES else "1-5"
+    if kind == "missing":
+        return f"field {loc} is missing"
+    if kind == "extra_forbidden":
+        return f"field {loc} is not a field of a label"
+    if loc == "value":
+        return (
+            f"value {_shown(given)} is not an integer on the {scale} scale (a label's value is "
+            f"{_SCALE_VALUES[scale]}, written as a whole number)"
+        )
+    if loc == "scale":
+        return f'scale {_shown(given)} is not a scale name: give "1-5" or "pass_fail"'
+    if loc == "kind":
+        return f'kind {_shown(given)} is not "answer" or "candidate"'
+    if kind == "value_error" and not loc:  # the label's own checks: the message is already a sentence
+        return str(error["ctx"]["error"])
+    if kind == "model_type" and not loc:
+        return f"the line is not a JSON object but {_shown(given)}"
+    message = error["msg"][0].lower() + error["msg"][1:]
+    return f"field {loc or 'label'}: {message}, not {_shown(given)}"
+
+
+def parse_label(raw: Any, where: str, line: int | None = None) -> Label:
+    """One label of a file, or `LabelFileError` naming the file, the line, the case and the field."""
+    try:
+        return Label.model_validate(raw)
+    except ValidationError as error:
+        data = raw if isinstance(raw, dict) else {}
+        first = error.errors(include_url=False)[0]
+        raise LabelFileError(f"{_at(where, line, data.get('case_id'))}: {_refusal(first, data)}") from None
 
 
 def check_labels(
     labels: ReviewLabels, rubrics: Sequence[Rubric], case_ids: Collection[str], where: str
 ) -> None:
     """Fail before any work on labels a run cannot read: a criterion labelled on another scale than its
-    rubric's, or answer labels none of whose cases is in the run's eval set (another eval set's file)."""
+    rubric's, or answer labels none of whose cases is in the run's eval set (another eval set's file).
+    `where`: the file or artifact, e.g. `labels file review_labels.jsonl`."""
     scales = {(r.name, c.name): c.scale for r in rubrics for c in r.criteria}
-    answer_labels = [label for label in labels.current() if label.kind == "answer"]
-    for label in answer_labels:
+    answer_labels = [(line, label) for line, label in labels.current_lines() if label.kind == "answer"]
+    for line, label in answer_labels:
         scale = scales.get((label.rubric, label.criterion))
         if scale is not None and scale != label.scale:
             raise LabelFileError(
-                f"{where}: labels of {label.rubric}/{label.criterion} are on the {label.scale} scale, but "
-                "the "
-                f"rubric grades it {scale}: they were given for another rubric"
+                f"{_at(where, line, label.case_id)}: scale {label.scale} of {label.rubric}/{label.criterion} "
+                f"is not the rubric's, which grades it {scale}: the labels were given for another rubric"
             )
-    if answer_labels and not any(label.case_id in case_ids for label in answer_labels):
+    if answer_labels and not any(label.case_id in case_ids for _, label in answer_labels):
+        first_line, first = answer_labels[0]
         raise LabelFileError(
-            f"{where}: none of its {len(answer_labels)} answer label(s) is of a case in this eval set: the "
-            "labels are of another eval set"
+            f"{_at(where, first_line, first.case_id)}: case_id {first.case_id} is not a case of this eval "
+            f"set, nor is any case of its {len(answer_labels)} answer label(s): the labels are of another "
+            "eval set"
         )
 
 
 def read_labels(text: str, where: str) -> ReviewLabels:
-    labels = []
+    """The labels of a JSONL text; `where` names it in a refusal (`labels file PATH`)."""
+    labels, lines = [], []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            labels.append(Label.model_validate(json.loads(line)))
-        except (json.JSONDecodeError, ValidationError) as error:
-            raise LabelFileError(f"{where}: line {number} is not a label: {error}") from None
-    return ReviewLabels(labels=labels)
+            raw = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise LabelFileError(
+                f"{_at(where, number)}: the line is not JSON ({error.msg} at column {error.colno})"
+            ) from None
+        labels.append(parse_label(raw, where, number))
+        lines.append(number)
+    read = ReviewLabels(labels=labels)
+    read._lines = lines
+    return read
 
 
 def load_labels_file(path: str | Path) -> ReviewLabels:
     path = Path(path)
     if not path.is_file():
-        raise LabelFileError(f"{path}: labels file not found")
-    return read_labels(path.read_text(encoding="utf-8"), str(path))
+        raise LabelFileError(f"labels file {path}: not found")
+    return read_labels(path.read_text(encoding="utf-8"), f"labels file {path}")
 
 
 class LabelStore:
@@ -165,5 +246,7 @@ class LabelStore:
                 out.write(stamped.model_dump_json() + "\n")
                 out.flush()
                 os.fsync(out.fileno())
-            self.labels = ReviewLabels(labels=[*self.labels.labels, stamped])
+            added = ReviewLabels(labels=[*self.labels.labels, stamped])
+            added._lines = self.labels._lines  # the lines read at start; a label added since has none
+            self.labels = added
         return stamped

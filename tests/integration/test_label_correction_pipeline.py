@@ -5,7 +5,9 @@ flatters B's wrong answers ("Perhaps ...") by 2 points (3 instead of 1), so the 
 first. A person labels, on the review page's `sample` order (a uniform random sample of cases, both
 readers' answers of a case together), the cases the plan asks for; the next run corrects the judged means
 with those labels (prediction-powered) and its verdict names A, while the judge's own verdict, kept beside
-it, named B. Labels given in a non-random order are left out of the estimate and the report says so.
+it, named B. Labels given in a non-random order are left out of the estimate and the report says so. The
+config names its labels file relative to itself and the corrected runs start from another folder; a file
+with a value of 1.0 stops the run before any work, with one sentence naming the line and the case.
 """
 
 import json
@@ -119,11 +121,30 @@ def test_sampled_labels_correct_a_judge_that_flatters_one_reader(tmp_path, monke
         # labels in a non-random order first: they grade the judge, never pass as a sample
         label_cases(session, "disagreement", 3)
         label_cases(session, "sample", 12)  # a first batch: the report plans how many more are needed
-        write(
-            tmp_path, server, correction=f", label_correction: {{labels: {labels_file}, target_width: 0.3}}"
-        )
+        # the labels file named relative to the config, which later runs find from another folder
+        write(tmp_path, server, correction=", label_correction: {labels: labels.jsonl, target_width: 0.3}")
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+        config = str(tmp_path / "config.yaml")
         before = server.request_count
-        assert run.main(["--config", "config.yaml"]) in (0, 1)  # the gate may see the verdict change
+        # a label whose value is a 0-1 "right" (1.0) stops the run before any work, naming line and case
+        bad = [json.loads(line) for line in labels_file.read_text().splitlines()[:2]]
+        bad[1]["value"] = 1.0
+        (tmp_path / "bad_labels.jsonl").write_text("".join(json.dumps(label) + "\n" for label in bad))
+        (tmp_path / "bad.yaml").write_text(
+            (tmp_path / "config.yaml").read_text().replace("labels.jsonl", "bad_labels.jsonl")
+        )
+        capsys.readouterr()
+        assert run.main(["--config", str(tmp_path / "bad.yaml")]) == 2
+        stopped = capsys.readouterr()
+        assert (
+            f"labels file {tmp_path / 'bad_labels.jsonl'}, line 2 (case {bad[1]['case_id']}): value 1.0 "
+            "is not an integer on the 1-5 scale"
+        ) in stopped.err + stopped.out
+        assert "validation error" not in stopped.err + stopped.out
+        assert server.request_count == before
+        assert run.main(["--config", config]) in (0, 1)  # the gate may see the verdict change
         assert server.request_count == before  # correcting asks no LLM: every answer and verdict is cached
         first = latest_results(tmp_path)
         corrected = first.label_correction.of(column)
@@ -133,7 +154,7 @@ def test_sampled_labels_correct_a_judge_that_flatters_one_reader(tmp_path, monke
         assert planned >= corrected.sampled_cases
 
         label_cases(session, "sample", min(CASES, planned))  # label as many as the plan asked for
-        assert run.main(["--config", "config.yaml"]) in (0, 1)
+        assert run.main(["--config", config]) in (0, 1)
     table = latest_results(tmp_path)
     names = {row["cell"]: row["label"] for row in table.rows}
     verdict = verdict_of(table, column)

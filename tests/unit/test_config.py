@@ -135,3 +135,26 @@ def test_a_custom_metric_never_takes_a_builtin_name_even_when_that_builtin_is_of
                 "evaluation.custom_suites=[{name: good_answers, assert: contains, value: x}]",
             ],
         )
+
+
+def test_a_relative_labels_file_resolves_against_the_configs_folder_from_any_cwd(tmp_path, monkeypatch):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    path = write(project, "name: x\nevaluation: {label_correction: {labels: review_labels.jsonl}}\n")
+    config = load_config(path)
+    assert config.evaluation.label_correction.labels == str(project / "review_labels.jsonl")
+    assert config.evaluation.labels_source == str(project / "review_labels.jsonl")
+    both = (
+        "name: x\nevaluation: {label_correction: {labels: labels/r.jsonl}, "
+        "judge_alignment: {labels: labels/r.jsonl}}\n"
+    )
+    (project / "both.yaml").write_text(both)
+    aligned = load_config(project / "both.yaml").evaluation  # one source, resolved alike: not two
+    assert (
+        aligned.judge_alignment.labels == aligned.label_correction.labels == str(project / "labels/r.jsonl")
+    )
+    # on the command line, a relative labels file is the shell's: the current folder
+    overridden = load_config(path, ["evaluation.label_correction.labels=mine.jsonl"])
+    assert overridden.evaluation.label_correction.labels == str(elsewhere / "mine.jsonl")

@@ -152,3 +152,12 @@ def test_overrides_resolve_against_cwd(base: Path, tmp_path_factory: pytest.Temp
     )
     assert resolve_override_paths("grid.chunk_size", [128], cwd) == [128]
     assert resolve_override_paths("name", "docs", cwd) == "docs"
+
+
+def test_labels_files_resolve_even_if_missing_and_artifact_names_stay(base: Path) -> None:
+    for section in ("label_correction", "judge_alignment"):
+        out = resolve_paths({"evaluation": {section: {"labels": "review_labels.jsonl"}}}, base)
+        assert out["evaluation"][section]["labels"] == str(base / "review_labels.jsonl")
+        for name in ("review_labels", "review_labels:3"):
+            kept = resolve_paths({"evaluation": {section: {"labels": name}}}, base)
+            assert kept["evaluation"][section]["labels"] == name

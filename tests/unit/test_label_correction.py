@@ -163,7 +163,10 @@ def test_labels_of_another_scale_or_eval_set_fail_before_any_work():
     rubrics = select_rubrics(["correctness"], [])
     good = ReviewLabels(labels=[label("c1", "a", 4)])
     check_labels(good, rubrics, {"c1"}, "labels.jsonl")
-    with pytest.raises(LabelFileError, match="pass_fail scale, but the rubric grades it 1-5"):
+    with pytest.raises(
+        LabelFileError,
+        match="scale pass_fail of correctness/correctness is not the rubric's, which grades it 1-5",
+    ):
         check_labels(ReviewLabels(labels=[label("c1", "a", 1, "pass_fail")]), rubrics, {"c1"}, "x")
     with pytest.raises(LabelFileError, match="another eval set"):
         check_labels(good, rubrics, {"other"}, "labels.jsonl")

@@ -97,7 +97,7 @@ def test_pass_and_fail_are_both_on_the_pass_fail_scale():
 
 def test_a_label_whose_hash_is_not_of_its_answer_is_refused():
     item = make_item("c1", "the answer the person saw")
-    with pytest.raises(ValidationError, match="answer_sha does not match"):
+    with pytest.raises(ValidationError, match="is not the hash of the labelled answer"):
         Label(
             case_id="c1",
             answer_sha=text_sha("another answer"),
@@ -115,7 +115,7 @@ def test_a_candidates_label_is_keyed_by_its_question():
     assert item.answer_sha == text_sha("What colour is the sky?")
     assert item.verdicts == {"dedupe": 1, "groundedness": 0}
     assert label_of(item, 0).kind == "candidate"
-    with pytest.raises(ValidationError, match="answer_sha does not match"):
+    with pytest.raises(ValidationError, match="is not the hash of the labelled question"):
         Label(
             kind="candidate",
             case_id="gen-1",
@@ -161,7 +161,7 @@ def test_the_store_appends_and_a_new_store_on_the_file_reloads_the_newest_label_
 def test_an_unreadable_labels_file_names_its_line(tmp_path):
     path = tmp_path / "labels.jsonl"
     path.write_text(label_of(make_item("c1", "an answer"), 3).model_dump_json() + "\n{not json\n")
-    with pytest.raises(LabelFileError, match=r"line 2 is not a label"):
+    with pytest.raises(LabelFileError, match=r"line 2: the line is not JSON"):
         LabelStore(path)
     with pytest.raises(LabelFileError, match="not found"):
         load_labels_file(tmp_path / "missing.jsonl")

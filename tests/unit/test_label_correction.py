@@ -542,3 +542,44 @@ def test_a_stale_label_on_the_first_case_of_the_order_is_named_by_the_run_the_te
     assert "(2 cell(s): a, b)" in reason and "labels were left out" in reason
     assert f"the sample ends at case {first}: its label is of an answer this run does not contain" in reason
     assert all("labels were left out" in row["rule"] for row in gate.comparison.missing)
+
+
+def test_a_case_labelled_in_a_non_random_order_ends_the_sample_and_is_asked_again_on_the_sample_order(
+    tmp_path,
+):
+    from ragbench.analysis.labelled import correct_with_labels
+    from ragbench.review.labels import LabelStore
+    from ragbench.review.queue import answer_items
+    from ragbench.review.server import ReviewSession
+    from ragbench.scoring.registry import LabelCorrectionConfig
+
+    records, cases, judges, values = run_of(12)
+    rubric = select_rubrics(["correctness"], [])[0]
+    items = answer_items(records, cases, judges, rubric)
+    session = ReviewSession(items, LabelStore(tmp_path / "labels.jsonl"), title="t", seed=0)
+    queue = session.state("sample")["items"]
+    first = queue[0]["key"].split("|")[0]
+    for shown in queue[:2]:
+        session.label(shown["key"], 5, order="disagreement")  # the first case, outside the sample
+    for shown in queue[2:8]:
+        session.label(shown["key"], 5, order="sample")
+    state = session.state("sample")
+    assert state["items"][0]["label"] is not None and not state["items"][0]["counts"]
+    assert state["next"] == 0  # asked again: only a label given in the sample order counts there
+    assert session.state("disagreement")["items"][session.state("disagreement")["next"]]["label"] is None
+    correction = correct_with_labels(
+        session.store.labels,
+        records=records,
+        cases=cases,
+        judge_of_cell=judges,
+        rubrics=[rubric],
+        judge_values=values,
+        config=LabelCorrectionConfig(),
+        confidence=0.95,
+    )
+    (metric,) = correction.metrics
+    assert metric.sample_ended_at == first and metric.labelled_after_end == 3
+    assert metric.sample_ended_because == "its label was given in a non-random order (no sample)"
+    assert "label it again on the review page (it is asked next) to use the 3" in metric.ended_sentence()
+    session.label(queue[0]["key"], 5, order="sample")
+    assert session.state("sample")["next"] == 1  # its other answer next

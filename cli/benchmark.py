@@ -210,6 +210,7 @@ def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
 
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     """Run the pipeline, copy its report to the output folder and print its summary; the gate's exit code."""
+    from ragbench.report.corrected import label_correction_lines
     from ragbench.report.run_page import summary_rows
     from ragbench.runs.compare import config_tag
     from ragbench.runs.gate import GateResult
@@ -245,6 +246,9 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         )
         for verdict in table.verdicts:
             print(f"  {verdict.sentence()}")
+    names = {row["cell"]: row["label"] for row in table.rows}
+    for line in label_correction_lines(table.label_correction, table.configured_metrics, names):
+        print(line)
     if table.rerank_gains:
         labels = {row["cell"]: row["label"] for row in table.rows}
         print(

@@ -46,6 +46,10 @@ def corrected_keys(
     return [corrected_key(metric_key(m.column)) for m in headline if m.column in judged]
 
 
+# why the sample ends at a case that holds no label of this run's answers at all
+NOT_LABELLED = "it is not labelled"
+
+
 class CorrectedMetric(BaseModel):
     """One judged metric corrected by labels: an estimate per cell, and what was left out."""
 
@@ -64,6 +68,13 @@ class CorrectedMetric(BaseModel):
     value_range: tuple[float, float] | None = None  # where a case value lies: shapes every interval
     value_step: float | None = None  # the step between neighbouring label values
     left_out: list[str] = []  # why some labels are not in the sample, one sentence each
+    # how many labels the estimates rest on, and where the sample ends and why (what the terminal and the
+    # run's metadata say beside the numbers, and the gate when a corrected value is missing)
+    labels_used: int = 0  # labelled answers in the sample
+    labelled_cases: int = 0  # cases with a label of this criterion drawn in a sample order (any plan)
+    sample_ended_at: str | None = None  # the first case of the plan's order not labelled (None: a census)
+    sample_ended_because: str = ""  # why that case does not count as labelled
+    labelled_after_end: int = 0  # usable labelled cases after it, left out until it is labelled
     # what the estimates are made of, so each traces back to its cases (and the gate can pair two runs)
     probabilities: dict[str, float] = {}  # sampled case id -> its inclusion probability
     label_values: dict[str, dict[str, float]] = {}  # cell id -> sampled case id -> the person's value
@@ -72,6 +83,65 @@ class CorrectedMetric(BaseModel):
         """Each case's inclusion probability for a weighted sample (1 where unlabelled: never read);
         None for a uniform one, which PPI++ treats as a simple random sample."""
         return [self.probabilities.get(case, 1.0) for case in cases] if self.weighted else None
+
+    def ended_sentence(self) -> str | None:
+        """Where the sample ends and what to do there, when labelled cases are left out after it (or the
+        case holds a label that does not count); None when nothing waits on it."""
+        case, because = self.sample_ended_at, self.sample_ended_because
+        if case is None or (not self.labelled_after_end and because == NOT_LABELLED):
+            return None
+        after = self.labelled_after_end
+        use = f" to use the {after} labelled case(s) after it" if after else ""
+        if because == NOT_LABELLED:
+            return (
+                f"the sample ends at case {case}: {because}; label it on the review page (it is asked "
+                f"next){use}"
+            )
+        if because.startswith("only "):
+            return (
+                f"the sample ends at case {case}: {because}; label the rest on the review page (they are "
+                f"asked next){use}"
+            )
+        return (
+            f"the sample ends at case {case}: {because}; label it again on the review page (it is asked "
+            f"next){use}"
+        )
+
+    def label_use(self) -> dict:
+        """How many labels the estimates use and why the others are left out, for the run's metadata."""
+        return {
+            "plan": self.plan,
+            "labels_used": self.labels_used,
+            "labelled_cases": self.labelled_cases,
+            "sampled_cases": self.sampled_cases,
+            "cases": self.cases,
+            "left_out": list(self.left_out),
+            "sample_ended_at": self.sample_ended_at,
+            "sample_ended_because": self.sample_ended_because,
+            "labelled_after_end": self.labelled_after_end,
+            "what_to_do": self.ended_sentence(),
+            "no_value": {cell: e.why_no_interval for cell, e in self.estimates.items() if e.estimate is None},
+        }
+
+    def lines(self, names: Mapping[str, str] | None = None) -> list[str]:
+        """The terminal's account: the labels used, where the sample ends, what was left out and why, and
+        the cells left without a corrected value."""
+        names = names or {}
+        lines = [
+            f"{self.label} (sample plan {self.plan}): {self.labels_used} label(s) used, on "
+            f"{self.sampled_cases} of {self.cases} cases; {self.labelled_cases} case(s) labelled in a sample "
+            "order"
+        ]
+        if (ended := self.ended_sentence()) is not None:
+            lines.append(f"  {ended[0].upper()}{ended[1:]}")
+        lines += [f"  Left out: {why}" for why in self.left_out]
+        lines += [
+            f"  No corrected value for {names.get(cell, cell)} ({e.why_no_interval}): its numbers are the "
+            "judge's alone"
+            for cell, e in self.estimates.items()
+            if e.estimate is None
+        ]
+        return lines
 
 
 class LabelCorrection(BaseModel):
@@ -133,7 +203,7 @@ def correct_with_labels(
                 continue
             mine = [item for item in items if item.criterion == criterion.name]
             metric = _corrected_metric(
-                rubric, criterion, sampled, mine, records, judge_values, config, confidence
+                rubric, criterion, sampled, mine, records, judge_values, config, confidence, unsampled
             )
             if metric is not None:
                 metrics.append(metric)
@@ -149,6 +219,7 @@ def _corrected_metric(
     judge_values: Mapping[str, Mapping[str, Mapping[str, float]]],
     config: LabelCorrectionConfig,
     confidence: float,
+    unsampled: Sequence[Label] = (),
 ) -> CorrectedMetric | None:
     by_plan: dict[str, list[Label]] = {}
     for label in sampled:
@@ -166,13 +237,23 @@ def _corrected_metric(
         answers_of_case.setdefault(item.input.case_id, set()).add(item.answer_sha)
     value: dict[tuple[str, str], float] = {}
     foreign = redrawn = 0
+    not_counted: dict[str, str] = {}  # case id -> why a label of it does not count (the first reason)
     for label in by_plan[plan_name]:
         if label.answer_sha not in answers_of_case.get(label.case_id, set()):
             foreign += 1
+            not_counted.setdefault(label.case_id, "its label is of an answer this run does not contain")
         elif not math.isclose(label.sample.weight, weights[label.case_id], rel_tol=1e-9):  # type: ignore[union-attr]
             redrawn += 1
+            not_counted.setdefault(
+                label.case_id, "its label was drawn with weights this run's verdicts do not give"
+            )
         else:
             value[(label.case_id, label.answer_sha)] = criterion.case_value(label.value)
+    for name, others in sorted(by_plan.items()):
+        for label in others if name != plan_name else []:
+            not_counted.setdefault(label.case_id, f"its label was drawn in another sample plan ({name})")
+    for label in unsampled:
+        not_counted.setdefault(label.case_id, "its label was given in a non-random order (no sample)")
     if foreign:
         left_out.append(
             f"{foreign} label(s) of answers this run does not contain (changed answers, or another run)"
@@ -182,16 +263,24 @@ def _corrected_metric(
             f"{redrawn} label(s) drawn with weights this run's verdicts do not give (drawn from another run)"
         )
     sample = labelled_sample(items, lambda item: (item.input.case_id, item.answer_sha) in value, plan)
-    if sample.left_out:
-        left_out.append(
-            f"{len(sample.left_out)} labelled case(s) after the first unlabelled case of the plan's order "
-            "(label in the queue's order to use them)"
-        )
     partial = [
         case
         for case, shas in answers_of_case.items()
         if 0 < sum((case, s) in value for s in shas) < len(shas)
     ]
+    ended_because = ""
+    if (ended := sample.ended_at) is not None:
+        shas = answers_of_case.get(ended, set())
+        done = sum((ended, sha) in value for sha in shas)
+        ended_because = not_counted.get(ended, NOT_LABELLED)
+        if done:  # some of its answers count: the rest are asked next
+            why = f" ({ended_because})" if ended in not_counted else ""
+            ended_because = f"only {done} of its {len(shas)} answers are labelled{why}"
+    if sample.left_out:
+        left_out.append(
+            f"{len(sample.left_out)} labelled case(s) after the first unlabelled case of the plan's order, "
+            f"{ended} ({ended_because}), where the sample ends (label it on the review page to use them)"
+        )
     if partial:
         left_out.append(f"{len(partial)} case(s) with some but not all of their answers labelled")
     label_values = _label_values(records, criterion, value, sample)
@@ -235,6 +324,11 @@ def _corrected_metric(
         left_out=left_out,
         probabilities=sample.probabilities,
         label_values=label_values,
+        labels_used=sum(case in sample.probabilities for case, _ in value),
+        labelled_cases=len({label.case_id for label in sampled}),
+        sample_ended_at=sample.ended_at,
+        sample_ended_because=ended_because,
+        labelled_after_end=len(sample.left_out),
     )
 
 

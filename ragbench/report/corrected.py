@@ -4,11 +4,13 @@ out, and how many labels would bring the intervals under the width the user plan
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from html import escape
 
-from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
+from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection, corrected_key
 from ragbench.report.pages import rows_to_html_table
 from ragbench.report.view import ReportInput
+from ragbench.scoring.metrics import metric_key
 
 
 def _interval(low: float | None, high: float | None) -> str:
@@ -73,6 +75,29 @@ def _ceiling_text(metric: CorrectedMetric) -> str:
     )
 
 
+def label_correction_lines(
+    correction: LabelCorrection | None, configured: Sequence[str], names: Mapping[str, str]
+) -> list[str]:
+    """The terminal's account of label correction: per corrected metric, the labels used and why the others
+    were left out (where the sample ends, and what to do there); the labels no sample can use; and each
+    corrected metric the config asks for that no label reached."""
+    asked = [key for key in configured if key.endswith(corrected_key(""))]
+    if correction is None and not asked:
+        return []
+    lines = ["", "Label correction (the judge's numbers corrected by a person's labels of a random sample):"]
+    metrics = correction.metrics if correction is not None else []
+    for metric in metrics:
+        lines += [f"  {line}" for line in metric.lines(names)]
+    lines += [f"  {note}" for note in (correction.notes if correction is not None else [])]
+    found = {corrected_key(metric_key(metric.column)) for metric in metrics}
+    lines += [
+        f"  {key}: no label drawn in a sample order reached this run: its numbers are the judge's alone"
+        for key in asked
+        if key not in found
+    ]
+    return lines
+
+
 def label_correction_section(report: ReportInput) -> str:
     correction: LabelCorrection | None = report.label_correction
     if correction is None:
@@ -96,6 +121,7 @@ def label_correction_section(report: ReportInput) -> str:
             f"Sample plan {escape(metric.plan)} ({drawn}): {metric.sampled_cases} of {metric.cases} cases "
             "labelled for every cell's answer.",
             escape(ceiling_text(metric)),
+            *([escape(ended[0].upper() + ended[1:] + ".")] if (ended := metric.ended_sentence()) else []),
             *(f"Left out: {escape(why)}." for why in metric.left_out),
         ]
         table = rows_to_html_table(corrected_rows(metric, names, correction.target_width))

@@ -26,8 +26,9 @@ async function load(order) {
     return option;
   }));
   $("title").textContent = state.title;
-  const first = state.items.findIndex((item) => item.label === null);
-  position = first === -1 ? 0 : first;
+  // the server names the item asked next: the first whose label does not count in this order (on a sample
+  // order, a label given in another order or plan does not, and the sample ends there until it is given again)
+  position = state.next;
   show();
   showAgreement(state.agreement);
   showProgress(state.progress);
@@ -39,7 +40,10 @@ function show() {
   $("progress").textContent = `item ${position + 1} of ${state.items.length} (${done} labelled)`;
   if (item.key !== shownKey) showItem(item);
   $("note").value = item.label ? item.label.note : "";
-  $("status").textContent = item.label ? `your label: ${shown(item, item.label.value)}` : "not labelled";
+  $("status").textContent = !item.label ? "not labelled"
+    : item.counts === false ? `your label: ${shown(item, item.label.value)}, given in another order or sample: ` +
+      "label it again here for the sample to count it"
+    : `your label: ${shown(item, item.label.value)}`;
   for (const button of $("scale").querySelectorAll("button")) {
     button.setAttribute("aria-pressed", String(item.label !== null && item.label.value === Number(button.value)));
   }

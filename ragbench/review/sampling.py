@@ -102,6 +102,7 @@ class DrawnSample(BaseModel):
     probabilities: dict[str, float]  # labelled case in the sample -> its inclusion probability
     cases: int  # cases the sample was drawn from
     left_out: list[str] = []  # labelled cases after the first unlabelled one in the plan's order
+    ended_at: str | None = None  # that first unlabelled case, where the sample ends (None: a census)
     uniform: bool
 
     @property
@@ -121,10 +122,10 @@ def drawn_sample(weights: Mapping[str, float], labelled: Iterable[str], plan: Sa
     done = set(labelled)
     order = sorted(weights, key=lambda case: (case_draw(plan.seed, case) / weights[case], case))
     prefix: list[str] = []
-    threshold = math.inf
+    threshold, ended_at = math.inf, None
     for case in order:
         if case not in done:
-            threshold = case_draw(plan.seed, case) / weights[case]
+            threshold, ended_at = case_draw(plan.seed, case) / weights[case], case
             break
         prefix.append(case)
     return DrawnSample(
@@ -132,6 +133,7 @@ def drawn_sample(weights: Mapping[str, float], labelled: Iterable[str], plan: Sa
         probabilities={case: min(1.0, threshold * weights[case]) for case in prefix},
         cases=len(order),
         left_out=sorted(done.intersection(order) - set(prefix)),
+        ended_at=ended_at,
         uniform=plan.weighting == "uniform",
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,9 +68,34 @@ class ReviewSession:
     def _labels(self) -> dict[str, Label]:
         return {"|".join(label.key): label for label in self.store.labels.current()}
 
+    def counts(self, order: str, item: ReviewItem, label: Label | None) -> bool:
+        """Does `label` count as `item`'s label in `order`? On a sample order only one drawn in that order's
+        plan with this run's weight (what a run's correction uses): a label given in another order, plan or
+        run leaves the case unlabelled for the sample, so the page asks it again. A label of an answer this
+        run does not contain is never an item's label (the answer is in the key)."""
+        if label is None:
+            return False
+        if order not in SAMPLE_ORDERS:
+            return True
+        draw = self.draws[order].get(item.input.case_id)
+        given = label.sample
+        return (
+            draw is not None
+            and given is not None
+            and given.plan == draw.plan
+            and math.isclose(given.weight, draw.weight, rel_tol=1e-9)
+        )
+
     def state(self, order: str) -> dict[str, Any]:
         labels = self._labels()
-        queue = [self._public(item, labels.get(item.key)) for item in self.queue(order)]
+        items = self.queue(order)
+        queue = [self._public(item, labels.get(item.key)) for item in items]
+        counted = [self.counts(order, item, labels.get(item.key)) for item in items]
+        for shown, counts in zip(queue, counted, strict=True):
+            shown["counts"] = counts
+        # the item asked next: the first whose label does not count (on a sample order, where its sample
+        # ends: labelling it brings in the labelled cases after it)
+        asked = next((at for at, counts in enumerate(counted) if not counts), 0)
         return {
             "title": self.title,
             "order": order,
@@ -77,6 +103,7 @@ class ReviewSession:
             "sample": order in SAMPLE_ORDERS,
             "progress": self.progress(order),
             "items": queue,
+            "next": asked,
             "agreement": [a.model_dump() | {"sentence": a.sentence()} for a in self.agreement()],
         }
 
@@ -134,6 +161,7 @@ class ReviewSession:
         )
         return self._revealed(item) | {
             "label": {"value": value, "note": note.strip()},
+            "counts": True,  # given in this order (a sample order's with its draw): it counts here
             "agreement": [a.model_dump() | {"sentence": a.sentence()} for a in self.agreement()],
             "progress": self.progress(order) if order is not None else [],
         }

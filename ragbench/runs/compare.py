@@ -120,7 +120,9 @@ def compare_runs(
                 continue
             if now is None:
                 if cell in current.cells:
-                    rows.append(_missing_row(cell, metric, before, threshold, current.incomplete.get(cell)))
+                    rows.append(
+                        _missing_row(cell, metric, before, threshold, current.missing_reason(metric, cell))
+                    )
                 continue  # a cell taken out of the grid: listed as removed
             worse_by = (before - now) if higher_is_better else (now - before)
             past_threshold = worse_by > threshold

@@ -13,6 +13,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
+from ragbench.analysis.labelled import corrected_key
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.runs.compare import Comparison, compare_runs, comparison_text
@@ -135,6 +136,7 @@ def judge_run(
                 f"{len(comparison.regressions) - len(comparison.missing)} regression(s) and "
                 f"{len(comparison.missing)} missing value(s) against {comparison.baseline}"
             )
+            reasons += label_correction_reasons(current, comparison)
         elif not comparison.compared:
             fails = True
             reasons.append(
@@ -171,6 +173,24 @@ def judge_run(
     # an incomplete run is that first of all (exit 2), whatever its comparison says
     status: GateStatus = "incomplete" if current.incomplete else "regressed" if fails else "passed"
     return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison)
+
+
+def label_correction_reasons(current: RunRecord, comparison: Comparison) -> list[str]:
+    """For each label-corrected metric the run has no value of, why: how many labels it used and why the
+    others were left out (where the sample ends), from the run's metadata; one line per reason."""
+    cells: dict[tuple[str, str], list[str]] = {}
+    for row in comparison.missing:
+        metric = row["metric"]
+        if metric not in current.label_correction and not metric.endswith(corrected_key("")):
+            continue
+        if row["cell"] in current.incomplete:  # the cell's own failure is its reason
+            continue
+        why = current.missing_reason(metric, row["cell"], full=True) or ""
+        cells.setdefault((metric, why), []).append(row["cell"])
+    return [
+        f"{metric} has no label-corrected value ({len(found)} cell(s): {', '.join(found)}): {why}"
+        for (metric, why), found in cells.items()
+    ]
 
 
 # Gate thresholds every config has unless it names the metric itself: latency has no per-case values, so

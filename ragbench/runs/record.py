@@ -119,9 +119,18 @@ def add_ranking_metadata(table: ResultsTable, flat: dict[str, Any], tracked: set
 
 def add_corrected_metadata(table: ResultsTable, flat: dict[str, Any]) -> None:
     """Each label-corrected headline metric as a tracked metric of its own, `<metric>_corrected`, with its
-    interval: the number the gate compares instead of the judge's raw mean whenever a run has it."""
+    interval: the number the gate compares instead of the judge's raw mean whenever a run has it; and
+    `label_correction`: per corrected key, the labels used and why the others were left out (where the
+    sample ends, and why), which the gate names when a corrected value is missing."""
     correction = table.label_correction
     headline = {m.column for m in table.headline}
+    if correction is not None:
+        flat["label_correction"] = {
+            corrected_key(metric_key(metric.column)): metric.label_use()
+            for metric in correction.metrics
+            if metric.column in headline
+        }
+        flat["label_correction_notes"] = list(correction.notes)
     for metric in correction.metrics if correction is not None else []:
         if metric.column not in headline:
             continue
@@ -165,6 +174,8 @@ class RunRecord(BaseModel):
     # differs from the baseline's is scored against a changed truth, so it is left out of the paired test
     reference_digests: dict[str, str] = {}
     reference_failures: dict[str, str] = {}  # case id -> why its reference could not be fetched
+    # corrected key -> the labels it used and why others were left out (`CorrectedMetric.label_use`)
+    label_correction: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def from_metadata(
@@ -208,8 +219,50 @@ class RunRecord(BaseModel):
             configured=metadata.get("configured_metrics"),
             reference_digests=metadata.get("reference_digests") or {},
             reference_failures=metadata.get("reference_failures") or {},
+            label_correction=metadata.get("label_correction") or {},
         )
+
+    def missing_reason(self, metric: str, cell: str, full: bool = False) -> str | None:
+        """Why this run has no value of `metric` in `cell`, when it knows: the cell could not be scored, or
+        a label-corrected metric's labels were too few or left out (said with their counts and reasons;
+        `full`: with what to do, and every reason, as `label_reason` says)."""
+        if (why := self.incomplete.get(cell)) is not None:
+            return why
+        if (use := self.label_correction.get(metric)) is not None:
+            return label_reason(use, cell, full)
+        if metric.endswith(corrected_key("")):
+            return (
+                "no labels of its criterion drawn in a sample order reached this run (none in the labels "
+                "file, or none of this run's answers), so nothing corrects the judge's numbers"
+            )
+        return None
 
     @property
     def cells(self) -> set[str]:
         return set(self.grid_cells) | {cell for by_cell in self.values.values() for cell in by_cell}
+
+
+def label_reason(use: Mapping[str, Any], cell: str, full: bool = False) -> str:
+    """Why a label-corrected value is missing, from the run's `label_correction` metadata of its metric:
+    the labels used, where the sample ends and why; `full` adds what to do there and every other reason
+    labels were left out (the gate's reason; a compared row keeps the short one)."""
+    ended, what_to_do = use.get("sample_ended_at"), use.get("what_to_do")
+    # the sentence naming the case where the sample ends says again what `what_to_do` says
+    others = [
+        why for why in use.get("left_out") or [] if not (ended and what_to_do and f", {ended} (" in why)
+    ]
+    left_out = bool(what_to_do or others)
+    parts = [
+        f"{'labels were left out' if left_out else 'too few labels'}: {use.get('labels_used', 0)} label(s) "
+        f"used, on {use.get('sampled_cases', 0)} of {use.get('cases', 0)} cases "
+        f"({use.get('labelled_cases', 0)} case(s) labelled in a sample order)"
+    ]
+    if full and what_to_do:
+        parts.append(what_to_do)
+    elif what_to_do:
+        parts.append(f"the sample ends at case {ended}: {use.get('sample_ended_because')}")
+    if full and others:
+        parts.append("left out: " + "; ".join(others))
+    if why := (use.get("no_value") or {}).get(cell):
+        parts.append(f"no corrected value: {why}")
+    return "; ".join(parts)

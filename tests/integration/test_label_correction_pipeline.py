@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import run
-from ragbench.review.labels import LabelStore
+from ragbench.review.labels import LabelStore, text_sha
 from ragbench.review.server import ReviewSession
 from ragbench.runs import review
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
@@ -155,7 +155,38 @@ def test_sampled_labels_correct_a_judge_that_flatters_one_reader(tmp_path, monke
 
         label_cases(session, "sample", min(CASES, planned))  # label as many as the plan asked for
         assert run.main(["--config", config]) in (0, 1)
-    table = latest_results(tmp_path)
+        table = latest_results(tmp_path)
+        printed = capsys.readouterr().out
+        assert "Label correction (the judge's numbers corrected by a person's labels" in printed
+        sampled = table.label_correction.of(column).sampled_cases
+        assert f"label(s) used, on {sampled} of {CASES} cases" in printed
+        html = (tmp_path / "out" / "latest" / "results.html").read_text()
+
+        # the first case's labels become labels of an answer this run does not contain (an edited answer):
+        # the sample ends there, and the terminal names the case and what to do; the page asks it next
+        first = session.state("sample")["items"][0]["key"].split("|", 1)[0]
+        lines = labels_file.read_text().splitlines()
+        stale = [json.loads(line) for line in lines]
+        for given in stale:
+            if given["case_id"] == first:
+                given["item"]["answer"] = f"an answer edited since {given['answer_sha']}"
+                given["answer_sha"] = text_sha(given["item"]["answer"])
+        labels_file.write_text("".join(json.dumps(given) + "\n" for given in stale))
+        assert run.main(["--config", config]) in (0, 1)
+        stale_run = capsys.readouterr().out
+        assert (
+            f"The sample ends at case {first}: its label is of an answer this run does not contain; label it "
+            "again on the review page (it is asked next) to use the "
+        ) in stale_run
+        assert "every call failed, or nothing to score" not in stale_run
+        from zenml.client import Client
+
+        metadata = Client().get_pipeline_run((tmp_path / "out" / "latest").resolve().name).run_metadata
+        use = metadata["label_correction"][f"{column}_corrected"]
+        assert use["sample_ended_at"] == first and use["labels_used"] == 0 and use["labelled_after_end"] > 0
+        page = ReviewSession(items, LabelStore(labels_file), title="sample", seed=0).state("sample")
+        assert page["items"][page["next"]]["key"].startswith(f"{first}|")
+        labels_file.write_text("".join(line + "\n" for line in lines))  # the labels as they were
     names = {row["cell"]: row["label"] for row in table.rows}
     verdict = verdict_of(table, column)
     assert verdict.corrected and names[verdict.best] == "openai/reader-a"
@@ -171,7 +202,5 @@ def test_sampled_labels_correct_a_judge_that_flatters_one_reader(tmp_path, monke
         assert estimate.effective_labels > estimate.labels  # the judge's verdicts are worth something
     row = next(row for row in table.rows if names[row["cell"]] == "openai/reader-b")
     assert row[f"{column}_corrected"] < row[column]  # corrected down from the flattering judge's mean
-    html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "Label-corrected numbers" in html and "(label-corrected)" in html
-    printed = capsys.readouterr().out
     assert "label-corrected" in printed

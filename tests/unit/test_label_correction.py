@@ -564,3 +564,144 @@ def test_planning_figures_past_the_eval_set_say_to_add_cases():
         "estimate": "0.40 [0.20, 0.60] (labels 12)",
     }
     assert "add cases for an interval narrower than 0.2" in sample_progress_sentence("sample", progress)
+
+
+def test_a_stale_label_on_the_first_case_of_the_order_is_named_by_the_run_the_terminal_and_the_gate(
+    tmp_path,
+):
+    """One label of an answer the run does not contain (an edited answer), on the first case of the plan's
+    order, ends the sample there: the correction names that case and why, the terminal says what to do,
+    the run's metadata carries the counts, the gate's reason says labels were left out, and the review
+    page asks that case next."""
+    from types import SimpleNamespace
+
+    from ragbench.analysis.labelled import correct_with_labels
+    from ragbench.report.corrected import label_correction_lines
+    from ragbench.review.labels import LabelStore
+    from ragbench.review.queue import answer_items
+    from ragbench.review.server import ReviewSession
+    from ragbench.runs.gate import RegressionConfig, judge_run
+    from ragbench.runs.record import RunRecord, add_corrected_metadata
+    from ragbench.scoring.registry import LabelCorrectionConfig
+
+    records, cases, judges, values = run_of(24)
+    rubric = select_rubrics(["correctness"], [])[0]
+    items = answer_items(records, cases, judges, rubric)
+    store = LabelStore(tmp_path / "labels.jsonl")
+    session = ReviewSession(items, store, title="t", seed=0)
+    queue = session.state("sample")["items"]
+    first = queue[0]["key"].split("|")[0]
+    for shown in queue[2:42]:  # the 20 cases after the first, both cells' answers
+        session.label(shown["key"], 1 if "wrong" in shown["answer"] else 5, order="sample")
+    stale = label(first, "an edited answer", 5, sample=SampleDraw(plan="uniform:0", weight=1, draw=0.5))
+    store.add(stale)
+
+    state = session.state("sample")  # the page asks the first case again: its label is of another answer
+    assert state["next"] == 0 and state["items"][0]["key"].startswith(f"{first}|")
+    assert state["items"][0]["label"] is None and not state["items"][0]["counts"]
+    assert all(shown["counts"] for shown in state["items"][2:42])
+
+    correction = correct_with_labels(
+        ReviewLabels(labels=store.labels.labels),
+        records=records,
+        cases=cases,
+        judge_of_cell=judges,
+        rubrics=[rubric],
+        judge_values=values,
+        config=LabelCorrectionConfig(),
+        confidence=0.95,
+    )
+    (metric,) = correction.metrics
+    assert metric.sample_ended_at == first
+    assert metric.sample_ended_because == "its label is of an answer this run does not contain"
+    assert (metric.labels_used, metric.sampled_cases, metric.labelled_cases) == (0, 0, 21)
+    assert metric.labelled_after_end == 20
+    assert any(f"20 labelled case(s) after the first unlabelled case of the plan's order, {first}" in w
+               for w in metric.left_out), metric.left_out  # fmt: skip
+    told = (
+        f"The sample ends at case {first}: its label is of an answer this run does not contain; label it "
+        "again on the review page (it is asked next) to use the 20 labelled case(s) after it"
+    )
+    key = "correctness_0to1_corrected"
+    lines = label_correction_lines(correction, [key], {"a": "cell A", "b": "cell B"})
+    assert any("correctness (0-1) (sample plan uniform:0): 0 label(s) used, on 0 of 24 cases; 21 case(s)"
+               in line for line in lines), lines  # fmt: skip
+    assert f"    {told}" in lines
+    assert any("No corrected value for cell A (0 label(s)" in line for line in lines)
+    assert any("1 label(s) of answers this run does not contain" in line for line in lines)
+
+    flat: dict = {"metric_directions": {}, "metric_tests": {}}
+    headline = [SimpleNamespace(column="correctness_0to1")]
+    add_corrected_metadata(SimpleNamespace(label_correction=correction, headline=headline), flat)
+    use = flat["label_correction"][key]
+    assert use["sample_ended_at"] == first and use["labelled_after_end"] == 20
+    assert (
+        use["labels_used"] == 0
+        and use["labelled_cases"] == 21
+        and use["what_to_do"] == told[0].lower() + told[1:]
+    )
+    assert not any(name.startswith(f"{key}__") for name in flat)  # no value: the gate finds it missing
+
+    current = RunRecord.from_metadata("now", "", flat | {"cell_ids": ["a", "b"]}, {})
+    baseline = RunRecord.from_metadata(
+        "before",
+        "",
+        {"metric_directions": {key: "higher"}, "cell_ids": ["a", "b"], f"{key}__a": 0.9, f"{key}__b": 0.6},
+        {},
+    )
+    gate = judge_run(
+        current,
+        baseline,
+        config="c",
+        baseline_mode="previous",
+        regression=RegressionConfig(),
+        statistics=StatisticsConfig(),
+    )
+    assert gate.status == "regressed"
+    text = gate.text()
+    assert "every call failed" not in text
+    (reason,) = [r for r in gate.reasons if r.startswith(f"{key} has no label-corrected value")]
+    assert "(2 cell(s): a, b)" in reason and "labels were left out" in reason
+    assert f"the sample ends at case {first}: its label is of an answer this run does not contain" in reason
+    assert all("labels were left out" in row["rule"] for row in gate.comparison.missing)
+
+
+def test_a_case_labelled_in_a_non_random_order_ends_the_sample_and_is_asked_again_on_the_sample_order(
+    tmp_path,
+):
+    from ragbench.analysis.labelled import correct_with_labels
+    from ragbench.review.labels import LabelStore
+    from ragbench.review.queue import answer_items
+    from ragbench.review.server import ReviewSession
+    from ragbench.scoring.registry import LabelCorrectionConfig
+
+    records, cases, judges, values = run_of(12)
+    rubric = select_rubrics(["correctness"], [])[0]
+    items = answer_items(records, cases, judges, rubric)
+    session = ReviewSession(items, LabelStore(tmp_path / "labels.jsonl"), title="t", seed=0)
+    queue = session.state("sample")["items"]
+    first = queue[0]["key"].split("|")[0]
+    for shown in queue[:2]:
+        session.label(shown["key"], 5, order="disagreement")  # the first case, outside the sample
+    for shown in queue[2:8]:
+        session.label(shown["key"], 5, order="sample")
+    state = session.state("sample")
+    assert state["items"][0]["label"] is not None and not state["items"][0]["counts"]
+    assert state["next"] == 0  # asked again: only a label given in the sample order counts there
+    assert session.state("disagreement")["items"][session.state("disagreement")["next"]]["label"] is None
+    correction = correct_with_labels(
+        session.store.labels,
+        records=records,
+        cases=cases,
+        judge_of_cell=judges,
+        rubrics=[rubric],
+        judge_values=values,
+        config=LabelCorrectionConfig(),
+        confidence=0.95,
+    )
+    (metric,) = correction.metrics
+    assert metric.sample_ended_at == first and metric.labelled_after_end == 3
+    assert metric.sample_ended_because == "its label was given in a non-random order (no sample)"
+    assert "label it again on the review page (it is asked next) to use the 3" in metric.ended_sentence()
+    session.label(queue[0]["key"], 5, order="sample")
+    assert session.state("sample")["next"] == 1  # its other answer next

@@ -439,6 +439,15 @@ def name(key: tuple[int, int, str, str, str]) -> str:
     return f"n={n} N={answers} {judge} {plan} {scenario}"
 
 
+def coverages(settings: dict, name_of: Callable[..., str]) -> list[tuple[float, str, str]]:
+    """Every setting's coverage of cell A's, cell B's and the difference's intervals, lowest first."""
+    return sorted(
+        (s.mean(f"cover_{part}"), name_of(key), label)
+        for key, s in settings.items()
+        for part, label in (("a", "cell A"), ("b", "cell B"), ("d", "difference"))
+    )
+
+
 def check(settings: dict) -> bool:
     """Print a PASS/FAIL line per target (with every failing setting); True when all pass."""
     passed = True
@@ -448,11 +457,7 @@ def check(settings: dict) -> bool:
         passed &= met
         return "PASS" if met else "FAIL"
 
-    coverage = sorted(
-        (s.mean(f"cover_{part}"), name(key), label)
-        for key, s in settings.items()
-        for part, label in (("a", "cell A"), ("b", "cell B"), ("d", "difference"))
-    )
+    coverage = coverages(settings, name)
     misses = [item for item in coverage if item[0] < COVERAGE_GOAL]
     lowest = coverage[0]
     print(
@@ -707,11 +712,7 @@ def small_name(key: tuple[int, int, float, float, str]) -> str:
 def check_small(settings: dict) -> bool:
     """The small-sample targets, a PASS/FAIL line each (with every failing setting); True when all pass."""
     passed = True
-    coverage = sorted(
-        (s.mean(f"cover_{part}"), small_name(key), label)
-        for key, s in settings.items()
-        for part, label in (("a", "cell A"), ("b", "cell B"), ("d", "difference"))
-    )
+    coverage = coverages(settings, small_name)
     misses = [item for item in coverage if item[0] < COVERAGE_GOAL]
     passed &= not misses
     lowest = coverage[0]

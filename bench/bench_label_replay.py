@@ -28,7 +28,8 @@ from statistics import fmean as mean
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ragbench.analysis.labelled import correct_with_labels, corrected_verdicts  # noqa: E402
+from ragbench.analysis.label_verdicts import corrected_verdicts  # noqa: E402
+from ragbench.analysis.labelled import correct_with_labels  # noqa: E402
 from ragbench.analysis.results import CaseRecords  # noqa: E402
 from ragbench.analysis.stats import StatisticsConfig  # noqa: E402
 from ragbench.inputs.eval_cases import EvalCase  # noqa: E402

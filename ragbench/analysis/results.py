@@ -14,12 +14,8 @@ from ragbench.analysis.columns import generation_case_values, generation_columns
 from ragbench.analysis.completeness import stopped_by_budget
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
-from ragbench.analysis.labelled import (
-    LabelCorrection,
-    correct_with_labels,
-    corrected_keys,
-    corrected_verdicts,
-)
+from ragbench.analysis.label_verdicts import corrected_verdicts
+from ragbench.analysis.labelled import LabelCorrection, correct_with_labels, corrected_keys
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain, rerank_gains
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains

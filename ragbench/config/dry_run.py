@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ragbench.analysis.labelled import paired_labels
+from ragbench.analysis.label_verdicts import paired_labels
 from ragbench.analysis.planning import PlannedTest, labels_needed, plan
 from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
 from ragbench.config.expand import expand_grid, rewriter_settings

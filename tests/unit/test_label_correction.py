@@ -8,13 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from ragbench.analysis.labelled import (
-    CorrectedMetric,
-    LabelCorrection,
-    corrected_comparisons,
-    corrected_verdicts,
-    paired_labels,
-)
+from ragbench.analysis.label_verdicts import corrected_comparisons, corrected_verdicts, paired_labels
+from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
 from ragbench.analysis.planning import labels_needed
 from ragbench.analysis.ppi import judge_ceiling, labels_for_width, ppi_mean, ppi_weighted
 from ragbench.analysis.stats import StatisticsConfig

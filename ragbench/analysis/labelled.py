@@ -32,6 +32,11 @@ def corrected_key(key: str) -> str:
     return f"{key}_corrected"
 
 
+def is_corrected_key(key: str) -> bool:
+    """Whether `key` names a label-corrected estimate (`corrected_key` of some metric)."""
+    return key.endswith(corrected_key(""))
+
+
 def corrected_keys(
     headline: Sequence[MetricInfo], scoring: Scoring, config: LabelCorrectionConfig | None
 ) -> list[str]:

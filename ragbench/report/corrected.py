@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection, corrected_key
+from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection, corrected_key, is_corrected_key
 from ragbench.report.pages import rows_to_html_table
 from ragbench.report.view import ReportInput
 from ragbench.scoring.metrics import metric_key
@@ -81,7 +81,7 @@ def label_correction_lines(
     """The terminal's account of label correction: per corrected metric, the labels used and why the others
     were left out (where the sample ends, and what to do there); the labels no sample can use; and each
     corrected metric the config asks for that no label reached."""
-    asked = [key for key in configured if key.endswith(corrected_key(""))]
+    asked = [key for key in configured if is_corrected_key(key)]
     if correction is None and not asked:
         return []
     lines = ["", "Label correction (the judge's numbers corrected by a person's labels of a random sample):"]

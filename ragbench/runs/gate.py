@@ -13,7 +13,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
-from ragbench.analysis.labelled import corrected_key
+from ragbench.analysis.labelled import is_corrected_key
 from ragbench.analysis.stats import StatisticsConfig
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.runs.compare import Comparison, compare_runs, comparison_text
@@ -181,7 +181,7 @@ def label_correction_reasons(current: RunRecord, comparison: Comparison) -> list
     cells: dict[tuple[str, str], list[str]] = {}
     for row in comparison.missing:
         metric = row["metric"]
-        if metric not in current.label_correction and not metric.endswith(corrected_key("")):
+        if metric not in current.label_correction and not is_corrected_key(metric):
             continue
         if row["cell"] in current.incomplete:  # the cell's own failure is its reason
             continue

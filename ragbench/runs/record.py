@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ragbench import __version__
-from ragbench.analysis.labelled import corrected_key
+from ragbench.analysis.labelled import corrected_key, is_corrected_key
 from ragbench.analysis.stats import Test
 from ragbench.scoring.metrics import LATENCY, metric_key
 
@@ -230,7 +230,7 @@ class RunRecord(BaseModel):
             return why
         if (use := self.label_correction.get(metric)) is not None:
             return label_reason(use, cell, full)
-        if metric.endswith(corrected_key("")):
+        if is_corrected_key(metric):
             return (
                 "no labels of its criterion drawn in a sample order reached this run (none in the labels "
                 "file, or none of this run's answers), so nothing corrects the judge's numbers"

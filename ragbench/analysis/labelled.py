@@ -126,8 +126,8 @@ class CorrectedMetric(BaseModel):
         }
 
     def lines(self, names: Mapping[str, str] | None = None) -> list[str]:
-        """The terminal's account: the labels used, where the sample ends, what was left out and why, and
-        the cells left without a corrected value."""
+        """The terminal's account: the labels used, where the sample ends, what was left out and why, the
+        cells left without a corrected value, and those whose numbers are the labels alone (named so)."""
         names = names or {}
         lines = [
             f"{self.label} (sample plan {self.plan}): {self.labels_used} label(s) used, on "
@@ -142,6 +142,11 @@ class CorrectedMetric(BaseModel):
             "judge's alone"
             for cell, e in self.estimates.items()
             if e.estimate is None
+        ]
+        lines += [
+            f"  {names.get(cell, cell)}: {e.text()}; {e.judge_note}"
+            for cell, e in self.estimates.items()
+            if e.judge_note
         ]
         return lines
 

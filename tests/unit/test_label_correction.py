@@ -700,3 +700,16 @@ def test_a_case_labelled_in_a_non_random_order_ends_the_sample_and_is_asked_agai
     assert "label it again on the review page (it is asked next) to use the 3" in metric.ended_sentence()
     session.label(queue[0]["key"], 5, order="sample")
     assert session.state("sample")["next"] == 1  # its other answer next
+
+
+def test_the_terminal_names_the_cells_whose_numbers_are_the_labels_alone():
+    """A judge that says the same of every answer cannot narrow anything: the terminal's account of the
+    correction names each such cell's estimate as the labels alone, and why."""
+    rng = np.random.default_rng(3)
+    truth_a, truth_b = rng.integers(0, 2, 40).astype(float), rng.integers(0, 2, 40).astype(float)
+    metric, _ = corrected_metric(truth_a, truth_b, np.full(40, 0.5), np.full(40, 0.5), list(range(12)))
+    assert not any(e.judge_used for e in metric.estimates.values())
+    lines = metric.lines({"a": "reader a", "b": "reader b"})
+    for name in ("reader a", "reader b"):
+        (line,) = [line for line in lines if line.startswith(f"  {name}: ")]
+        assert "(labels alone, 12); labels alone: at 12 labels the judge's verdicts would widen" in line

@@ -27,7 +27,7 @@ $(READY): requirements.txt requirements-dev.txt
 # .venv-ragas: ragas 0.4.3 (its langchain is not ours): tests/system/test_ragas_conformance.py scores the same
 #   scripted cases with it and with ragbench's scorers;
 # .venv-ppi: ppi_py (ppi-python 0.2.3), the reference code of PPI++ (its numba pins numpy to a window of
-#   releases): tests/system/test_ppi_conformance.py checks ragbench.analysis.ppi against it.
+#   releases): tests/system/test_ppi_conformance.py checks ragbench.stats.ppi against it.
 .venv-%/.ready: tests/conformance/requirements-%.txt
 	$(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/pip install --quiet -r $<

@@ -31,7 +31,6 @@ sys.path.insert(0, str(ROOT))
 from ragbench.analysis.label_verdicts import corrected_verdicts  # noqa: E402
 from ragbench.analysis.labelled import correct_with_labels  # noqa: E402
 from ragbench.analysis.results import CaseRecords  # noqa: E402
-from ragbench.analysis.stats import StatisticsConfig  # noqa: E402
 from ragbench.inputs.eval_cases import EvalCase  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.review.labels import LabelStore, load_labels_file, text_sha  # noqa: E402
@@ -40,6 +39,7 @@ from ragbench.review.sampling import SAMPLE_ORDERS  # noqa: E402
 from ragbench.review.server import ReviewSession  # noqa: E402
 from ragbench.scoring.registry import LabelCorrectionConfig  # noqa: E402
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS  # noqa: E402
+from ragbench.stats.inference import StatisticsConfig  # noqa: E402
 
 SNAPSHOT = ROOT / "bench" / "data" / "review_readers_replay.json"
 ORACLE = ROOT / "configs" / "labels" / "review_readers.jsonl"

@@ -2,7 +2,7 @@
 labels alone when the judge is good, never wider when it is bad, and a paired verdict that the judge's
 own bias cannot fool?
 
-A simulation of `ragbench.analysis.ppi.ppi_mean` on the samples `ragbench.review.sampling` draws, many
+A simulation of `ragbench.stats.ppi.ppi_mean` on the samples `ragbench.review.sampling` draws, many
 replications per setting (default 4,000: at 2,000 the Monte-Carlo standard error of a coverage, 0.5 %,
 makes the lowest of 216 coverages fall a point below the truth by chance alone):
 - N answers per cell (N = 200 with n = 20 and 40 labels; N = 1000 with n = 40 and 80; `--smoke`: N = 200
@@ -78,10 +78,10 @@ from scipy.stats import norm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ragbench.analysis.ppi import Estimate, ppi_mean  # noqa: E402
-from ragbench.analysis.stats import weighted_kappa  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.review.sampling import SamplePlan, case_draw, drawn_sample, uncertainty_weight  # noqa: E402
+from ragbench.stats.inference import weighted_kappa  # noqa: E402
+from ragbench.stats.ppi import Estimate, ppi_mean  # noqa: E402
 
 CASE_SD = 1.0  # case difficulty, shared by both cells' answers: what makes a paired comparison pay
 ANSWER_SD = 0.7  # each answer's own noise
@@ -801,7 +801,7 @@ def main() -> int:
     mu_b = gain_mu()
     rhos = {judge: calibrate(target, mu_b, args.seed) for judge, target in JUDGES.items()}
     print(
-        f"prediction-powered means (ragbench.analysis.ppi.ppi_mean), {args.replications} replications per "
+        f"prediction-powered means (ragbench.stats.ppi.ppi_mean), {args.replications} replications per "
         f"setting, seed {args.seed}; values on the 0-1 scale. Cells A and B answer the same N cases; true "
         f"means {expected_label(0.0):.4f} (A) and {expected_label(mu_b):.4f} (B, `differ`: +{SHIFT}) or "
         f"{expected_label(0.0):.4f} (B, `same`). The judge flatters A's answers labelled 1-2 by "

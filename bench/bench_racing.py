@@ -57,9 +57,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragbench.analysis.racing import RaceConfig, RaceTrace, look, start_race  # noqa: E402
-from ragbench.analysis.stats import StatisticsConfig, wilson_interval  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES  # noqa: E402
+from ragbench.stats.inference import StatisticsConfig, wilson_interval  # noqa: E402
 
 REAL_DATA = ROOT / "bench" / "data" / "race_replay_mrr.csv"
 KEEP_GOAL = 0.95

@@ -29,11 +29,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
 
-from ragbench.analysis.stats import wilson_interval  # noqa: E402
 from ragbench.llm.client import LLMClient  # noqa: E402
 from ragbench.llm.types import LLMRequest, LLMSettings  # noqa: E402
 from ragbench.scoring import ragas_prompts as prompts  # noqa: E402
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, JudgeInput  # noqa: E402
+from ragbench.stats.inference import wilson_interval  # noqa: E402
 
 LABELS = ROOT / "tests" / "data" / "faithfulness_labels.jsonl"
 CONTEXT = BUILTIN_RUBRICS["context"]

@@ -27,7 +27,6 @@ sys.path.insert(0, str(REPO_ROOT))
 os.chdir(REPO_ROOT)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from ragbench.analysis.stats import mean_interval, paired_difference_test  # noqa: E402
 from ragbench.config.model import load_config  # noqa: E402
 from ragbench.inputs.chunking import chunk_corpus  # noqa: E402
 from ragbench.inputs.eval_cases import load_eval_source  # noqa: E402
@@ -41,6 +40,7 @@ from ragbench.retrieval.index import build_index, load_embedder  # noqa: E402
 from ragbench.retrieval.lexical import build_lexical_index  # noqa: E402
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker  # noqa: E402
 from ragbench.retrieval.search import RetrievedChunk, ranked_chunks, retrieval_metrics  # noqa: E402
+from ragbench.stats.inference import mean_interval, paired_difference_test  # noqa: E402
 from ragbench.training.colbert import train_colbert  # noqa: E402
 from ragbench.training.prepare import training_pairs, training_questions  # noqa: E402
 from ragbench.training.questions import (  # noqa: E402

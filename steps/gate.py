@@ -12,11 +12,11 @@ from zenml.client import Client
 
 from materializers.gate_result import GateResultMaterializer
 from ragbench.analysis.results import ResultsTable
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.llm.redaction import redact
 from ragbench.runs.compare import config_tag
 from ragbench.runs.gate import GateResult, RegressionConfig, judge_run
 from ragbench.runs.record import GATE_STATUS, RunRecord, run_metadata
+from ragbench.stats.inference import StatisticsConfig
 from steps.history import config_name_of, find_baseline, run_record
 from steps.store import this_run
 

@@ -7,13 +7,13 @@ from zenml import log_metadata, step
 
 from ragbench.analysis.race_cells import look_at_round
 from ragbench.analysis.racing import RaceConfig, RaceTrace, start_race
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet, case_order
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig
+from ragbench.stats.inference import StatisticsConfig
 from steps.caching import step_cache_policy
 
 RACE_TRACE = "race_trace"

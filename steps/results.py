@@ -8,7 +8,6 @@ from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
 from ragbench.analysis.searched import SearchedRecords, searched_records
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
@@ -26,6 +25,7 @@ from ragbench.runs.record import run_metadata
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import EvaluationConfig
+from ragbench.stats.inference import StatisticsConfig
 from steps.run_spend import spent_this_run
 from steps.store import this_run
 

@@ -1,6 +1,6 @@
 """Analysis: a run's results table assembled from its stage results, the intervals and paired tests behind
 every number, each axis's effect, and how far the judge can be trusted. Presentation lives in
-ragbench.report; ragbench.analysis.stats and ragbench.analysis.permutation (statistics primitives) import
+ragbench.report; ragbench.stats.inference and ragbench.stats.permutation (statistics primitives) import
 nothing of ragbench but the section base and each other.
 
 May import: ragbench.generation, ragbench.grid, ragbench.inputs, ragbench.llm, ragbench.retrieval,

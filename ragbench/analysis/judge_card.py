@@ -21,10 +21,10 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from ragbench.analysis.stats import wilson_interval
 from ragbench.inputs.eval_cases import EvalCase, name_cases, seeded_rank
 from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, plant_errors
 from ragbench.scoring.rubrics import JudgeInput, Scale
+from ragbench.stats.inference import wilson_interval
 
 CAVEAT = (
     "Planted errors are cruder than the mistakes readers really make, so a judge catches them more easily: "

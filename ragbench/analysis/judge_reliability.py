@@ -12,8 +12,8 @@ from itertools import combinations
 
 from pydantic import BaseModel
 
-from ragbench.analysis.stats import weighted_kappa
 from ragbench.review.agreement import agreement
+from ragbench.stats.inference import weighted_kappa
 
 SCALE = (1, 2, 3, 4, 5)
 

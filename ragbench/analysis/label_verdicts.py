@@ -11,10 +11,10 @@ from pydantic import BaseModel
 
 from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
 from ragbench.analysis.planning import labels_needed
-from ragbench.analysis.ppi import Estimate, Inference, labels_for_width, ppi_mean
-from ragbench.analysis.stats import PairedComparison, StatisticsConfig, holm, holm_levels, verdict_of
 from ragbench.analysis.uncertainty import MetricVerdict, closest, metric_verdict
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import PairedComparison, StatisticsConfig, holm, holm_levels, verdict_of
+from ragbench.stats.ppi import Estimate, Inference, labels_for_width, ppi_mean
 
 
 def paired_labels(

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
-from ragbench.analysis.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.review.labels import Label, ReviewLabels, text_sha
 from ragbench.review.queue import answer_items
@@ -25,6 +24,7 @@ from ragbench.review.sampling import DrawnSample, SamplePlan, case_weights, labe
 from ragbench.scoring.metrics import MetricInfo, metric_key
 from ragbench.scoring.registry import LabelCorrectionConfig, Scoring
 from ragbench.scoring.rubrics import Criterion, Rubric
+from ragbench.stats.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
 
 
 def corrected_key(key: str) -> str:

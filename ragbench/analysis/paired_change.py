@@ -10,8 +10,8 @@ from typing import ClassVar, Self
 
 from pydantic import BaseModel
 
-from ragbench.analysis.stats import StatisticsConfig, paired_difference_test
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import StatisticsConfig, paired_difference_test
 
 
 class PairedChange(BaseModel):

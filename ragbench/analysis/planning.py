@@ -23,7 +23,7 @@ exactly instead, over the binomial number of disagreeing cases. The plan keeps t
 cases the cells disagree on (at least |delta|, which a difference that large needs): a difference delta
 then puts (q + delta) / 2 of the cases one way and (q - delta) / 2 the other.
 
-A metric corrected by a person's labels is compared by another test (`ragbench.analysis.ppi`'s
+A metric corrected by a person's labels is compared by another test (`ragbench.stats.ppi`'s
 prediction-powered t-test); `labels_needed` plans the labels that test needs, from a pilot's judge and
 label differences, for a simple random sample of labels.
 """
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel
 
-from ragbench.analysis.ppi import MIN_LABELS
-from ragbench.analysis.stats import StatisticsConfig, smallest_attainable_p
+from ragbench.stats.inference import StatisticsConfig, smallest_attainable_p
+from ragbench.stats.ppi import MIN_LABELS
 
 # bisection steps of a difference's size: 2^-60 of its bracket, far below any metric's printed precision
 _HALVINGS = 60
@@ -374,7 +374,7 @@ def labels_needed(
 ) -> int | None:
     """Labels (of `answers` judged paired differences, drawn as a simple random sample) the label-corrected
     comparison needs to detect a mean paired difference `difference` with `power` at alpha / comparisons:
-    the prediction-powered t-test of `ragbench.analysis.ppi` (PPI++, its judge weight tuned), planned from
+    the prediction-powered t-test of `ragbench.stats.ppi` (PPI++, its judge weight tuned), planned from
     a pilot's judge differences `judge` and the person's `labels` of them (NaN where unlabelled).
 
     The pilot gives the judge's variance (over every answer), the labels' variance and their covariance

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 from ragbench.analysis.racing import RaceTrace, look
 from ragbench.analysis.results import CellResults
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.keyword_tests import Suite
+from ragbench.stats.inference import StatisticsConfig
 
 
 def cell_calls(results: CellResults, cell: CellSpec) -> int:

@@ -23,11 +23,11 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from ragbench.analysis.permutation import SignFlipTest
-from ragbench.analysis.stats import Test, holm, holm_levels, sign_flip_tests
 from ragbench.retrieval.measures import is_retrieval_column
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.section import Section
+from ragbench.stats.inference import Test, holm, holm_levels, sign_flip_tests
+from ragbench.stats.permutation import SignFlipTest
 
 # Permutation p-values are estimated from resamples: a look's smallest threshold needs enough of them to
 # be reachable at all (a Monte Carlo p-value is never below 1 / (resamples + 1)).

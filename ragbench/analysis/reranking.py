@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ragbench.analysis.paired_change import PairedChange
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues
 from ragbench.grid.cell import CellSpec
 from ragbench.retrieval.measures import first_stage
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import StatisticsConfig
 
 
 class RerankGain(PairedChange):

@@ -20,7 +20,6 @@ from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain, rerank_gains
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
 from ragbench.analysis.spend import RunSpend
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
 from ragbench.generation.reader import ReaderAnswer
@@ -40,6 +39,7 @@ from ragbench.scoring.metrics import MetricInfo, ranking_metrics
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import LabelCorrectionConfig, Scoring, present
 from ragbench.scoring.rubrics import checked_criterion
+from ragbench.stats.inference import StatisticsConfig
 
 
 class CaseRecord(BaseModel):

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from ragbench.analysis.paired_change import PairedChange
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import CaseValues
 from ragbench.grid.cell import CellSpec
 from ragbench.retrieval.measures import FIRST_STAGE_PREFIX
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import StatisticsConfig
 
 FOLLOW_UPS, SINGLE_QUESTIONS, ALL_CASES = "follow-ups", "single questions", "all cases"
 

@@ -15,15 +15,15 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.analysis.planning import DetectionPlan, PlannedTest, cases_needed, is_binary, plan
-from ragbench.analysis.ppi import labels_plan_text
-from ragbench.analysis.stats import (
+from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import (
     PairedComparison,
     StatisticsConfig,
     compare_to_best,
     mean_interval,
     tie_set,
 )
-from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.ppi import labels_plan_text
 
 TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",

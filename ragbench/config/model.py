@@ -13,7 +13,6 @@ from pydantic import Field, PositiveInt, ValidationError, field_validator, model
 
 from ragbench.analysis.columns import is_results_column
 from ragbench.analysis.racing import RaceConfig, race_metric
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
 from ragbench.generation.answers import GenerationConfig
@@ -37,6 +36,7 @@ from ragbench.runs.gate import RegressionConfig
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
 from ragbench.section import Section, validation_message
+from ragbench.stats.inference import StatisticsConfig
 from ragbench.testset.settings import TestsetConfig
 from ragbench.training.settings import RerankerTrainingConfig
 

@@ -10,13 +10,13 @@ from html import escape
 from ragbench.analysis.axes import case_count, numeric, row_interval
 from ragbench.analysis.judge_card import JudgeCard, card_lines
 from ragbench.analysis.judge_reliability import SCALE
-from ragbench.analysis.stats import PairedComparison
 from ragbench.analysis.uncertainty import TEST_NAMES, MetricVerdict
 from ragbench.report import charts
 from ragbench.report.pages import format_value, rows_to_html_table
 from ragbench.report.view import ReportInput
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import PairedComparison
 
 
 def row_label(row: dict) -> str:

@@ -1,5 +1,5 @@
 """A review queue that is also a random sample: which cases a person labels, drawn with known
-probabilities, so their labels can correct the judge's numbers (`ragbench.analysis.ppi`).
+probabilities, so their labels can correct the judge's numbers (`ragbench.stats.ppi`).
 
 The unit drawn is the case: every compared cell's answer to a drawn case is asked for together, which
 makes paired labels for every comparison between cells. Each case gets a weight (1 for a uniform plan;
@@ -21,10 +21,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ragbench.analysis.ppi import judge_ceiling, labels_for_width, labels_plan_text, ppi_mean
 from ragbench.inputs.eval_cases import seeded_rank
 from ragbench.review.labels import Label, SampleDraw
 from ragbench.review.queue import ReviewItem, closeness_to_middle, spread
+from ragbench.stats.ppi import judge_ceiling, labels_for_width, labels_plan_text, ppi_mean
 
 Weighting = Literal["uniform", "uncertain"]
 WEIGHTINGS: tuple[Weighting, ...] = ("uniform", "uncertain")

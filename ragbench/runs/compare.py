@@ -15,16 +15,16 @@ import math
 from pydantic import BaseModel
 
 from ragbench.analysis.labelled import corrected_key
-from ragbench.analysis.stats import (
+from ragbench.analysis.uncertainty import TEST_NAMES
+from ragbench.inputs.tables import rows_to_csv
+from ragbench.report.pages import format_value
+from ragbench.runs.record import RunRecord
+from ragbench.stats.inference import (
     StatisticsConfig,
     paired_differences,
     paired_p_value,
     smallest_attainable_p,
 )
-from ragbench.analysis.uncertainty import TEST_NAMES
-from ragbench.inputs.tables import rows_to_csv
-from ragbench.report.pages import format_value
-from ragbench.runs.record import RunRecord
 
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
 NOT_COMPARABLE = "not comparable"  # a value the current run has and the baseline lacks: listed, never a pass

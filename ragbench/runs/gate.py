@@ -14,11 +14,11 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from ragbench.analysis.labelled import is_corrected_key
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.runs.compare import Comparison, compare_runs, comparison_text
 from ragbench.runs.record import GATE_STATUS, RunRecord
 from ragbench.section import Section
+from ragbench.stats.inference import StatisticsConfig
 
 GateStatus = Literal["passed", "regressed", "incomplete", "failed"]
 # Which earlier run a run is compared with (`RegressionConfig.baseline`); compare also takes a run's name.

@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 from ragbench import __version__
 from ragbench.analysis.labelled import corrected_key, is_corrected_key
-from ragbench.analysis.stats import Test
 from ragbench.scoring.metrics import LATENCY, metric_key
+from ragbench.stats.inference import Test
 
 if TYPE_CHECKING:
     from ragbench.analysis.results import ResultsTable

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ragbench.analysis.stats import Test
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES, first_stage, ranking_measures
+from ragbench.stats.inference import Test
 
 
 class MetricInfo(BaseModel):
     """A metric a configuration is chosen by: its column, its name, which way is better, and how two
     cells are compared on it, case by case: the sign-flip permutation test of the mean difference for
     every metric, 1-5 judge scores included, since the mean is what the table shows and the interval
-    beside a verdict is that test inverted (ragbench.analysis.permutation)."""
+    beside a verdict is that test inverted (ragbench.stats.permutation)."""
 
     column: str
     label: str

@@ -38,10 +38,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ragbench.analysis.stats import CONFIDENCE, sign_test, wilson_interval
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import data_section
 from ragbench.llm.types import CallUsage, LLMRequest, LLMResult
+from ragbench.stats.inference import CONFIDENCE, sign_test, wilson_interval
 
 DEFAULT_CRITERION = (
     "Which answer answers the question more correctly and helpfully? Judge facts, not length or style."

@@ -23,9 +23,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
 
-from ragbench.analysis.stats import cohen_kappa
 from ragbench.inputs.tables import TableError, jsonl_records, load_yaml, read_utf8
 from ragbench.report.pages import rows_to_html_table, rows_to_text
+from ragbench.stats.inference import cohen_kappa
 
 COMBINED = "combined"
 YAML_SUFFIXES = {".yaml", ".yml"}

@@ -2,10 +2,10 @@
 
 import ragbench
 import run
-from ragbench.analysis.stats import StatisticsConfig, smallest_attainable_p
 from ragbench.runs.compare import compare_runs, comparison_text
 from ragbench.runs.gate import RegressionConfig, judge_run
 from ragbench.runs.record import RunRecord
+from ragbench.stats.inference import StatisticsConfig, smallest_attainable_p
 from tests.projects import write_project
 
 # Each fact sits in its own document; the edit moves most of them into one FAQ page, so retrieval

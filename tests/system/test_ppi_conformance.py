@@ -21,7 +21,7 @@ import pytest
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from ragbench.analysis.ppi import ppi_mean, ppi_uniform
+from ragbench.stats.ppi import ppi_mean, ppi_uniform
 
 ROOT = Path(__file__).resolve().parents[2]
 PPI_PYTHON = ROOT / ".venv-ppi" / "bin" / "python"

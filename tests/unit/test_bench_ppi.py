@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from ragbench.analysis.stats import weighted_kappa
+from ragbench.stats.inference import weighted_kappa
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "bench_ppi.py"

@@ -6,7 +6,6 @@ import pytest
 from ragbench.analysis.case_types import UNTYPED, case_type_rows
 from ragbench.analysis.notes import run_notes
 from ragbench.analysis.results import CellResults, ResultsTable, build_results
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import CaseProvenance, EvalCase, EvalSuite, SourceChunk
@@ -24,6 +23,7 @@ from ragbench.retrieval.search import (
 )
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import present
+from ragbench.stats.inference import StatisticsConfig
 
 STATS = StatisticsConfig(resamples=999)
 CORRECTNESS = MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)

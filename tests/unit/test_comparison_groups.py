@@ -7,7 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from ragbench.analysis.stats import (
+from ragbench.analysis.uncertainty import compare_cells, difference_text
+from ragbench.report.sections import significance_section
+from ragbench.report.view import ReportInput
+from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import (
     PairedComparison,
     StatisticsConfig,
     compare_to_best,
@@ -17,10 +21,6 @@ from ragbench.analysis.stats import (
     sign_flip_tests,
     tie_set,
 )
-from ragbench.analysis.uncertainty import compare_cells, difference_text
-from ragbench.report.sections import significance_section
-from ragbench.report.view import ReportInput
-from ragbench.scoring.metrics import MetricInfo
 
 CASES = [f"q{i}" for i in range(24)]
 RESAMPLES = 999

@@ -6,12 +6,12 @@ from types import SimpleNamespace
 import numpy as np
 
 from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import compare_cells
 from ragbench.config.dry_run import ANSWER_ASSUMPTION, detection_lines, plan_rows
 from ragbench.config.model import load_config
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import StatisticsConfig
 from tests.projects import write_project
 
 CASES = [{"id": "a", "question": "What is a?", "reference_answer": "A.", "expected_sources": ["a.md"]}]

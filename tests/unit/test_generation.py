@@ -263,7 +263,7 @@ def test_no_metric_can_take_a_column_an_end_to_end_row_already_has():
 
 def test_two_readers_of_one_model_are_two_cells_everywhere_in_the_results():
     from ragbench.analysis.results import build_results
-    from ragbench.analysis.stats import StatisticsConfig
+    from ragbench.stats.inference import StatisticsConfig
 
     cold, warm = (
         SPEC.model_copy(update={"reader": LLMSettings(model="openai/x", temperature=t)}) for t in (0.0, 0.9)

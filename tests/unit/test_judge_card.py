@@ -15,10 +15,10 @@ from ragbench.analysis.judge_card import (
     planted_inputs,
     sample_cases,
 )
-from ragbench.analysis.stats import wilson_interval
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.scoring.planted import UNCHANGED, plant_errors
 from ragbench.scoring.rubrics import CORRECTNESS
+from ragbench.stats.inference import wilson_interval
 
 
 def verdict(kind: str, score: int | None, case: str = "c1", seconds: float | None = 1.0) -> PlantedVerdict:

@@ -1,4 +1,4 @@
-"""Prediction-powered estimates (ragbench.analysis.ppi), the review queue's sample plans
+"""Prediction-powered estimates (ragbench.stats.ppi), the review queue's sample plans
 (ragbench.review.sampling) and a run's corrected metrics and verdicts (ragbench.analysis.labelled), on small
 data made here. The reference-code conformance is tests/system/test_ppi_conformance.py; coverage by
 simulation is bench/bench_ppi.py."""
@@ -11,8 +11,6 @@ import pytest
 from ragbench.analysis.label_verdicts import corrected_comparisons, corrected_verdicts, paired_labels
 from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
 from ragbench.analysis.planning import labels_needed
-from ragbench.analysis.ppi import judge_ceiling, labels_for_width, ppi_mean, ppi_weighted
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.review.labels import Label, LabelFileError, ReviewLabels, SampleDraw, check_labels, text_sha
 from ragbench.review.queue import ReviewItem
 from ragbench.review.sampling import (
@@ -26,6 +24,8 @@ from ragbench.review.sampling import (
 )
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import JudgeInput, select_rubrics
+from ragbench.stats.inference import StatisticsConfig
+from ragbench.stats.ppi import judge_ceiling, labels_for_width, ppi_mean, ppi_weighted
 
 
 def scores(seed: int, n: int, noise: float) -> tuple[np.ndarray, np.ndarray]:
@@ -543,7 +543,7 @@ def test_a_small_run_whose_labels_alone_detect_a_difference_is_not_reported_tied
 
 def test_planning_figures_past_the_eval_set_say_to_add_cases():
     """109 labelled cases on a 24-case run cannot be labelled: the figure says the eval set is too small."""
-    from ragbench.analysis.ppi import labels_plan_text
+    from ragbench.stats.ppi import labels_plan_text
 
     assert labels_plan_text(20, 24) == "about 20 labelled cases in all"
     past = labels_plan_text(109, 24)

@@ -13,9 +13,9 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ragbench.analysis.permutation import SignFlipTest
 from ragbench.analysis.racing import RaceConfig, look, start_race
-from ragbench.analysis.stats import compare_to_best, holm_levels, paired_difference_test
+from ragbench.stats.inference import compare_to_best, holm_levels, paired_difference_test
+from ragbench.stats.permutation import SignFlipTest
 
 CASES = [f"q{i:02d}" for i in range(50)]
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ragbench.analysis.stats import sign_test, wilson_interval
 from ragbench.llm.client import LLMClient
 from ragbench.llm.pricing import estimate_cost
 from ragbench.llm.types import LLMSettings
@@ -27,6 +26,7 @@ from ragbench.scoring.pairwise import (
     combine,
     judge_pairs,
 )
+from ragbench.stats.inference import sign_test, wilson_interval
 
 try:
     from tests.fake_openai_server import FakeOpenAIServer

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from ragbench.analysis.permutation import SignFlipTest
 from ragbench.analysis.planning import (
     PlannedTest,
     binary_power,
@@ -27,8 +26,9 @@ from ragbench.analysis.planning import (
     minimum_detectable_difference,
     plan,
 )
-from ragbench.analysis.ppi import MIN_LABELS, ppi_mean
-from ragbench.analysis.stats import StatisticsConfig, compare_to_best, holm, sign_flip_tests, verdict_of
+from ragbench.stats.inference import StatisticsConfig, compare_to_best, holm, sign_flip_tests, verdict_of
+from ragbench.stats.permutation import SignFlipTest
+from ragbench.stats.ppi import MIN_LABELS, ppi_mean
 
 SIMS = 1000
 ALPHA, POWER, RESAMPLES = 0.05, 0.8, 2000  # the defaults a run uses (StatisticsConfig)

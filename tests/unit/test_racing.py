@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from ragbench.analysis.racing import RaceConfig, RaceTrace, look, start_race
-from ragbench.analysis.stats import Test
+from ragbench.stats.inference import Test
 
 GOOD = [5.0, 4.0] * 15  # a leader's 1-5 scores, 30 cases
 CASES = [f"q{i:02d}" for i in range(len(GOOD))]

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.config.preflight import PreflightError, check_references
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
@@ -25,6 +24,7 @@ from ragbench.scoring.judge import build_judge_calls
 from ragbench.scoring.rubric_scorer import RubricScorer
 from ragbench.scoring.rubrics import CORRECTNESS, CustomRubric, JudgeInput
 from ragbench.scoring.tolerance import numbers_in, numeric_verdict
+from ragbench.stats.inference import StatisticsConfig
 from tests.loopback import LoopbackHTTPServer, LoopbackServer
 
 SOURCES = "tests.reference_sources"

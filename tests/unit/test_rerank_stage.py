@@ -10,7 +10,6 @@ import pytest
 
 from ragbench.analysis.columns import is_results_column
 from ragbench.analysis.reranking import rerank_gains
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.generation.answers import answer_cell
 from ragbench.grid.cell import STAGES, CellSpec, distinct_at, reranker_numbers
 from ragbench.inputs.eval_cases import EvalCase
@@ -34,6 +33,7 @@ from ragbench.retrieval.search import (
 from ragbench.scoring.metrics import ranking_metrics
 from ragbench.scoring.metrics import retrieval_metrics as headline_retrieval_metrics
 from ragbench.scoring.registry import Scoring
+from ragbench.stats.inference import StatisticsConfig
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 CELL = CellSpec(

@@ -2,10 +2,10 @@
 questions apart (or all cases when the eval set has only one kind), and the report's section."""
 
 from ragbench.analysis.rewriting import ALL_CASES, FOLLOW_UPS, SINGLE_QUESTIONS, rewrite_gains
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.grid.cell import CellSpec
 from ragbench.report.rewriting import rewriting_section
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import StatisticsConfig
 
 OFF = CellSpec(chunk_size=64, chunk_overlap=0, embedding_model="m", top_k=5)
 CONDENSE = OFF.model_copy(update={"query_rewrite": "condense"})

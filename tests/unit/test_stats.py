@@ -16,9 +16,8 @@ import pytest
 import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
-from ragbench.analysis.permutation import SignFlipTest
 from ragbench.analysis.planning import PlannedTest, cases_needed
-from ragbench.analysis.stats import (
+from ragbench.stats.inference import (
     compare_to_best,
     confusion,
     holm,
@@ -27,6 +26,7 @@ from ragbench.analysis.stats import (
     tie_set,
     weighted_kappa,
 )
+from ragbench.stats.permutation import SignFlipTest
 
 SIMS = 1000
 RESAMPLES = 999

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ragbench.analysis.stats import cohen_kappa
+from ragbench.stats.inference import cohen_kappa
 from ragbench.testset.labels import (
     COMBINED,
     CandidateLabel,

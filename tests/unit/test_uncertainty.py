@@ -1,8 +1,8 @@
 """A run's verdicts in plain words: identical cells are not a runner-up, ties and wins are named."""
 
-from ragbench.analysis.stats import StatisticsConfig
 from ragbench.analysis.uncertainty import compare_cells, with_intervals
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.inference import StatisticsConfig
 
 MRR = MetricInfo(column="mrr", label="MRR", higher_is_better=True)
 CASES = [f"q{i}" for i in range(20)]

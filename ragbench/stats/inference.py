@@ -2,7 +2,7 @@
 correction and rater agreement (what a sample can detect, and how many cases a difference needs, are
 planned in ragbench.analysis.planning). Thin, seeded wrappers over scipy, statsmodels and scikit-learn,
 so the estimators are maintained code, not ours; the one exception, the paired test
-and its interval (ragbench.analysis.permutation), reproduces scipy's p-values and is checked against them.
+and its interval (ragbench.stats.permutation), reproduces scipy's p-values and is checked against them.
 Values that are NaN are cases a cell did not score: every function here drops them (pairs where either
 side is NaN).
 """
@@ -17,14 +17,14 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ragbench.analysis.permutation import SignFlipTest
 from ragbench.section import Section
+from ragbench.stats.permutation import SignFlipTest
 
 CONFIDENCE = 0.95
 # `paired_permutation`: the sign-flip permutation test of the mean paired difference, every raw metric's
-# test (ragbench.analysis.permutation). `wilcoxon`: the signed-rank test 1-5 scores had before; nothing
+# test (ragbench.stats.permutation). `wilcoxon`: the signed-rank test 1-5 scores had before; nothing
 # makes it any more, it stays so that results tables and race traces stored with it still load.
-# `prediction_powered`: a t-test of a label-corrected difference (ragbench.analysis.ppi)
+# `prediction_powered`: a t-test of a label-corrected difference (ragbench.stats.ppi)
 Test = Literal["paired_permutation", "wilcoxon", "prediction_powered", "labels_alone"]
 
 

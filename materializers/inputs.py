@@ -9,18 +9,16 @@ Only the pipeline module imports it, so no step's cache key depends on this modu
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any, ClassVar
 
 from materializers.json_models import JsonModelMaterializer
+from ragbench.hashing import canonical_json, sha256_hex
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.rerank import RerankerChoice
 
 
 def _content_hash(materializer: type, payload: Any) -> str:
-    canonical = json.dumps(payload, sort_keys=True)
-    return hashlib.sha256(f"{materializer.__name__}\0{canonical}".encode()).hexdigest()
+    return sha256_hex([materializer.__name__, "\0", canonical_json(payload)])
 
 
 class EvalSuiteMaterializer(JsonModelMaterializer):

@@ -6,8 +6,6 @@ serve do not depend on presentation code for their cache keys (`steps.caching`).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections import Counter
 from typing import Any, ClassVar
@@ -16,6 +14,7 @@ from pydantic import BaseModel
 from zenml.enums import ArtifactType, VisualizationType
 from zenml.materializers.base_materializer import BaseMaterializer
 
+from ragbench.hashing import canonical_json, sha256_hex
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.knowledge_base import Corpus, documents_digest
 
@@ -38,8 +37,7 @@ class JsonModelMaterializer(BaseMaterializer):
             file.write(data.model_dump_json())
 
     def compute_content_hash(self, data: BaseModel) -> str:
-        payload = json.dumps(data.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(f"{type(self).__name__}\0{payload}".encode()).hexdigest()
+        return sha256_hex([type(self).__name__, "\0", canonical_json(data.model_dump(mode="json"))])
 
 
 class SummaryPage(BaseModel):
@@ -77,9 +75,7 @@ class CorpusMaterializer(_SummaryPageMaterializer):
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (Corpus,)
 
     def compute_content_hash(self, data: Corpus) -> str:
-        return hashlib.sha256(
-            f"{type(self).__name__}\0{documents_digest(data.documents)}".encode()
-        ).hexdigest()
+        return sha256_hex([type(self).__name__, "\0", documents_digest(data.documents)])
 
     def summary(self, data: Corpus) -> SummaryPage:
         rows = [

@@ -5,12 +5,12 @@ the steps after ingest are keyed on content either way: an unchanged folder chan
 A ZenML schedule compiles once, so its runs keep the snapshot taken when it was installed (a URI is read
 anew by every run)."""
 
-import hashlib
 from typing import Any
 
 from pydantic import BaseModel
 
 from ragbench.config.model import BenchmarkConfig
+from ragbench.hashing import sha256_hex
 from ragbench.inputs.eval_cases import load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
 from ragbench.review.labels import LabelFileError, ReviewLabels, check_labels, load_labels_file
@@ -66,5 +66,5 @@ def _check(labels: ReviewLabels, settings: BenchmarkConfig, source: str) -> None
 
 def _stored(name: str, value: BaseModel) -> Any:
     """The artifact version holding `value`: the newest one if it holds the same content, else a new one."""
-    digest = hashlib.sha256(value.model_dump_json().encode()).hexdigest()
+    digest = sha256_hex([value.model_dump_json()])
     return given_store().keep(name, value, "snapshot_sha256", digest)

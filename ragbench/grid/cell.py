@@ -10,7 +10,6 @@ and adding a value to any axis creates only the new keys. A new axis is one fiel
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -18,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ragbench.hashing import canonical_json, short_hash
 from ragbench.llm.prompts import PromptTemplate
 from ragbench.llm.types import RESULT_FIELDS, LLMSettings
 
@@ -136,8 +136,7 @@ class CellSpec(BaseModel):
     @property
     def digest(self) -> str:
         """A short hash of the identity, so ids stay unique when readable names collide."""
-        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+        return short_hash(canonical_json(self.identity(), compact=True), length=8)
 
     @property
     def id(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragbench.hashing import short_hash
+from ragbench.hashing import canonical_json, sha256_hex, short_hash
 from ragbench.inputs.conversation import Turn, check_generated_turns
 from ragbench.inputs.references import ReferenceSource
 from ragbench.inputs.tables import (
@@ -29,7 +28,7 @@ from ragbench.store import given_store
 def seeded_rank(seed: int, case_id: str) -> bytes:
     """A case's place in every seeded draw (the end-to-end case order, the judge card's sample): its id
     and the seed alone decide it, never its position in the file or the set's size."""
-    return hashlib.sha256(f"{seed}:{case_id}".encode()).digest()
+    return bytes.fromhex(sha256_hex([f"{seed}:{case_id}"]))
 
 
 def name_cases(case_ids: list[str], shown: int = 6) -> str:
@@ -257,8 +256,7 @@ class EvalSuite(BaseModel):
             {k: v for k, v in case.model_dump(mode="json").items() if _LATER_DEFAULTS.get(k, ...) != v}
             for case in cases
         ]
-        canonical = json.dumps(dumped, sort_keys=True)
-        return cls(cases=cases, fingerprint=short_hash(canonical), label=label)
+        return cls(cases=cases, fingerprint=short_hash(canonical_json(dumped)), label=label)
 
 
 class EvalCaseError(ValueError):

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragbench.hashing import sha256_hex
 from ragbench.inputs.tables import TableError, read_dataset, read_table_file
 from ragbench.inputs.uris import SourceError, is_uri, local_copy
 
@@ -104,13 +104,18 @@ def documents_digest(documents: Sequence[Document]) -> str:
     """sha256 (hex) of the documents, in order: each one's source name and text. Nothing else: not the
     settings that found them, nor where they were read from (a folder's sources are relative to it), so
     the same documents anywhere have the same digest."""
-    digest = hashlib.sha256(_FINGERPRINT_VERSION.encode())
+    return sha256_hex(_framed(documents))
+
+
+def _framed(documents: Sequence[Document]) -> Iterator[str | bytes]:
+    """What `documents_digest` hashes, one part at a time: the version, then each source and text after its
+    length, so no two documents lists run together."""
+    yield _FINGERPRINT_VERSION
     for document in documents:
         for part in (document.source, document.text):
             encoded = part.encode("utf-8")
-            digest.update(len(encoded).to_bytes(8, "big"))  # lengths: no two documents lists run together
-            digest.update(encoded)
-    return digest.hexdigest()
+            yield len(encoded).to_bytes(8, "big")
+            yield encoded
 
 
 def knowledge_base_fingerprint(documents: Sequence[Document]) -> str:

@@ -11,7 +11,6 @@ case, with the reason, never the run.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ import jmespath
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from tqdm.auto import tqdm
 
-from ragbench.hashing import short_hash
+from ragbench.hashing import canonical_json, short_hash
 from ragbench.inputs.callables import checked_jmespath, checked_target, load_callable
 from ragbench.inputs.conversation import question_in_context
 
@@ -184,7 +183,7 @@ class ReferenceResolutions(BaseModel):
         by_case: dict[str, list[Any]] = {}
         for item in sorted(self.resolutions, key=lambda r: (r.case_id, r.field)):
             by_case.setdefault(item.case_id, []).append([item.field, item.value, item.error is not None])
-        return {case: short_hash(json.dumps(parts, sort_keys=True)) for case, parts in by_case.items()}
+        return {case: short_hash(canonical_json(parts)) for case, parts in by_case.items()}
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per resolved field, for the report and the CSV."""

@@ -11,8 +11,6 @@ checkpoint and fsync the WAL every time (~15 ms per lookup).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sqlite3
 import threading
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragbench.cache_home import cache_dir
+from ragbench.hashing import canonical_json, sha256_hex
 from ragbench.llm.redaction import refuse_url_credentials
 
 # (calls, tokens, cost in USD): what one call is charged, or an account's caps (`ragbench.llm.budget`).
@@ -35,14 +34,10 @@ _BUSY_TIMEOUT_S = 60.0
 
 def cache_key(payload: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of everything that changes the output (never credentials)."""
-    canonical = json.dumps(
-        {"v": CACHE_KEY_VERSION, **payload},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-        default=str,
+    canonical = canonical_json(
+        {"v": CACHE_KEY_VERSION, **payload}, compact=True, ascii_only=False, default=str
     )
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return sha256_hex([canonical])
 
 
 class ResultCache:

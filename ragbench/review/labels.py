@@ -13,7 +13,6 @@ the line, the case and the field (`LabelFileError`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -24,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, ValidationError, model_validator
 
-from ragbench.hashing import short_hash
+from ragbench.hashing import sha256_hex, short_hash
 from ragbench.scoring.rubrics import JudgeInput, Rubric
 
 Kind = Literal["answer", "candidate"]
@@ -120,7 +119,7 @@ class ReviewLabels(BaseModel):
 
     @property
     def digest(self) -> str:
-        return hashlib.sha256(self.jsonl().encode()).hexdigest()
+        return sha256_hex([self.jsonl()])
 
 
 class LabelFileError(ValueError):

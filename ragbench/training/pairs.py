@@ -10,14 +10,13 @@ ranking on documents training never matched a question to.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel
 
-from ragbench.hashing import short_hash
+from ragbench.hashing import canonical_json, short_hash
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.retrieval.index import Embedder, VectorIndex
 from ragbench.retrieval.lexical import LexicalIndex
@@ -60,10 +59,8 @@ class TrainingPairs(BaseModel):
     @property
     def fingerprint(self) -> str:
         """The training data's identity: what the checkpoint is recorded with."""
-        payload = json.dumps(
-            [self.chunk_set_fingerprint, [e.model_dump() for e in self.training]], sort_keys=True
-        )
-        return short_hash(payload)
+        examples = [example.model_dump() for example in self.training]
+        return short_hash(canonical_json([self.chunk_set_fingerprint, examples]))
 
     def summary(self) -> dict[str, int | str]:
         origins = [e.origin for e in self.training]

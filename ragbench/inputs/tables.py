@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,16 +104,26 @@ def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def jsonl_records(text: str, path: Path) -> list[tuple[int, Any]]:
-    """(line number, object) for every non-blank line of a JSON Lines file, read line by line rather than
-    through `datasets` (which unifies the rows' schemas, so a missing or extra key could not be pointed at);
-    TableError naming the file and line of the first invalid one."""
-    records = []
+class JsonLineError(TableError):
+    """A line of a JSON Lines text that is not JSON. Its message names the file and the line; `line` and
+    `error` (the decoder's) let a caller that words its refusals its own way (the labels file) say it."""
+
+    def __init__(self, path: object, line: int, error: json.JSONDecodeError):
+        super().__init__(f"{path}:{line}: invalid JSON: {error}")
+        self.line = line
+        self.error = error
+
+
+def jsonl_records(text: str, path: object) -> Iterator[tuple[int, Any]]:
+    """(line number, object) for every non-blank line of a JSON Lines text, read line by line rather than
+    through `datasets` (which unifies the rows' schemas, so a missing or extra key could not be pointed at),
+    one at a time, so a caller checking each record refuses the first bad line, whatever is wrong with it:
+    JsonLineError naming `path` (the file) and the line of one that is not JSON."""
     for line_number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            records.append((line_number, json.loads(line)))
+            record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise TableError(f"{path}:{line_number}: invalid JSON: {error}") from None
-    return records
+            raise JsonLineError(path, line_number, error) from None
+        yield line_number, record

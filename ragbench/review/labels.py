@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, ValidationError, model_validator
 
 from ragbench.hashing import sha256_hex, short_hash
+from ragbench.inputs.tables import JsonLineError, jsonl_records
 from ragbench.scoring.rubrics import JudgeInput, Rubric
 
 Kind = Literal["answer", "candidate"]
@@ -205,17 +206,14 @@ def check_labels(
 def read_labels(text: str, where: str) -> ReviewLabels:
     """The labels of a JSONL text; `where` names it in a refusal (`labels file PATH`)."""
     labels, lines = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise LabelFileError(
-                f"{_at(where, number)}: the line is not JSON ({error.msg} at column {error.colno})"
-            ) from None
-        labels.append(parse_label(raw, where, number))
-        lines.append(number)
+    try:
+        for number, raw in jsonl_records(text, where):
+            labels.append(parse_label(raw, where, number))
+            lines.append(number)
+    except JsonLineError as bad:
+        raise LabelFileError(
+            f"{_at(where, bad.line)}: the line is not JSON ({bad.error.msg} at column {bad.error.colno})"
+        ) from None
     read = ReviewLabels(labels=labels)
     read._lines = lines
     return read

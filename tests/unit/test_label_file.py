@@ -132,6 +132,18 @@ def test_a_line_that_is_not_json_or_not_an_object_is_refused(tmp_path):
     )
 
 
+def test_the_first_bad_line_is_refused_whether_its_label_or_its_json_is_wrong(tmp_path):
+    """The file is read through the one JSON Lines reader (`ragbench.inputs.tables.jsonl_records`) one line
+    at a time, so a bad label before a line that is not JSON is the one named."""
+    path = write_labels(tmp_path, raw_label(verdict=4), '{"case_id": ')
+    assert (
+        refusal(path)
+        == f"labels file {path}, line 7 (case list-pop): field verdict is not a field of a label"
+    )
+    path = write_labels(tmp_path, '{"case_id": ', raw_label(verdict=4))
+    assert refusal(path).startswith(f"labels file {path}, line 7: the line is not JSON (")
+
+
 def test_a_missing_file_is_refused_naming_it(tmp_path):
     assert refusal(tmp_path / "nope.jsonl") == f"labels file {tmp_path / 'nope.jsonl'}: not found"
 

@@ -56,6 +56,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
+from ragbench.cache_home import cache_dir  # noqa: E402
 from ragbench.hashing import short_hash  # noqa: E402
 from ragbench.inputs.chunking import ChunkSet, chunk_corpus  # noqa: E402
 from ragbench.inputs.knowledge_base import Corpus, Document, KnowledgeBaseConfig, load_corpus  # noqa: E402
@@ -376,11 +377,7 @@ def main() -> int:
     sizes = sorted(int(size) for size in args.sizes.split(","))
     resume_size = args.resume_size or sizes[0]
     work = Path(tempfile.mkdtemp(prefix="ragbench-bench-scale-"))
-    cache = args.cache or (
-        work / "cache"
-        if args.smoke
-        else Path(os.environ.get("RAGBENCH_CACHE_DIR", Path.home() / ".cache" / "ragbench")) / "bench_scale"
-    )
+    cache = args.cache or (work / "cache" if args.smoke else cache_dir("bench_scale"))
     try:
         if args.smoke:
             corpus = load_corpus(KnowledgeBaseConfig(kind="pydoc_topics"))

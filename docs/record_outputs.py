@@ -33,6 +33,12 @@ from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the checkout's core, for where this machine caches models
+    sys.path.insert(0, str(ROOT))
+
+from ragbench.cache_home import CACHE_ENV_VAR  # noqa: E402
+from ragbench.models.provision import MODEL_CACHE_ENV_VAR, cache_root  # noqa: E402
+
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(
     r"(?P<open><!-- recorded: (?P<name>[\w-]+) (?P<part>full|summary) -->\n)"
@@ -133,9 +139,8 @@ def run_recording(
         **(env or {}),
         "ZENML_CONFIG_PATH": str(folder / ".zenml"),
         "ZENML_LOGGING_VERBOSITY": "INFO",
-        "RAGBENCH_CACHE_DIR": str(folder / ".cache"),
-        "RAGBENCH_MODEL_CACHE": os.environ.get("RAGBENCH_MODEL_CACHE")
-        or str(Path(os.environ.get("RAGBENCH_CACHE_DIR", Path.home() / ".cache" / "ragbench")) / "models"),
+        CACHE_ENV_VAR: str(folder / ".cache"),
+        MODEL_CACHE_ENV_VAR: str(cache_root()),  # this machine's models, read before the cache moves
         "PYTHONUNBUFFERED": "1",
         "COLUMNS": "300",
     }

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from sklearn.metrics import cohen_kappa_score
 
 from ragbench.inputs.eval_cases import EvalCase
-from ragbench.review.agreement import TARGET_HALF_WIDTH, agreement
+from ragbench.review.agreement import TARGET_HALF_WIDTH, agreement, kappa_change
 from ragbench.review.labels import (
     CANDIDATE_RUBRIC,
     Label,
@@ -638,3 +638,24 @@ def test_the_kappa_change_is_paired_over_the_same_labels():
     better = kappa_change(person, lenient, [max(1, p - (i % 2)) for i, p in enumerate(person)], seed=1)
     assert better.difference > 0.5 and 0 < better.low <= better.difference <= better.high
     assert "kappa change +" in better.text() and kappa_change([1, 2], [1, 2], [2, 1]).difference is None
+
+
+def test_the_agreement_intervals_keep_their_values_for_a_seed():
+    """Recorded before the bootstrap moved to `ragbench.stats.inference.percentile_bootstrap`: the same
+    seed still gives the same kappa intervals, so a review page's numbers do not move."""
+    person = [5, 4, 4, 3, 5, 2, 1, 4, 3, 5, 4, 2]
+    judge = [5, 4, 3, 3, 4, 2, 2, 4, 3, 5, 5, 1]
+    other = [4, 4, 3, 2, 4, 2, 1, 5, 3, 4, 5, 1]
+    weighted = agreement(
+        list(zip(person, judge)), rubric="r", criterion="c", judge="j", seed=3, resamples=500
+    )
+    assert (weighted.kappa_low, weighted.kappa_high, weighted.labels_needed) == pytest.approx(
+        (0.6666666666666666, 0.9428791727140784, 11), rel=1e-12
+    )
+    pass_fail = [(1, 1), (0, 0), (1, 0), (1, 1), (0, 0), (1, 1), (0, 1)]
+    plain = agreement(pass_fail, rubric="r", criterion="c", judge="j", scale="pass_fail", seed=1)
+    assert (plain.kappa_low, plain.kappa_high) == pytest.approx((-0.27331649831649724, 1.0), rel=1e-12)
+    change = kappa_change(person, judge, other, seed=7, resamples=800)
+    assert (change.difference, change.low, change.high) == pytest.approx(
+        (-0.05889724310776945, -0.2624092741935485, 0.04630713593419738), rel=1e-12
+    )

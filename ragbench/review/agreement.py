@@ -9,10 +9,12 @@ under `TARGET_HALF_WIDTH`, assuming it shrinks as 1/sqrt(n) (a planning figure, 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel
+
+from ragbench.stats.inference import percentile_bootstrap
 
 TARGET_HALF_WIDTH = 0.1
 SCALES: dict[str, tuple[int, ...]] = {"1-5": (1, 2, 3, 4, 5), "pass_fail": (0, 1)}
@@ -83,21 +85,6 @@ def _indices(values: Sequence[int], scale: str) -> np.ndarray:
     return np.array([index[value] for value in values], dtype=int)
 
 
-def _bootstrap_interval(
-    statistic: Callable[[np.ndarray], np.ndarray], n: int, confidence: float, resamples: int, seed: int
-) -> tuple[float, float] | None:
-    """Percentile interval of `statistic` (of a draws x n matrix of item indices, resampled together);
-    None when fewer than half the draws give a defined value."""
-    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    boot = statistic(draws)
-    boot = boot[np.isfinite(boot)]
-    if len(boot) < resamples // 2:
-        return None
-    tail = (1 - confidence) / 2 * 100
-    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
-    return low, high
-
-
 class KappaChange(BaseModel):
     """How much a second judge's kappa with the person differs from a first judge's, on the same labels:
     the difference and its paired percentile bootstrap interval (both judges resampled together)."""
@@ -136,15 +123,15 @@ def kappa_change(
         _kappas(rater[None, :], after[None, :], categories, weighted)[0]
         - _kappas(rater[None, :], before[None, :], categories, weighted)[0]
     )
-    interval = _bootstrap_interval(
+    interval = percentile_bootstrap(
         lambda draws: (
             _kappas(rater[draws], after[draws], categories, weighted)
             - _kappas(rater[draws], before[draws], categories, weighted)
         ),
         n,
-        confidence,
-        resamples,
-        seed,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
     )
     if not math.isfinite(difference) or interval is None:
         return undefined
@@ -174,12 +161,12 @@ def agreement(
         value = float(_kappas(person[None, :], judged[None, :], categories, weighted)[0])
         kappa = value if math.isfinite(value) else None
     if kappa is not None and n >= 5:
-        interval = _bootstrap_interval(
+        interval = percentile_bootstrap(
             lambda draws: _kappas(person[draws], judged[draws], categories, weighted),
             n,
-            confidence,
-            resamples,
-            seed,
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
         )
         if interval is not None:
             low, high = interval

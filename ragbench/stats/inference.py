@@ -1,8 +1,9 @@
 """The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
 correction and rater agreement (what a sample can detect, and how many cases a difference needs, are
 planned in ragbench.analysis.planning). Thin, seeded wrappers over scipy, statsmodels and scikit-learn,
-so the estimators are maintained code, not ours; the one exception, the paired test
-and its interval (ragbench.stats.permutation), reproduces scipy's p-values and is checked against them.
+so the estimators are maintained code, not ours; the exceptions are checked against scipy: the paired test
+and its interval (ragbench.stats.permutation) reproduce its p-values, and `percentile_bootstrap` (rater
+agreement's one bootstrap) draws as its percentile bootstrap does, leaving out draws kappa is undefined on.
 Values that are NaN are cases a cell did not score: every function here drops them (pairs where either
 side is NaN).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -72,6 +73,29 @@ def mean_interval(
             break
     low, high = max(low, float(data.min())), min(high, float(data.max()))
     return Interval(mean=mean, low=min(low, mean), high=max(high, mean), n=int(data.size))
+
+
+def percentile_bootstrap(
+    statistic: Callable[[np.ndarray], np.ndarray],
+    n: int,
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of a statistic of `n` items that is not a mean of one sample (rater
+    agreement: kappa, a paired kappa difference), where `mean_interval`'s BCa does not apply. `statistic`
+    takes a resamples x n matrix of item indices (the items of every rating drawn together) and gives one
+    value per row; NaN rows (kappa undefined on a draw) are left out, and None is returned when fewer than
+    half the draws give a value."""
+    draws = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    boot = statistic(draws)
+    boot = boot[np.isfinite(boot)]
+    if len(boot) < resamples // 2:
+        return None
+    tail = (1 - confidence) / 2 * 100
+    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    return low, high
 
 
 def paired_difference_test(

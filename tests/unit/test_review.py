@@ -647,7 +647,7 @@ def test_the_agreement_intervals_keep_their_values_for_a_seed():
     judge = [5, 4, 3, 3, 4, 2, 2, 4, 3, 5, 5, 1]
     other = [4, 4, 3, 2, 4, 2, 1, 5, 3, 4, 5, 1]
     weighted = agreement(
-        list(zip(person, judge)), rubric="r", criterion="c", judge="j", seed=3, resamples=500
+        list(zip(person, judge, strict=True)), rubric="r", criterion="c", judge="j", seed=3, resamples=500
     )
     assert (weighted.kappa_low, weighted.kappa_high, weighted.labels_needed) == pytest.approx(
         (0.6666666666666666, 0.9428791727140784, 11), rel=1e-12

@@ -23,6 +23,7 @@ from ragbench.stats.inference import (
     holm,
     mean_interval,
     paired_difference_test,
+    percentile_bootstrap,
     tie_set,
     weighted_kappa,
 )
@@ -283,3 +284,21 @@ def test_weighted_kappa_and_confusion():
     matrix = confusion([1, 2, 2, 5], [1, 3, 2, 4])
     assert len(matrix) == 5 and all(len(row) == 5 for row in matrix)
     assert matrix[0][0] == matrix[1][2] == matrix[1][1] == matrix[4][3] == 1 and sum(map(sum, matrix)) == 4
+
+
+def test_the_percentile_bootstrap_draws_as_scipys_and_leaves_out_undefined_draws():
+    """`percentile_bootstrap` (rater agreement's interval) is scipy's percentile bootstrap where every draw
+    gives a value, so it is maintained arithmetic; it differs only by leaving out the draws that give none."""
+    data = np.random.default_rng(0).normal(size=30)
+    ours = percentile_bootstrap(lambda draws: data[draws].mean(axis=1), 30, seed=4, resamples=999)
+    scipys = scipy.stats.bootstrap(
+        (data,), np.mean, method="percentile", n_resamples=999, rng=np.random.default_rng(4), vectorized=True
+    ).confidence_interval
+    assert ours == pytest.approx((scipys.low, scipys.high), rel=1e-12)
+
+    def undefined_without_item_0(draws: np.ndarray) -> np.ndarray:
+        return np.where((draws == 0).any(axis=1), data[draws].mean(axis=1), np.nan)
+
+    low, high = percentile_bootstrap(undefined_without_item_0, 3, seed=1, resamples=400)
+    assert low <= high
+    assert percentile_bootstrap(lambda draws: np.full(len(draws), np.nan), 30, resamples=400) is None

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from ragbench.inputs.eval_cases import EvalCase, name_cases, seeded_rank
 from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, plant_errors
 from ragbench.scoring.rubrics import JudgeInput, Scale
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import wilson_interval
 
 CAVEAT = (
@@ -238,7 +239,8 @@ def _share(count: int, n: int, low: float | None, high: float | None, confidence
     """``7/8 (88%, 95% CI 53-98%)``."""
     if n == 0 or low is None or high is None:
         return f"{count}/{n} (no verdict)"
-    return f"{count}/{n} ({count / n:.0%}, {confidence:.0%} CI {low * 100:.0f}-{high * 100:.0f}%)"
+    interval = interval_text(low, high, digits=0, percent_range=True)
+    return f"{count}/{n} ({count / n:.0%}, {confidence:.0%} CI {interval})"
 
 
 def _unreliable_because(card: JudgeCard) -> str:

@@ -13,6 +13,7 @@ from itertools import combinations
 from pydantic import BaseModel
 
 from ragbench.review.agreement import agreement
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import weighted_kappa
 
 SCALE = (1, 2, 3, 4, 5)
@@ -96,11 +97,7 @@ class JudgeReliability(BaseModel):
         ]
         lines += [
             f"judge {h.judge} vs human labels: weighted kappa {_kappa(h.kappa)}"
-            + (
-                f" [{h.kappa_low:.2f}, {h.kappa_high:.2f}]"
-                if h.kappa_low is not None and h.kappa_high is not None
-                else ""
-            )
+            + (f" {interval}" if (interval := interval_text(h.kappa_low, h.kappa_high, digits=2)) else "")
             + f", exact {h.exact:.0%} on {h.cases} answers"
             + (f" (about {h.labels_needed} more labels for +/-0.1)" if h.labels_needed else "")
             for h in self.human

@@ -11,6 +11,7 @@ from typing import ClassVar, Self
 from pydantic import BaseModel
 
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import StatisticsConfig, paired_difference_test
 
 
@@ -72,11 +73,14 @@ class PairedChange(BaseModel):
             return "not told apart"
         return "better" if (self.difference > 0) == self.higher_is_better else "worse"
 
+    def _interval(self) -> str:
+        return interval_text(self.low, self.high, digits=3, signed=True)
+
     def change_text(self) -> str:
         """E.g. ``0.862 -> 0.832 (-0.030 [-0.071, +0.010], p=0.16, 50 cases)``."""
         before, after = self.means
         return (
-            f"{before:.3f} -> {after:.3f} ({self.difference:+.3f} [{self.low:+.3f}, {self.high:+.3f}], "
+            f"{before:.3f} -> {after:.3f} ({self.difference:+.3f} {self._interval()}, "
             f"p={self.p_value:.3g}, {self.cases} cases)"
         )
 
@@ -88,7 +92,7 @@ class PairedChange(BaseModel):
             before_name: f"{before:.3f}",
             after_name: f"{after:.3f}",
             "difference": f"{self.difference:+.3f}",
-            f"{confidence:.0%} interval": f"[{self.low:+.3f}, {self.high:+.3f}]",
+            f"{confidence:.0%} interval": self._interval(),
             "p": f"{self.p_value:.3g}",
             f"{after_name} is": self.verdict,
         }

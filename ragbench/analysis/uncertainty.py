@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from ragbench.analysis.planning import DetectionPlan, PlannedTest, cases_needed, is_binary, plan
 from ragbench.scoring.metrics import MetricInfo
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import (
     PairedComparison,
     StatisticsConfig,
@@ -209,7 +210,7 @@ def difference_text(comparison: PairedComparison) -> str:
     wording (their adjusted interval was a bootstrap at Bonferroni's level), and those stored before
     adjusted intervals existed show the unadjusted one alone."""
     c = comparison
-    unadjusted = f"[{c.low:.3g}, {c.high:.3g}]"
+    unadjusted = interval_text(c.low, c.high, digits=3, significant=True)
     if c.adjusted_low is None or c.adjusted_high is None or c.family is None:
         return f"{c.difference:+.3g} {unadjusted} unadjusted"
     how = (
@@ -217,7 +218,8 @@ def difference_text(comparison: PairedComparison) -> str:
         if c.adjustment == "holm"
         else f"adjusted for {c.family} comparison(s)"
     )
-    return f"{c.difference:+.3g} [{c.adjusted_low:.3g}, {c.adjusted_high:.3g}] {how}; unadjusted {unadjusted}"
+    adjusted = interval_text(c.adjusted_low, c.adjusted_high, digits=3, significant=True)
+    return f"{c.difference:+.3g} {adjusted} {how}; unadjusted {unadjusted}"
 
 
 def compare_cells(

@@ -8,13 +8,9 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection, corrected_key, is_corrected_key
-from ragbench.report.pages import rows_to_html_table
+from ragbench.report.pages import interval_cell, rows_to_html_table
 from ragbench.report.view import ReportInput
 from ragbench.scoring.metrics import metric_key
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    return "" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
 
 
 def corrected_rows(metric: CorrectedMetric, names: dict[str, str], width: float) -> list[dict]:
@@ -25,9 +21,9 @@ def corrected_rows(metric: CorrectedMetric, names: dict[str, str], width: float)
                 "cell": names.get(cell, cell),
                 "judge alone": round(e.judge_mean, 3),
                 "labels alone": "" if e.labels_mean is None else round(e.labels_mean, 3),
-                "labels-alone interval": _interval(e.labels_low, e.labels_high),
+                "labels-alone interval": interval_cell(e.labels_low, e.labels_high, decimals=3),
                 "corrected": "" if e.estimate is None else round(e.estimate, 3),
-                "corrected interval": _interval(e.low, e.high) or e.why_no_interval,
+                "corrected interval": interval_cell(e.low, e.high, decimals=3) or e.why_no_interval,
                 "used": "" if e.estimate is None else e.source,
                 "labels": e.labels,
                 "answers": e.answers,

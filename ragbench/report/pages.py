@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from html import escape
 
 from ragbench.inputs.tables import is_number, table_columns
+from ragbench.stats.formatting import interval_text, number_text
 
 PAGE_STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 80rem; padding: 0 1rem;
@@ -51,9 +52,18 @@ svg { max-width: 100%; height: auto; }
 
 
 def format_value(value: object) -> str:
+    """A table's value: a float to 4 significant figures (`ragbench.stats.formatting.number_text`)."""
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e5 else f"{value:.0f}"
+        return number_text(value, digits=4, significant=True)
     return "" if value is None else str(value)
+
+
+def interval_cell(low: float | None, high: float | None, decimals: int = 4) -> str:
+    """An interval in a table, rounded to the `decimals` the values beside it are rounded to and written as
+    `format_value` writes them: ``[0.5, 0.75]``; empty when there is none."""
+    if low is None or high is None:
+        return ""
+    return interval_text(round(low, decimals), round(high, decimals), digits=4, significant=True)
 
 
 def rows_to_html_table(rows: list[dict]) -> str:

@@ -10,6 +10,7 @@ from ragbench.grid.cell import CellSpec
 from ragbench.report.page import render_report
 from ragbench.report.view import CasePassage, CaseView, ReportInput
 from ragbench.scoring.rubrics import Rubric, score_text
+from ragbench.stats.formatting import interval_text
 
 
 def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubric]) -> str:
@@ -66,12 +67,13 @@ def summary_rows(table: ResultsTable) -> list[dict]:
                 kept[column] = value
                 continue
             low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
-            text = f"{value:.2f}" + (f" [{low:.2f}, {high:.2f}]" if low is not None else "")
+            text = f"{value:.2f}" + (f" {interval_text(low, high, digits=2)}" if low is not None else "")
             kept[column] = text + (f" n={tested}" if tested is not None else "")
             if (corrected := row.get(f"{column}_corrected")) is not None:  # the number decided on
                 low, high = row[f"{column}_corrected_low"], row[f"{column}_corrected_high"]
+                interval = interval_text(low, high, digits=2)
                 kept[column] = (
-                    f"{corrected:.2f} [{low:.2f}, {high:.2f}] label-corrected ({row[f'{column}_labels']} "
+                    f"{corrected:.2f} {interval} label-corrected ({row[f'{column}_labels']} "
                     f"labels; judge alone {value:.2f})"
                 )
         rows.append(kept | {"reused": "yes" if row["reused"] else ""})

@@ -12,7 +12,7 @@ from ragbench.analysis.judge_card import JudgeCard, card_lines
 from ragbench.analysis.judge_reliability import SCALE
 from ragbench.analysis.uncertainty import TEST_NAMES, MetricVerdict
 from ragbench.report import charts
-from ragbench.report.pages import format_value, rows_to_html_table
+from ragbench.report.pages import format_value, interval_cell, rows_to_html_table
 from ragbench.report.view import ReportInput
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
@@ -227,8 +227,7 @@ def value_with_interval(row: dict, column: str) -> str:
     interval = row_interval(row, column)
     if interval is None:
         return value
-    low, high = (escape(format_value(bound)) for bound in interval)
-    return f"{value}<br><small>[{low}, {high}]</small>"
+    return f"{value}<br><small>{escape(interval_cell(*interval))}</small>"
 
 
 def case_type_cell(row: dict, column: str) -> str:
@@ -238,7 +237,7 @@ def case_type_cell(row: dict, column: str) -> str:
         return ""
     text = format_value(value)
     if (interval := row_interval(row, column)) is not None:
-        text += f" [{format_value(interval[0])}, {format_value(interval[1])}]"
+        text += f" {interval_cell(*interval)}"
     if (cases := row.get(f"{column}_cases")) is not None:
         text += f" n={cases}"
     return escape(text)
@@ -392,9 +391,9 @@ def _comparison_rows(verdict: MetricVerdict, comparisons: Sequence[PairedCompari
         {
             "cell": verdict.together(c.cells),
             "difference": round(c.difference, 4),
-            "adjusted interval": _interval(c.adjusted_low, c.adjusted_high),
+            "adjusted interval": interval_cell(c.adjusted_low, c.adjusted_high),
             "level": "" if c.adjusted_confidence is None else f"{c.adjusted_confidence * 100:.4g}%",
-            "unadjusted interval": _interval(c.low, c.high),
+            "unadjusted interval": interval_cell(c.low, c.high),
             "cases": c.n,
             "test": TEST_NAMES[c.test],
             "p (Holm)": round(c.p_holm, 4),
@@ -403,10 +402,3 @@ def _comparison_rows(verdict: MetricVerdict, comparisons: Sequence[PairedCompari
         for c in comparisons
         if not c.identical
     ]
-
-
-def _interval(low: float | None, high: float | None) -> str:
-    """The interval as "[low, high]", rounded as the report's tables are; empty if stored without it."""
-    if low is None or high is None:
-        return ""
-    return f"[{format_value(round(low, 4))}, {format_value(round(high, 4))}]"

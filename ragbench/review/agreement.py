@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import percentile_bootstrap
 
 TARGET_HALF_WIDTH = 0.1
@@ -40,11 +41,7 @@ class Agreement(BaseModel):
     def sentence(self) -> str:
         if self.kappa is None:
             return f"{self.judge} on {self.criterion}: {self.labels} label(s), kappa not defined yet"
-        interval = (
-            f" [{self.kappa_low:.2f}, {self.kappa_high:.2f}]"
-            if self.kappa_low is not None
-            else " (no interval)"
-        )
+        interval = f" {interval_text(self.kappa_low, self.kappa_high, digits=2) or '(no interval)'}"
         kind = "weighted kappa" if self.scale == "1-5" else "kappa"
         more = (
             ""
@@ -97,10 +94,9 @@ class KappaChange(BaseModel):
     def text(self) -> str:
         if self.difference is None:
             return "kappa change not defined"
-        interval = (
-            f" [{self.low:+.2f}, {self.high:+.2f}]" if self.low is not None and self.high is not None else ""
-        )
-        return f"kappa change {self.difference:+.2f}{interval} (paired bootstrap, {self.confidence:.0%})"
+        interval = interval_text(self.low, self.high, digits=2, signed=True)
+        shown = f" {interval}" if interval else ""
+        return f"kappa change {self.difference:+.2f}{shown} (paired bootstrap, {self.confidence:.0%})"
 
 
 def kappa_change(

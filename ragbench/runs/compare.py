@@ -19,6 +19,7 @@ from ragbench.analysis.uncertainty import TEST_NAMES
 from ragbench.inputs.tables import rows_to_csv
 from ragbench.report.pages import format_value
 from ragbench.runs.record import RunRecord
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import (
     StatisticsConfig,
     paired_differences,
@@ -209,7 +210,7 @@ def _not_comparable_row(cell: str, metric: str, now: float, threshold: float) ->
 
 def _span(record: RunRecord, metric: str, cell: str) -> str:
     bounds = record.intervals.get(metric, {}).get(cell)
-    return "" if bounds is None else f"[{format_value(bounds[0])}, {format_value(bounds[1])}]"
+    return "" if bounds is None else interval_text(*bounds, digits=4, significant=True)
 
 
 def _corrected_instead_row(

@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import data_section
 from ragbench.llm.types import CallUsage, LLMRequest, LLMResult
+from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import CONFIDENCE, sign_test, wilson_interval
 
 DEFAULT_CRITERION = (
@@ -409,7 +410,5 @@ def rate_text(result: PairwiseResult) -> str:
         return "-"
     if result.win_rate_low is None or result.win_rate_high is None:
         return share(result.win_rate)
-    return (
-        f"{result.win_rate:.1%} [{result.win_rate_low:.1%}, {result.win_rate_high:.1%}] "
-        f"({result.confidence:.0%} Wilson)"
-    )
+    interval = interval_text(result.win_rate_low, result.win_rate_high, digits=1, percent=True)
+    return f"{result.win_rate:.1%} {interval} ({result.confidence:.0%} Wilson)"

@@ -36,6 +36,8 @@ from pydantic import BaseModel, ConfigDict
 from scipy.optimize import brentq
 from scipy.stats import t as t_dist
 
+from ragbench.stats.formatting import interval_text
+
 MIN_LABELS = 10  # fewer labels than this give no interval: the normal approximation is not to be trusted
 
 
@@ -192,10 +194,11 @@ class Estimate(BaseModel):
         """`0.42 [0.30, 0.54] (labels 40, worth 71)`, or why there is none."""
         if self.estimate is None:
             return self.why_no_interval
+        shown = f"{self.estimate:.2f} {interval_text(self.low, self.high, digits=2)}"
         if not self.judge_used:
-            return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] (labels alone, {self.labels})"
+            return f"{shown} (labels alone, {self.labels})"
         worth = f", worth {self.effective_labels:.0f}" if self.effective_labels is not None else ""
-        return f"{self.estimate:.2f} [{self.low:.2f}, {self.high:.2f}] (labels {self.labels}{worth})"
+        return f"{shown} (labels {self.labels}{worth})"
 
 
 @dataclass(frozen=True)

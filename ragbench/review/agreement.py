@@ -38,10 +38,14 @@ class Agreement(BaseModel):
     confusion: list[list[int]]  # rows: the person's score, columns: the judge's
     labels_needed: int | None  # more labels for a half-width under TARGET_HALF_WIDTH; None: no interval
 
+    def interval(self) -> str:
+        """Kappa's interval as the review page and the sentence write it: ``[0.41, 0.78]``, or empty."""
+        return interval_text(self.kappa_low, self.kappa_high, digits=2)
+
     def sentence(self) -> str:
         if self.kappa is None:
             return f"{self.judge} on {self.criterion}: {self.labels} label(s), kappa not defined yet"
-        interval = f" {interval_text(self.kappa_low, self.kappa_high, digits=2) or '(no interval)'}"
+        interval = f" {self.interval() or '(no interval)'}"
         kind = "weighted kappa" if self.scale == "1-5" else "kappa"
         more = (
             ""

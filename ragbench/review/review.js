@@ -199,7 +199,7 @@ function showAgreement(rows) {
   table.append(head);
   for (const a of rows) {
     const tr = el("tr");
-    const interval = a.kappa_low === null ? "n/a" : `[${a.kappa_low.toFixed(2)}, ${a.kappa_high.toFixed(2)}]`;
+    const interval = a.interval || "n/a";  // written by the server, as every interval is
     for (const cell of [a.criterion, a.judge, a.labels, a.exact === null ? "n/a" : `${Math.round(a.exact * 100)}%`,
       a.kappa === null ? "n/a" : a.kappa.toFixed(2), interval, a.labels_needed === null ? "n/a" : a.labels_needed]) {
       tr.append(el("td", cell));

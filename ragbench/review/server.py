@@ -104,7 +104,7 @@ class ReviewSession:
             "progress": self.progress(order),
             "items": queue,
             "next": asked,
-            "agreement": [a.model_dump() | {"sentence": a.sentence()} for a in self.agreement()],
+            "agreement": self._agreement_rows(),
         }
 
     def _public(self, item: ReviewItem, label: Label | None) -> dict[str, Any]:
@@ -162,7 +162,7 @@ class ReviewSession:
         return self._revealed(item) | {
             "label": {"value": value, "note": note.strip()},
             "counts": True,  # given in this order (a sample order's with its draw): it counts here
-            "agreement": [a.model_dump() | {"sentence": a.sentence()} for a in self.agreement()],
+            "agreement": self._agreement_rows(),
             "progress": self.progress(order) if order is not None else [],
         }
 
@@ -174,6 +174,13 @@ class ReviewSession:
         return sample_progress(
             list(self.items.values()), self.store.labels.current(), plan, self.target_width
         )
+
+    def _agreement_rows(self) -> list[dict[str, Any]]:
+        """The agreement as the page shows it: each one's numbers, its sentence and its interval's text."""
+        return [
+            found.model_dump() | {"sentence": found.sentence(), "interval": found.interval()}
+            for found in self.agreement()
+        ]
 
     def agreement(self) -> list[Agreement]:
         """Each judge against every current label of this page's criteria (earlier sessions' too)."""

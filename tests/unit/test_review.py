@@ -222,6 +222,12 @@ def test_the_interval_contains_the_point_estimate(pairs, scale):
     assert result.confidence == 0.95
 
 
+def test_the_page_is_given_the_interval_as_the_sentence_writes_it():
+    result = agreement(PAIRS_1_5, rubric="r", criterion="c", judge="j")
+    assert result.interval() == f"[{result.kappa_low:.2f}, {result.kappa_high:.2f}]"
+    assert f" {result.interval()}, exact " in result.sentence()
+
+
 def test_the_interval_is_reproducible_with_a_seed():
     first = agreement(PAIRS_1_5, rubric="r", criterion="c", judge="j", seed=3)
     again = agreement(PAIRS_1_5, rubric="r", criterion="c", judge="j", seed=3)
@@ -340,6 +346,7 @@ def test_verdicts_are_hidden_until_the_person_labels_the_item(tmp_path, items):
     assert revealed["reasoning"]["judge-b"] == "judge-b thinks so"
     assert revealed["label"] == {"value": 2, "note": "partly right"}
     assert {row["judge"] for row in revealed["agreement"]} == {"judge-a", "judge-b"}
+    assert {row["interval"] for row in revealed["agreement"]} == {""}  # one label: no interval to write
 
     after = {shown["key"]: shown for shown in session.state("random")["items"]}
     assert after[split.key]["verdicts"] == {"judge-a": 1, "judge-b": 5}

@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 from ragbench.analysis.racing import RaceConfig, RaceTrace, look, start_race  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.retrieval.measures import RETRIEVAL_MEASURES  # noqa: E402
+from ragbench.stats.formatting import interval_text  # noqa: E402
 from ragbench.stats.inference import StatisticsConfig, wilson_interval  # noqa: E402
 
 REAL_DATA = ROOT / "bench" / "data" / "race_replay_mrr.csv"
@@ -388,7 +389,7 @@ def main() -> int:
             low, high = wilson_interval(eliminated, n) or (0.0, 1.0)
             print(
                 f"false elimination (any cell) <= alpha {args.alpha:.0%} ({scenario.name}): "
-                f"{rate(eliminated, n)}, Wilson 95% [{low:.1%}, {high:.1%}]: "
+                f"{rate(eliminated, n)}, Wilson 95% {interval_text(low, high, digits=1, percent=True)}: "
                 f"{verdict(eliminated / n <= args.alpha)}"
             )
         else:

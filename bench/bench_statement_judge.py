@@ -29,10 +29,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fake_openai_server import FakeOpenAIServer  # noqa: E402
 
+from ragbench.inputs.tables import jsonl_records  # noqa: E402
 from ragbench.llm.client import LLMClient  # noqa: E402
 from ragbench.llm.types import LLMRequest, LLMSettings  # noqa: E402
 from ragbench.scoring import ragas_prompts as prompts  # noqa: E402
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, JudgeInput  # noqa: E402
+from ragbench.stats.formatting import interval_text  # noqa: E402
 from ragbench.stats.inference import wilson_interval  # noqa: E402
 
 LABELS = ROOT / "tests" / "data" / "faithfulness_labels.jsonl"
@@ -43,7 +45,7 @@ def share(agree: int, n: int) -> str:
     if n == 0:
         return "0/0 (nothing scored)"
     low, high = wilson_interval(agree, n) or (0.0, 0.0)
-    return f"{agree}/{n} ({agree / n:.0%}, 95% CI {low:.0%}-{high:.0%})"
+    return f"{agree}/{n} ({agree / n:.0%}, 95% CI {interval_text(low, high, digits=0, percent_range=True)})"
 
 
 def measure(client: LLMClient, answers: list[dict]) -> None:
@@ -94,7 +96,7 @@ def main() -> int:
     parser.add_argument("--judge", default="local/qwen2.5-coder-1.5b-instruct")
     parser.add_argument("--smoke", action="store_true", help="the fake server as judge, 2 answers")
     args = parser.parse_args()
-    answers = [json.loads(line) for line in LABELS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    answers = [record for _, record in jsonl_records(LABELS.read_text(encoding="utf-8"), LABELS)]
     if not args.smoke:
         settings = LLMSettings(model=args.judge, max_tokens=700)
         with LLMClient(settings) as client:  # the default LLM cache, as a default run uses

@@ -40,6 +40,7 @@ from ragbench.retrieval.index import build_index, load_embedder  # noqa: E402
 from ragbench.retrieval.lexical import build_lexical_index  # noqa: E402
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker  # noqa: E402
 from ragbench.retrieval.search import RetrievedChunk, ranked_chunks, retrieval_metrics  # noqa: E402
+from ragbench.stats.formatting import interval_text  # noqa: E402
 from ragbench.stats.inference import mean_interval, paired_difference_test  # noqa: E402
 from ragbench.training.colbert import train_colbert  # noqa: E402
 from ragbench.training.prepare import training_pairs, training_questions  # noqa: E402
@@ -69,7 +70,7 @@ def per_case(cases, rankings, top_k: int) -> dict[str, list[float]]:
 def paired_gain(reference: dict[str, list[float]], candidate: dict[str, list[float]], column: str) -> str:
     """Mean paired difference with its 95% interval and p-value, both from the paired permutation test."""
     gain, low, high, p = paired_difference_test(reference[column], candidate[column])
-    return f"{gain:+.3f} [{low:+.3f}, {high:+.3f}] p={p:.3f}"
+    return f"{gain:+.3f} {interval_text(low, high, digits=3, signed=True)} p={p:.3f}"
 
 
 def main() -> int:
@@ -152,7 +153,7 @@ def main() -> int:
         row = {"reranker": name}
         for column in COLUMNS:
             interval = mean_interval(columns[column])
-            row[column] = f"{interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+            row[column] = f"{interval.mean:.3f} {interval_text(interval.low, interval.high, digits=3)}"
             row[f"{column} gain vs off"] = (
                 "" if name == "off" else paired_gain(values["off"], columns, column)
             )

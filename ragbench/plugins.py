@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import sys
 from abc import ABC
 from collections.abc import Mapping, Sequence
@@ -18,6 +19,8 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar, Generic, TypeVar
 
 from ragbench.hashing import short_hash
+
+logger = logging.getLogger(__name__)
 
 
 class Plugin(ABC):
@@ -49,14 +52,34 @@ P = TypeVar("P", bound=Plugin)
 
 class Registry(Generic[P]):
     """The plugins of one kind: `builtins`, then each class an installed package registers as
-    ``[project.entry-points."<group>"] <name> = "package.module:Class"``."""
+    ``[project.entry-points."<group>"] <name> = "package.module:Class"``, then each class `register`ed in this
+    process (by code that embeds ragbench, or a test)."""
 
     def __init__(self, kind: str, group: str, base: type[P], builtins: Mapping[str, type[P]]) -> None:
         self.kind, self.group, self.base, self.builtins = kind, group, base, dict(builtins)
+        self._registered: dict[str, type[P]] = {}
+
+    def register(self, plugin: type[P]) -> type[P]:
+        """Make `plugin` available by its name in this process, without an entry point; returns it, so it
+        also serves as a class decorator. A name already taken by another class is refused."""
+        if not (isinstance(plugin, type) and issubclass(plugin, self.base)):
+            raise TypeError(f"{plugin!r} is not a ragbench {self.base.__name__} class")
+        taken = self.available().get(plugin.name)
+        if taken is not None and taken is not plugin:
+            raise ValueError(
+                f"{self.kind} {plugin.name} is registered twice ({taken.__module__}, {plugin.__module__})"
+            )
+        self._registered[plugin.name] = plugin
+        return plugin
+
+    def unregister(self, name: str) -> None:
+        """Forget a class `register` added (a test's, when it ends); built-ins and entry points stay."""
+        self._registered.pop(name, None)
 
     def available(self) -> dict[str, type[P]]:
         """Every class a config may name, by name; entry points are scanned once per import path (what is
-        installed is what is on it)."""
+        installed is what is on it). An entry point that cannot be loaded was reported by name and is
+        left out: one broken package must not stop every other plugin."""
         found = dict(self.builtins)
         for point, plugin in _loaded(self.group, tuple(sys.path)):
             if not (isinstance(plugin, type) and issubclass(plugin, self.base)):
@@ -70,7 +93,7 @@ class Registry(Generic[P]):
             if point.name in found and found[point.name] is not plugin:
                 raise ValueError(f"{self.kind} {point.name} ({point.value}) is registered twice")
             found[point.name] = plugin
-        return found
+        return found | self._registered
 
     def classes(self, names: Sequence[str]) -> list[type[P]]:
         """The classes `names` select, in their order, once each; unknown names are refused all at once."""
@@ -95,5 +118,19 @@ class Registry(Generic[P]):
 
 @functools.lru_cache(maxsize=8)
 def _loaded(group: str, import_path: tuple[str, ...]) -> tuple[tuple[EntryPoint, Any], ...]:
-    """The entry points of `group` on `import_path` (the cache key: the scan reads sys.path), loaded."""
-    return tuple((point, point.load()) for point in entry_points(group=group))
+    """The entry points of `group` on `import_path` (the cache key: the scan reads sys.path), loaded; one that
+    fails to load (its package is broken or half installed) is reported with its error, once, and skipped."""
+    loaded = []
+    for point in entry_points(group=group):
+        try:
+            loaded.append((point, point.load()))
+        except Exception as error:  # any failure of someone else's import: report it, load the others
+            logger.warning(
+                "skipped the %s entry point %s = %s: it cannot be loaded (%s: %s)",
+                group,
+                point.name,
+                point.value,
+                type(error).__name__,
+                error,
+            )
+    return tuple(loaded)

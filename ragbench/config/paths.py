@@ -20,7 +20,6 @@ from ragbench.inputs.uris import is_uri
 Resolver = Callable[[str, Path], str]
 
 _EXPLICIT = ("./", "../")
-_LOCAL_PREFIX = "local/"  # ragbench.llm.types.LOCAL_PREFIX; not imported, to keep this module light
 _RERANKER_OFF = "off"
 
 
@@ -66,14 +65,11 @@ def labels_path(value: str, base: Path) -> str:
 
 
 def local_llm_path(value: str, base: Path) -> str:
-    """An LLM model string. Only ``local/<file>.gguf`` can name a file (`ragbench.llm.local` reads any
-    other ``local/<name>`` as a packaged model, and other providers' strings are names), so only that
-    is resolved, by the `maybe_path` rule. The result is ``local/`` + the absolute path, e.g.
-    ``local//abs/m.gguf``: the provider strips ``local/`` and opens what is left, an absolute path."""
-    if not value.startswith(_LOCAL_PREFIX):
-        return value
-    file = value.removeprefix(_LOCAL_PREFIX)
-    return _LOCAL_PREFIX + maybe_path(file, base) if file.endswith(".gguf") else value
+    """An LLM model string, with the file it names (if its provider reads one: ``local/<file>.gguf``,
+    `ragbench.llm.local.LocalProvider.resolve_model_file`) resolved by the `maybe_path` rule."""
+    from ragbench.llm.providers import provider_class  # the LLM package only for a model string
+
+    return provider_class(value).resolve_model_file(value, lambda file: maybe_path(file, base))
 
 
 # Every config key that may hold a filesystem path, and how it is told from a name. A dotted key

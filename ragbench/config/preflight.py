@@ -23,7 +23,7 @@ from ragbench.inputs.eval_cases import EvalCase, EvalSuite, load_eval_suite_from
 from ragbench.inputs.knowledge_base import load_corpus
 from ragbench.inputs.references import dynamic_fields
 from ragbench.llm.pricing import context_window, estimate_prompt_tokens
-from ragbench.llm.readiness import check_llm_ready
+from ragbench.llm.readiness import check_llm_ready, checked_offline
 from ragbench.llm.redaction import refuse_url_credentials
 from ragbench.models.hub import check_model_available, hub_offline, resolvable_offline
 from ragbench.models.provision import embedding_dimension, provisioned_location
@@ -161,7 +161,7 @@ def run_preflight(
             check_model_available(name)
     for settings in llms:
         # missing API key, unknown provider or GGUF: fail before any work (a dry run checks local models)
-        if not plan_only or settings.is_local:
+        if not plan_only or checked_offline(settings):
             check_llm_ready(settings, step_environment)
         else:
             unchecked.append(

@@ -1,35 +1,33 @@
 """The one LLM client: every LLM call in the project goes through `LLMClient`.
 
-It wraps `litellm.completion` (any litellm model string, plus the in-process ``local/`` provider) with
-a disk cache, our own counted retries, structured-output validation with re-asks, bounded
-concurrency and running stats. Failures of single calls come back as results with `error` set so a
+It sends each request through the model's provider (`ragbench.llm.providers`: litellm for any litellm
+model string, the in-process ``local/`` models, a registered provider) and adds what every provider
+shares: a disk cache, our own counted retries, the spend cap, structured-output validation with re-asks,
+bounded concurrency and running stats. Failures of single calls come back as results with `error` set so a
 benchmark can count and exclude them; setup problems (auth, bad request, unknown model) raise
 `LLMConfigError` at once, because every further call would fail the same way.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from tqdm.auto import tqdm
 
-from ragbench.llm import local
 from ragbench.llm.budget import BudgetExhausted, SpendLedger, current_ledger, is_budget_refusal, refusal
 from ragbench.llm.cache import ResultCache, SQLResultCache, cache_key, open_result_cache, remember_outcome
-from ragbench.llm.errors import classify_error, retry_after_s, short_error
-from ragbench.llm.pricing import as_messages, estimate_cost_usd, estimate_prompt_tokens
-from ragbench.llm.readiness import PLACEHOLDER_KEY, check_llm_ready, json_mode, sends_placeholder_key
+from ragbench.llm.errors import short_error
+from ragbench.llm.pricing import as_messages
+from ragbench.llm.provider import ProviderReply
+from ragbench.llm.providers import provider_for
 from ragbench.llm.retry import Failure, Retrying
-from ragbench.llm.runtime import get_litellm
 from ragbench.llm.structured import parse_structured, reask_messages, schema_json, with_schema_instruction
 from ragbench.llm.types import (
     INVALID_REPLY,
@@ -40,33 +38,6 @@ from ragbench.llm.types import (
     LLMStats,
     Message,
 )
-
-# --------------------------------------------------------------------------------------------------
-# Pre-flight and estimates (no LLM call)
-# --------------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------------
-# Error classification
-# --------------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------------
-# The client
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Outcome:
-    text: str = ""
-    finish_reason: str | None = None
-    error: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-    cost_usd: float = 0.0
-    cost_known: bool = True
-    attempts: int = 0
 
 
 class LLMClient:
@@ -95,6 +66,7 @@ class LLMClient:
         ledger: SpendLedger | None = None,
     ) -> None:
         self.settings = settings
+        self.provider = provider_for(settings)
         self.ledger = ledger if ledger is not None else current_ledger()
         self.retrying = Retrying(
             settings.max_retries, backoff_base_s, backoff_max_s, breaker_limit=max_consecutive_failures
@@ -104,10 +76,9 @@ class LLMClient:
         )
         self.progress = progress
         self.stats = LLMStats()
-        self._slots = threading.BoundedSemaphore(1 if settings.is_local else settings.concurrency)
+        self._slots = threading.BoundedSemaphore(self.effective_concurrency)
         self._ready_lock = threading.Lock()
         self._ready = False
-        self._api_key: str | None = None  # set only for a server at api_base (see sends_placeholder_key)
         self._json_mode: str | None = None
         self._guards: dict[str, list[Any]] = {}
         self._guards_lock = threading.Lock()
@@ -126,8 +97,8 @@ class LLMClient:
 
     @property
     def effective_concurrency(self) -> int:
-        """Requests in flight at once: the setting, or 1 for in-process local models."""
-        return 1 if self.settings.is_local else self.settings.concurrency
+        """Requests in flight at once: the setting, or 1 for a provider that computes in this process."""
+        return 1 if self.provider.in_process else self.settings.concurrency
 
     def cache_key(
         self,
@@ -252,7 +223,7 @@ class LLMClient:
 
     def _resolved_json_mode(self) -> str:
         if self._json_mode is None:
-            self._json_mode = json_mode(self.settings)
+            self._json_mode = self.provider.json_mode()
         return self._json_mode
 
     def _bar_disabled(self) -> bool | None:
@@ -278,65 +249,46 @@ class LLMClient:
         with self._ready_lock:
             if self._ready:
                 return
-            readiness = check_llm_ready(self.settings)
-            if self.settings.api_key_env is not None:
-                self._api_key = os.environ[self.settings.api_key_env]
-            elif sends_placeholder_key(self.settings, readiness.provider):
-                self._api_key = PLACEHOLDER_KEY  # the SDK insists on some key; a local server ignores it
-            if self.settings.is_local:
-                local.register_local_provider()
-                local.get_local_model(local.local_model_name(self.settings.model))
+            self.provider.open()
             self._ready = True
 
     def _call_params(self, response_schema: type[BaseModel] | None, sample: int = 0) -> dict[str, Any]:
+        """What every provider's request carries (the provider adds its own, such as credentials)."""
         s = self.settings
         params: dict[str, Any] = {
             "model": s.model,
             "temperature": s.temperature,
             "max_tokens": s.max_tokens,
             "timeout": s.timeout_s,
-            "num_retries": 0,  # retries are ours, so they are counted
-            "max_retries": 0,  # nor may the OpenAI SDK retry underneath
-            "drop_params": True,  # e.g. seed for providers without it
             **s.extra,
         }
         if s.seed is not None:
             params["seed"] = s.seed + sample
         if s.api_base:
             params["api_base"] = s.api_base
-        if self._api_key is not None:
-            params["api_key"] = self._api_key
         if response_schema is not None:
-            mode = self._resolved_json_mode()
-            schema = schema_json(response_schema)
-            if mode == "json_schema" and s.is_local:
-                params["response_format"] = {"type": "json_object", "schema": schema}  # llama-cpp's form
-            elif mode == "json_schema":
-                name = "".join(c if c.isalnum() or c in "_-" else "_" for c in response_schema.__name__)[:64]
-                params["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": name or "response", "schema": schema, "strict": False},
-                }
-            elif mode == "json_object":
-                params["response_format"] = {"type": "json_object"}
+            response_format = self.provider.response_format(
+                self._resolved_json_mode(), response_schema, schema_json(response_schema)
+            )
+            if response_format is not None:
+                params["response_format"] = response_format
         return params
 
-    def _call(self, messages: list[Message], params: dict[str, Any], out: _Outcome) -> Any | None:
+    def _call(self, messages: list[Message], params: dict[str, Any], out: LLMResult) -> ProviderReply | None:
         """One provider call with our retries; accumulates into `out`; None (and out.error) on failure."""
-        litellm = get_litellm()
         most = self._most(messages)  # the prompt is tokenized once; each attempt is charged it
 
-        def attempt() -> Any:
+        def attempt() -> ProviderReply:
             reserved = self._reserve(most)
             self.stats.add(calls=1)
-            response = None
+            reply = None
             started = time.monotonic()
             try:
-                response = litellm.completion(messages=messages, **params)
-                return response
+                reply = self.provider.send(messages, params)
+                return reply
             finally:
                 if reserved is not None:
-                    self._settle(reserved, response, time.monotonic() - started)
+                    self._settle(reserved, reply, time.monotonic() - started)
 
         try:
             done = self.retrying.run(attempt, self._classify, slot=self._slots)
@@ -348,7 +300,7 @@ class LLMClient:
         self.stats.add(retries=done.retries)
         if self.ledger is not None:
             self.ledger.retried(done.retries)
-        if done.failure is None:
+        if done.value is not None:
             self.retrying.succeeded()
             self._account(done.value, out)
             return done.value
@@ -364,13 +316,13 @@ class LLMClient:
 
     def _most(self, messages: list[Message]) -> tuple[int, float] | None:
         """The most a call of `messages` can cost: prompt tokens plus `max_tokens` of completion, and
-        their price (a price litellm does not know as 0, which the plan refuses under a cost cap); None
+        their price (a price the provider does not know as 0, which the plan refuses under a cost cap); None
         without a ledger, which needs no estimate."""
         if self.ledger is None:
             return None
-        model, completion = self.settings.model, self.settings.max_tokens
-        prompt = estimate_prompt_tokens(model, messages)
-        return prompt + completion, estimate_cost_usd(model, prompt, completion) or 0.0
+        completion = self.settings.max_tokens
+        prompt = self.provider.count_prompt_tokens(messages)
+        return prompt + completion, self.provider.price_usd(prompt, completion) or 0.0
 
     def _reserve(self, most: tuple[int, float] | None) -> tuple[int, float] | None:
         """Charge the attempt about to be sent its most (a retry resends the prompt, so each attempt is
@@ -381,15 +333,13 @@ class LLMClient:
         self.ledger.reserve(1, *most)
         return most
 
-    def _settle(self, reserved: tuple[int, float], response: Any | None, seconds: float) -> None:
+    def _settle(self, reserved: tuple[int, float], reply: ProviderReply | None, seconds: float) -> None:
         """The reservation corrected to what the call used (a failed call: no tokens, no cost), and the
         call's seconds (a local model's compute) added to the step's."""
         assert self.ledger is not None
         self.ledger.timed(seconds)
-        used = _Outcome()
-        if response is not None:
-            self._account(response, used)
-        self.ledger.settle(*reserved, used.prompt_tokens + used.completion_tokens, used.cost_usd)
+        tokens = 0 if reply is None else reply.prompt_tokens + reply.completion_tokens
+        self.ledger.settle(*reserved, tokens, 0.0 if reply is None else reply.cost_usd or 0.0)
 
     def _classify(self, error: Exception) -> Failure:
         """A setup problem raises at once (every further call would fail the same way); a problem with
@@ -397,22 +347,21 @@ class LLMClient:
         cap refused was never sent: it ends the loop (`_call` records it)."""
         if isinstance(error, BudgetExhausted):
             raise error
-        kind = classify_error(error)
+        kind = self.provider.classify(error)
         if kind == "config":  # not chained: the provider's error text may echo credentials
             raise LLMConfigError(f"{self.settings.model}: {short_error(error)}") from None
-        return Failure(short_error(error), transient=kind != "item", retry_after_s=retry_after_s(error))
+        return Failure(
+            short_error(error), transient=kind != "item", retry_after_s=self.provider.retry_after_s(error)
+        )
 
-    def _account(self, response: Any, out: _Outcome) -> None:
-        usage = getattr(response, "usage", None)
-        out.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-        out.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
-        if self.settings.is_local:
-            return  # free, and known to be
-        litellm = get_litellm()
-        try:
-            out.cost_usd += float(litellm.completion_cost(completion_response=response))
-        except Exception:
+    @staticmethod
+    def _account(reply: ProviderReply, out: LLMResult) -> None:
+        out.prompt_tokens += reply.prompt_tokens
+        out.completion_tokens += reply.completion_tokens
+        if reply.cost_usd is None:
             out.cost_known = False
+        else:
+            out.cost_usd += reply.cost_usd
 
     def _generate(
         self, messages: list[Message], schema: type[BaseModel] | None, sample: int = 0
@@ -420,19 +369,18 @@ class LLMClient:
         self._ensure_ready()
         params = self._call_params(schema, sample)
         convo = with_schema_instruction(messages, schema) if schema is not None else messages
-        out = _Outcome()
+        out = LLMResult(model=self.settings.model)  # the calls' numbers add up here
         reasks = 0
         parsed: dict[str, Any] | None = None
         while True:
-            response = self._call(convo, params, out)
-            if response is None:
+            reply = self._call(convo, params, out)
+            if reply is None:
                 break
-            if not response.choices:
+            if reply.text is None:
                 out.error = "request_failed: the provider returned no choices"
                 break
-            choice = response.choices[0]
-            out.text = choice.message.content or ""
-            out.finish_reason = choice.finish_reason
+            out.text = reply.text
+            out.finish_reason = reply.finish_reason
             if schema is None:
                 break
             parsed, problem = parse_structured(out.text, schema)
@@ -445,17 +393,10 @@ class LLMClient:
             reasks += 1
             self.stats.add(json_reasks=1)
             convo = [*convo, *reask_messages(out.text, problem or "invalid JSON")]
-        return LLMResult(
-            model=self.settings.model,
-            text=out.text,
-            parsed=parsed if out.error is None else None,
-            error=out.error,
-            finish_reason=out.finish_reason,
-            prompt_tokens=out.prompt_tokens,
-            completion_tokens=out.completion_tokens,
-            latency_s=round(out.latency_s, 6),
-            cost_usd=out.cost_usd,
-            cost_known=out.cost_known,
-            attempts=out.attempts,
-            json_reasks=reasks,
+        return out.model_copy(
+            update={
+                "parsed": parsed if out.error is None else None,
+                "latency_s": round(out.latency_s, 6),
+                "json_reasks": reasks,
+            }
         )

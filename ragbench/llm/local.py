@@ -1,8 +1,9 @@
-"""The offline default: GGUF models run in-process by llama-cpp-python, behind litellm's custom-provider hook.
+"""The offline default: GGUF models run in-process by llama-cpp-python, the provider ``local``.
 
-Registered as provider ``local`` so ``local/<name>`` goes through the same client (cache, retries, JSON
-handling, stats) as any hosted model. ``<name>`` is a packaged GGUF model known to
-`ragbench.models.provision` (provisioned from PyPI on first use) or a path to a ``.gguf`` file.
+`LocalProvider` serves ``local/<name>`` behind the same client (cache, retries, JSON handling, stats) as
+any hosted model, without litellm: a dry run of local models never imports it. ``<name>`` is a packaged
+GGUF model known to `ragbench.models.provision` (provisioned from PyPI on first use) or a path to a
+``.gguf`` file.
 
 A ``Llama`` object is not thread-safe: one instance per file, loaded lazily once, every call under
 its lock. Consecutive calls share a prompt prefix (a judge's instructions, the same case's question and
@@ -16,18 +17,24 @@ evaluation computes, and the reply is the same whatever ran before.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
+import functools
+import importlib.util
 import inspect
 import logging
 import os
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from ragbench.llm.runtime import get_litellm
-from ragbench.llm.types import LOCAL_PREFIX, LLMConfigError
+from pydantic import BaseModel
+
+from ragbench.llm.provider import ErrorKind, LLMReadiness, Provider, ProviderReply
+from ragbench.llm.types import LLMConfigError, Message
+
+LOCAL_PREFIX = "local/"
 
 # The packaged offline chat model every default reader, judge and testset model uses.
 DEFAULT_LOCAL_LLM = "local/qwen2.5-coder-1.5b-instruct"
@@ -195,9 +202,12 @@ def _chat_kwargs(llama: Any) -> frozenset[str]:
     return frozenset(inspect.signature(llama.create_chat_completion).parameters)
 
 
+class ContextWindowExceeded(ValueError):
+    """The prompt and the reply do not fit the context the model is loaded with: this request fails."""
+
+
 def run_local_chat(name: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
     """One chat completion on the local model, serialised per model; returns llama-cpp's OpenAI-style dict."""
-    litellm = get_litellm()
     loaded = get_local_model(name)
     accepted = _chat_kwargs(loaded.llama)
     kwargs = {k: v for k, v in params.items() if k in accepted and k not in ("messages", "stream")}
@@ -210,49 +220,114 @@ def run_local_chat(name: str, messages: list[dict[str, Any]], params: dict[str, 
             return loaded.llama.create_chat_completion(messages=messages, stream=False, **kwargs)
         except ValueError as error:
             if "context window" in str(error):
-                raise litellm.ContextWindowExceededError(
-                    message=str(error), model=name, llm_provider=PROVIDER
-                ) from error
+                raise ContextWindowExceeded(str(error)) from error
             raise
         finally:
             loaded.prompt_pending = False
 
 
-def _handler_class() -> type:
-    litellm = get_litellm()
-
-    class LlamaCppProvider(litellm.CustomLLM):  # type: ignore[name-defined,misc]
-        """litellm custom provider ``local``: turns a litellm call into a llama-cpp-python call."""
-
-        def completion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
-            optional_params = kwargs.get("optional_params") or {}
-            model_response = kwargs["model_response"]
-            out = run_local_chat(model, messages, dict(optional_params))
-            choice = out["choices"][0]
-            usage = out.get("usage") or {}
-            model_response.choices[0].message.content = choice["message"].get("content") or ""
-            model_response.choices[0].finish_reason = choice.get("finish_reason") or "stop"
-            model_response.model = f"{LOCAL_PREFIX}{model}"
-            model_response.usage = litellm.Usage(
-                prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                completion_tokens=int(usage.get("completion_tokens", 0)),
-                total_tokens=int(usage.get("total_tokens", 0)),
-            )
-            return model_response
-
-        async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
-
-    return LlamaCppProvider
+# How litellm counts the prompt of a model it has no tokenizer for (a local GGUF among them): cl100k_base,
+# each text in chunks of this many characters, 3 tokens per message and 1 per name, 3 to prime the reply.
+TIKTOKEN_ENCODING = "cl100k_base"
+TIKTOKEN_CHUNK_CHARS = 1024
+TOKENS_PER_MESSAGE, TOKENS_PER_NAME, REPLY_PRIMER_TOKENS = 3, 1, 3
 
 
-def register_local_provider() -> None:
-    """Add provider ``local`` to ``litellm.custom_provider_map`` once, keeping other entries."""
-    litellm = get_litellm()
-    with _register_lock:
-        if any(item.get("provider") == PROVIDER for item in litellm.custom_provider_map):
-            return
-        litellm.custom_provider_map = [
-            *litellm.custom_provider_map,
-            {"provider": PROVIDER, "custom_handler": _handler_class()()},
-        ]
+@functools.cache
+def _tiktoken_encoding() -> Any:
+    """cl100k_base from the copy litellm ships (offline, as litellm itself reads it), without importing
+    litellm: finding its folder runs none of its code."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is not None and spec.submodule_search_locations:
+        bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+        # what importing litellm sets too, so both read the same file
+        os.environ["TIKTOKEN_CACHE_DIR"] = os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR") or str(bundled)
+    import tiktoken
+
+    return tiktoken.get_encoding(TIKTOKEN_ENCODING)
+
+
+def tiktoken_prompt_tokens(messages: list[Message]) -> int:
+    """The prompt tokens litellm's `token_counter` reports for a model it does not know, counted without
+    litellm: tiktoken's cl100k_base count, close to, not equal to, the GGUF tokenizer's."""
+    encoding = _tiktoken_encoding()
+
+    def count(text: str) -> int:
+        return sum(
+            len(encoding.encode(text[start : start + TIKTOKEN_CHUNK_CHARS], disallowed_special=()))
+            for start in range(0, len(text), TIKTOKEN_CHUNK_CHARS)
+        )
+
+    tokens = REPLY_PRIMER_TOKENS
+    for message in messages:
+        tokens += TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            if isinstance(value, str):
+                tokens += count(value) + (TOKENS_PER_NAME if key == "name" else 0)
+            elif key == "content" and isinstance(value, list):
+                texts = [str(part.get("text", "")) for part in value if part.get("type") == "text"]
+                tokens += sum(count(text) for text in texts)
+    return tokens
+
+
+class LocalProvider(Provider):
+    """``local/<packaged GGUF name or .gguf path>``: llama-cpp-python in this process, free, one call at a
+    time, checked offline (the file or the packaged model, and llama-cpp-python installed)."""
+
+    name: ClassVar[str] = PROVIDER
+    in_process: ClassVar[bool] = True
+    checked_offline: ClassVar[bool] = True
+
+    @classmethod
+    def resolve_model_file(cls, model: str, resolve: Callable[[str], str]) -> str:
+        """Only ``local/<file>.gguf`` names a file (any other ``local/<name>`` is a packaged model): the
+        result is ``local/`` + the resolved path, e.g. ``local//abs/m.gguf`` (the provider strips
+        ``local/`` and opens what is left)."""
+        file = model.removeprefix(LOCAL_PREFIX)
+        return LOCAL_PREFIX + resolve(file) if file.endswith(".gguf") else model
+
+    def check_ready(self, environment: Mapping[str, str] | None = None) -> LLMReadiness:
+        check_local_model(self.model_name)
+        return LLMReadiness(self.llm.model, PROVIDER)
+
+    def open(self) -> None:
+        self.check_ready()
+        get_local_model(self.model_name)
+
+    def json_mode(self) -> str:
+        return "json_schema" if self.llm.json_mode == "auto" else self.llm.json_mode  # a llama.cpp grammar
+
+    def response_format(self, mode: str, schema: type[BaseModel], schema_json: dict[str, Any]) -> Any | None:
+        if mode == "json_schema":
+            return {"type": "json_object", "schema": schema_json}  # llama-cpp's form
+        return super().response_format(mode, schema, schema_json)
+
+    def send(self, messages: list[Message], params: dict[str, Any]) -> ProviderReply:
+        options = {k: v for k, v in params.items() if k not in ("model", "timeout", "api_base")}
+        out = run_local_chat(self.model_name, messages, options)
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return ProviderReply(
+            text=choice["message"].get("content") or "",
+            finish_reason=choice.get("finish_reason") or "stop",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            cost_usd=0.0,
+        )
+
+    def classify(self, error: Exception) -> ErrorKind:
+        """A prompt too long, or llama.cpp failing on it, fails that request: a retry computes the same."""
+        if isinstance(error, LLMConfigError):
+            return "config"
+        if isinstance(error, ValueError | RuntimeError):
+            return "item"
+        raise error
+
+    def count_prompt_tokens(self, messages: list[Message]) -> int:
+        return tiktoken_prompt_tokens(messages)
+
+    def price_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        return 0.0  # free, and known to be
+
+    def context_window(self) -> int | None:
+        return context_size()  # the value the model will be loaded with

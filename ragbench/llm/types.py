@@ -15,11 +15,10 @@ from ragbench.llm.redaction import is_credential_key, refuse_url_credentials
 
 Message = dict[str, Any]
 
-LOCAL_PREFIX = "local/"
 # How the error of a call starts when the provider answered, but never with a reply that fits the schema.
 INVALID_REPLY = "json_invalid"
 
-# litellm.completion arguments that the client sets itself; `extra` must not override them, and
+# Request arguments that the client or its provider sets itself; `extra` must not override them, and
 # never carry credentials (settings end up in configs, logs and cache keys).
 RESERVED_EXTRA_KEYS = frozenset(
     {
@@ -120,11 +119,6 @@ class LLMSettings(BaseModel):
                 "api_key_env for a server at api_base)"
             )
         return value
-
-    @property
-    def is_local(self) -> bool:
-        """True for the in-process llama.cpp provider."""
-        return self.model.startswith(LOCAL_PREFIX)
 
     def result_fields(self) -> dict[str, Any]:
         """The settings that can change what the model returns: a cell's identity and cache keys hold

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from ragbench.inputs.conversation import question_in_context
 from ragbench.inputs.eval_cases import CaseProvenance, EvalCase
-from ragbench.llm.types import LOCAL_PREFIX, Usage, total_cost
+from ragbench.llm.providers import provider_class
+from ragbench.llm.types import Usage, total_cost
 from ragbench.report.pages import html_page, html_section
 from ragbench.scoring.keyword_tests import contains_phrase
 from ragbench.testset.critique import CritiqueSet
@@ -140,7 +141,7 @@ class EvalSet(BaseModel):
     def warnings(self) -> list[str]:
         """Said wherever the set's numbers appear: a small local critic decided what was kept."""
         critic = self.summary.get("critic", "")
-        if not critic.startswith(LOCAL_PREFIX):
+        if not (critic and provider_class(critic).in_process):
             return []
         return [
             f"The critic is a small local model ({critic}): its ratings are noisy, so some good cases were "

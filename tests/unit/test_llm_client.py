@@ -21,7 +21,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ragbench.llm.cache import ResultCache
 from ragbench.llm.client import LLMClient
+from ragbench.llm.litellm_provider import LiteLLMProvider
+from ragbench.llm.local import LocalProvider
 from ragbench.llm.pricing import estimate_cost, estimate_cost_usd, estimate_prompt_tokens
+from ragbench.llm.providers import provider_class
 from ragbench.llm.readiness import check_llm_ready
 from ragbench.llm.retry import Retrying
 from ragbench.llm.structured import extract_json_object
@@ -685,9 +688,11 @@ def test_settings_are_strict(fields: dict[str, Any]) -> None:
         LLMSettings(**fields)
 
 
-def test_settings_round_trip_and_local_flag() -> None:
+def test_settings_round_trip_and_pick_their_provider() -> None:
     settings = LLMSettings(model="local/qwen2.5-coder-1.5b-instruct", extra={"top_p": 0.9})
-    assert settings.is_local and not LLMSettings(model="openai/gpt-4o-mini").is_local
+    assert provider_class(settings.model) is LocalProvider and LocalProvider.in_process
+    assert provider_class("openai/gpt-4o-mini") is LiteLLMProvider and not LiteLLMProvider.in_process
+    assert provider_class("gpt-4o-mini") is LiteLLMProvider  # no prefix: litellm reads it
     assert LLMSettings.model_validate(settings.model_dump()) == settings
 
 

@@ -526,6 +526,37 @@ API: tuple[tuple[str, str, tuple[Entry, ...]], ...] = (
             Entry("ragbench.llm.prompts", "data_section"),
         ),
     ),
+    (
+        "An LLM provider of your own",
+        "A class registered under the entry point group `ragbench.llm_providers`, or by "
+        "`PROVIDERS.register` ([Models](../how-to/models.md#an-llm-provider-of-your-own)).",
+        (
+            Entry(
+                "ragbench.llm.provider",
+                "Provider",
+                (
+                    "name",
+                    "in_process",
+                    "checked_offline",
+                    "model_name",
+                    "check_ready",
+                    "open",
+                    "send",
+                    "classify",
+                    "retry_after_s",
+                    "json_mode",
+                    "response_format",
+                    "count_prompt_tokens",
+                    "price_usd",
+                    "context_window",
+                    "resolve_model_file",
+                ),
+            ),
+            Entry("ragbench.llm.provider", "ProviderReply", construct=True),
+            Entry("ragbench.llm.provider", "LLMReadiness", construct=True),
+            Entry("ragbench.llm.providers", "PROVIDERS"),
+        ),
+    ),
 )
 
 # Functions a user writes and a config names by `package.module:function`: no ragbench name to import, so

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import inspect
 import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -236,8 +236,8 @@ TOKENS_PER_MESSAGE, TOKENS_PER_NAME, REPLY_PRIMER_TOKENS = 3, 1, 3
 @functools.cache
 def _tiktoken_encoding() -> Any:
     """cl100k_base from the copy litellm ships (offline, as litellm itself reads it), without importing
-    litellm: finding its folder runs none of its code."""
-    spec = importlib.util.find_spec("litellm")
+    litellm: finding its folder on the import path runs none of its code."""
+    spec = PathFinder.find_spec("litellm")
     if spec is not None and spec.submodule_search_locations:
         bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
         # what importing litellm sets too, so both read the same file

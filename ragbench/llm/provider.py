@@ -4,7 +4,7 @@ makes one (is it ready, what does a prompt cost, how long may it be, does it run
 
 The client (`ragbench.llm.client`) keeps what every provider shares: the cache, retries, the spend cap,
 concurrency and structured-output re-asks. A provider sends one request and says how its failures are
-classified; it holds the `LLMSettings` of the client it serves. Providers are found by the prefix of
+classified; it holds the `LLMSettings` of the client it serves as `llm`. Providers are found by the prefix of
 the model string (``local/...``, a registered ``toy/...``) in `ragbench.llm.providers`; litellm serves
 every other string.
 """
@@ -43,7 +43,7 @@ class ProviderReply:
     finish_reason: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float | None = 0.0
+    cost_usd: float | None = None
 
 
 class Provider(Plugin):

@@ -14,6 +14,8 @@ from ragbench.plugins import Registry
 
 PROVIDER_ENTRY_POINTS = "ragbench.llm_providers"
 
+# Every provider a model string may name: `register(ProviderClass)` adds one in this process (a test, code
+# that embeds ragbench), `unregister(name)` takes it away; entry points are found on the import path.
 PROVIDERS: Registry[Provider] = Registry(
     "LLM provider", PROVIDER_ENTRY_POINTS, Provider, {LocalProvider.name: LocalProvider}
 )

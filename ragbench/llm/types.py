@@ -64,8 +64,9 @@ class LLMSettings(BaseModel):
 
     model: str = Field(
         min_length=1,
-        description="a litellm model string (openai/gpt-4o-mini, ollama/llama3, openai/<alias> + api_base) "
-        "or local/<packaged GGUF name or .gguf path> for the in-process llama.cpp model",
+        description="a litellm model string (openai/gpt-4o-mini, ollama/llama3, openai/<alias> + api_base), "
+        "local/<packaged GGUF name or .gguf path> for the in-process llama.cpp model, or <name>/<model> "
+        "for a provider registered as <name>",
     )
     api_base: str | None = Field(default=None, description="base URL of an OpenAI-compatible or other server")
     api_key_env: str | None = Field(

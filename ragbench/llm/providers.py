@@ -13,12 +13,11 @@ from ragbench.llm.types import LLMSettings
 from ragbench.plugins import Registry
 
 PROVIDER_ENTRY_POINTS = "ragbench.llm_providers"
+BUILT_IN: dict[str, type[Provider]] = {LocalProvider.name: LocalProvider}  # litellm serves the rest
 
 # Every provider a model string may name: `register(ProviderClass)` adds one in this process (a test, code
 # that embeds ragbench), `unregister(name)` takes it away; entry points are found on the import path.
-PROVIDERS: Registry[Provider] = Registry(
-    "LLM provider", PROVIDER_ENTRY_POINTS, Provider, {LocalProvider.name: LocalProvider}
-)
+PROVIDERS: Registry[Provider] = Registry("LLM provider", PROVIDER_ENTRY_POINTS, Provider, BUILT_IN)
 
 
 def provider_class(model: str) -> type[Provider]:

@@ -52,10 +52,9 @@ class Axis:
     # Hub names ("org/model"): the org dropped in ids / in labels, where the digest keeps them unique.
     short_in_id: bool = False
     short_in_label: bool = False
-    # A registered axis's `grid.<name>`: one value's type, its default list and its description.
+    # A registered axis's `grid.<name>`: one value's type and the list a config that does not write it has.
     value_type: Any = str
     default: list[Any] = field(default_factory=lambda: [None])
-    description: str = ""
 
     def config_values(self, config: Any, cell: Mapping[str, Any]) -> list[Any]:
         """This axis's values for a cell whose earlier axes are `cell`."""

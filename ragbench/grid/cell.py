@@ -5,9 +5,12 @@ retrieve, rerank, answer, judge), so a stage's work is keyed by the axes up to i
 once per (chunk size, overlap, embedding), every reranked ranking once per (retrieve key, reranker)
 however many readers read it, every answer set once per reader setting however many judges grade it,
 and adding a value to any axis creates only the new keys. Each axis is declared once, as an
-`ragbench.grid.axes.Axis` entry: the built-in ones here beside their fields, another package's (or a
-test's) with `AXES.register`. A new built-in axis is one field here with its entry, one list field of
-the same name in `GridConfig`, plus its consumer: the stage code that reads the value.
+`ragbench.grid.axes.Axis` entry (stage, values from the config, id and label text, consumer): the
+built-in ones here beside their fields, another package's (or a test's) with `AXES.register`. A new
+built-in axis is one field here with its entry (`_axis`), one list field of the same name in
+`GridConfig` (ragbench/config/grid.py), plus its consumer: the stage code that reads the value (a step
+that gets no `spec`, chunk or index, also gets it as a parameter). Nothing else names an axis: the
+expansion, ids, stage keys, labels, results columns and the dry run read the entries.
 """
 
 from __future__ import annotations
@@ -34,9 +37,9 @@ DEFAULT_RETRIEVER = "dense"
 _DECLARED: list[dict[str, Any]] = []
 
 
-def _axis(description: str = "", **entry: Any) -> Any:
+def _axis(stage: Stage, tag: str, label: str, consumer: str, description: str = "", **entry: Any) -> Any:
     """A cell field (None: the axis is not set) and its axis entry (`Axis`, less the name)."""
-    _DECLARED.append(entry)
+    _DECLARED.append({"stage": stage, "tag": tag, "label": label, "consumer": consumer, **entry})
     return Field(None, description=description)
 
 
@@ -76,88 +79,45 @@ class CellSpec(BaseModel):
 
     # An external system (`systems` in the config) answers by itself: its cells have only this and a judge.
     external: str | None = _axis(
+        "chunk", "ext-", "external ", "ragbench.generation.external (a system's answer step)",
         "a system's name; None = the grid's",
-        stage="chunk",
-        tag="ext-",
-        label="external ",
-        consumer="ragbench.generation.external (the answer step of a system)",
         values=lambda config, cell: [None],  # one cell per system is added beside the grid's
-    )
-    chunk_size: int | None = _axis(stage="chunk", tag="cs", label="cs", consumer="ragbench.inputs.chunking")
+    )  # fmt: skip
+    chunk_size: int | None = _axis("chunk", "cs", "cs", "ragbench.inputs.chunking")
     chunk_overlap: int | None = _axis(
-        "tokens",
-        stage="chunk",
-        tag="o",
-        label="overlap ",
-        consumer="ragbench.inputs.chunking",
-        values=_overlaps,
+        "chunk", "o", "overlap ", "ragbench.inputs.chunking", "tokens", values=_overlaps
     )
     # Before the embedding (a retriever that reads no dense index has none) but keyed at retrieve: dense and
     # hybrid share one index. What a retriever is and reads is `ragbench.retrieval.retrievers`'s to say.
     retriever: str | None = _axis(
-        "a registered retriever's name; None = dense",
-        stage="retrieve",
-        consumer="ragbench.retrieval.retrievers (the retrieve step)",
-        off=DEFAULT_RETRIEVER,
-        off_text=DEFAULT_RETRIEVER,
-        shows_off=lambda cell: True,
-    )
+        "retrieve", "", "", "ragbench.retrieval.retrievers", "a registered retriever's name; None = dense",
+        off=DEFAULT_RETRIEVER, off_text=DEFAULT_RETRIEVER, shows_off=lambda cell: True,
+    )  # fmt: skip
     embedding_model: str | None = _axis(
-        stage="index",
-        consumer="ragbench.retrieval.index (the index step)",
-        values=_embeddings,
-        short_in_id=True,
-        short_in_label=True,
+        "index", "", "", "ragbench.retrieval.index", values=_embeddings, short_in_id=True, short_in_label=True
     )
     index: str | None = _axis(
-        "an IndexSpec name; None = exact (flat)",
-        stage="index",
-        tag="ix-",
-        label="index ",
-        consumer="ragbench.retrieval.ann (the index step)",
-        values=_indexes,
-        off_text="flat",
-        shows_off=lambda cell: cell.embedding_model is not None,
-    )
-    top_k: int | None = _axis(
-        stage="retrieve", tag="k", label="top_k ", consumer="ragbench.retrieval.search (the retrieve step)"
-    )
+        "index", "ix-", "index ", "ragbench.retrieval.ann", "an IndexSpec name; None = exact (flat)",
+        values=_indexes, off_text="flat", shows_off=lambda cell: cell.embedding_model is not None,
+    )  # fmt: skip
+    top_k: int | None = _axis("retrieve", "k", "top_k ", "ragbench.retrieval.search")
     # What is searched for a case (`ragbench.retrieval.rewrite`): before the search, so keyed at retrieve.
     query_rewrite: str | None = _axis(
-        "condense, hyde or multi_query; None = off (the question as is)",
-        stage="retrieve",
-        tag="qr-",
-        label="rewrite ",
-        consumer="ragbench.retrieval.rewrite (the retrieve step)",
-        off="off",
-        off_text="off",
-    )
-    top_n: int | None = _axis(
-        stage="answer", tag="n", label="top_n ", consumer="ragbench.generation.answers (the answer step)"
-    )
+        "retrieve", "qr-", "rewrite ", "ragbench.retrieval.rewrite",
+        "condense, hyde or multi_query; None = off (the question as is)", off="off", off_text="off",
+    )  # fmt: skip
+    top_n: int | None = _axis("answer", "n", "top_n ", "ragbench.generation.answers")
+    # "off" in every cell that retrieves, with or without a reader; in the ids of the cells that answer
     reranker: str | None = _axis(
+        "rerank", "rr-", "rerank ", "ragbench.retrieval.rerank_stage",
         "ColBERT checkpoint as configured; None = off",
-        stage="rerank",
-        tag="rr-",
-        label="rerank ",
-        consumer="ragbench.retrieval.rerank_stage (the rerank step)",
-        off_text="off",  # any cell that retrieves, with or without a reader
-        in_id_when_off=lambda cell: cell.reader is not None,
-        short_in_id=True,
-    )
-    reader: LLMSettings | None = _axis(
-        stage="answer", consumer="ragbench.generation.reader (the answer step)", values=_readers
-    )
+        off_text="off", in_id_when_off=lambda cell: cell.reader is not None, short_in_id=True,
+    )  # fmt: skip
+    reader: LLMSettings | None = _axis("answer", "", "", "ragbench.generation.reader", values=_readers)
     prompt: PromptTemplate | None = _axis(
-        stage="answer",
-        tag="p-",
-        label="prompt ",
-        consumer="ragbench.generation.reader (the answer step)",
-        values=_prompts,
+        "answer", "p-", "prompt ", "ragbench.generation.reader", values=_prompts
     )
-    judge: LLMSettings | None = _axis(
-        stage="judge", tag="j-", label="judge ", consumer="ragbench.scoring (the judge step)", values=_judges
-    )
+    judge: LLMSettings | None = _axis("judge", "j-", "judge ", "ragbench.scoring.judge", values=_judges)
 
     @model_validator(mode="before")
     @classmethod

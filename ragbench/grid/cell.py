@@ -28,10 +28,12 @@ from ragbench.hashing import canonical_json, short_hash
 from ragbench.llm.prompts import PromptTemplate
 from ragbench.llm.types import RESULT_FIELDS, LLMSettings, llm_settings
 
-__all__ = ["AXES", "STAGES", "Axis", "CellSpec", "Stage"]
-
 # The retriever of a cell whose `retriever` is None: ids of dense cells stay as they were before the axis.
 DEFAULT_RETRIEVER = "dense"
+# The values that mean "not set" of the index and rewrite axes: ragbench.retrieval's FLAT_INDEX and OFF,
+# which the grid may not import (tests/unit/test_grid_axes.py keeps them equal).
+FLAT_INDEX = "flat"
+OFF = "off"
 
 # Each built-in axis's entry, in field order: `_declare_builtin_axes` names them after the fields.
 _DECLARED: list[dict[str, Any]] = []
@@ -55,7 +57,7 @@ def _embeddings(config: Any, cell: Mapping[str, Any]) -> list[Any]:
 def _indexes(config: Any, cell: Mapping[str, Any]) -> list[Any]:
     if not cell["embedding_model"]:
         return [None]
-    return [None if name == "flat" else name for name in config.grid.index]
+    return [None if name == FLAT_INDEX else name for name in config.grid.index]
 
 
 def _readers(config: Any, cell: Mapping[str, Any]) -> list[Any]:
@@ -98,20 +100,20 @@ class CellSpec(BaseModel):
     )
     index: str | None = _axis(
         "index", "ix-", "index ", "ragbench.retrieval.ann", "an IndexSpec name; None = exact (flat)",
-        values=_indexes, off_text="flat", shows_off=lambda cell: cell.embedding_model is not None,
+        values=_indexes, off_text=FLAT_INDEX, shows_off=lambda cell: cell.embedding_model is not None,
     )  # fmt: skip
     top_k: int | None = _axis("retrieve", "k", "top_k ", "ragbench.retrieval.search")
     # What is searched for a case (`ragbench.retrieval.rewrite`): before the search, so keyed at retrieve.
     query_rewrite: str | None = _axis(
         "retrieve", "qr-", "rewrite ", "ragbench.retrieval.rewrite",
-        "condense, hyde or multi_query; None = off (the question as is)", off="off", off_text="off",
+        "condense, hyde or multi_query; None = off (the question as is)", off=OFF, off_text=OFF,
     )  # fmt: skip
     top_n: int | None = _axis("answer", "n", "top_n ", "ragbench.generation.answers")
     # "off" in every cell that retrieves, with or without a reader; in the ids of the cells that answer
     reranker: str | None = _axis(
         "rerank", "rr-", "rerank ", "ragbench.retrieval.rerank_stage",
         "ColBERT checkpoint as configured; None = off",
-        off_text="off", in_id_when_off=lambda cell: cell.reader is not None, short_in_id=True,
+        off_text=OFF, in_id_when_off=lambda cell: cell.reader is not None, short_in_id=True,
     )  # fmt: skip
     reader: LLMSettings | None = _axis("answer", "", "", "ragbench.generation.reader", values=_readers)
     prompt: PromptTemplate | None = _axis(

@@ -9,6 +9,7 @@ import importlib.util
 
 import pytest
 
+import ragbench.grid.cell as grid_cell
 from ragbench.config.dry_run import plan_rows
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
@@ -72,6 +73,7 @@ def test_every_builtin_axis_is_a_cell_field_and_a_grid_key_with_a_known_stage():
     # each names the module of the stage that reads its value
     assert all(importlib.util.find_spec(AXES[name].consumer.split()[0]) for name in AXES.names())
     # the values that mean "off" are the retrieval package's own
+    assert grid_cell.FLAT_INDEX == FLAT_INDEX and grid_cell.OFF == OFF
     assert AXES["index"].off_text == FLAT_INDEX and AXES["query_rewrite"].off == OFF
 
 

@@ -57,6 +57,8 @@ def _registered_values(axis: Axis, written: Any) -> list[Any]:
         values = TypeAdapter(list[axis.value_type | None]).validate_python(values)
     except ValidationError as error:
         raise ValueError(f"grid.{axis.name}: {error.errors()[0]['msg']}") from None
+    if not values:
+        raise ValueError(f"grid.{axis.name} needs at least one value")
     if len({json.dumps(value, sort_keys=True, default=str) for value in values}) != len(values):
         raise ValueError(f"grid.{axis.name} has duplicates: {values}")
     return values
@@ -144,8 +146,13 @@ class GridConfig(Section):
         return {**handler(self), **self._registered}
 
     def values_of(self, axis: str) -> list[Any]:
-        """The list written for `axis`, a built-in or a registered one."""
-        return getattr(self, axis) if axis in type(self).model_fields else self._registered[axis]
+        """The list written for `axis`, a built-in or a registered one (its default in a grid made before
+        it was registered: the config's default grid, made when the config model was)."""
+        if axis in type(self).model_fields:
+            return getattr(self, axis)
+        if axis in self._registered:
+            return self._registered[axis]
+        return _registered_values(AXES[axis], AXES[axis].default)
 
     def overlap_tokens(self, chunk_size: int) -> list[int]:
         """Each `chunk_overlap` in tokens of a chunk of `chunk_size` (a share below 1 is of the size)."""

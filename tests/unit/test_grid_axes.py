@@ -85,8 +85,12 @@ def test_a_registered_axis_is_a_grid_key_with_its_default_and_its_type(toy_axis)
     assert config.grid.values_of("toy_mode") == ["a", "b"]
     assert config.model_dump(mode="json")["grid"]["toy_mode"] == ["a", "b"]  # dumped as written
     assert BenchmarkConfig.model_validate(config.model_dump(mode="json")) == config
+    no_grid = BenchmarkConfig.model_validate({"name": "no-grid"})  # the default grid, made before the axis
+    assert no_grid.grid.values_of("toy_mode") == ["off"] and expand_grid(no_grid)[0].toy_mode is None
     with pytest.raises(ConfigError, match="toy_mode has duplicates"):
         load_config(None, ["grid.toy_mode=[a, a]"])
+    with pytest.raises(ConfigError, match="toy_mode needs at least one value"):
+        load_config(None, ["grid.toy_mode=[]"])
     with pytest.raises(ConfigError, match=r"grid\.not_an_axis: unknown key"):
         load_config(None, ["grid.not_an_axis=[a]"])
 

@@ -6,45 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from ragbench.config.model import BenchmarkConfig
-from ragbench.grid.cell import DEFAULT_RETRIEVER, CellSpec
-from ragbench.inputs.chunking import overlap_tokens
+from ragbench.grid.cell import AXES, CellSpec
 from ragbench.llm.local import DEFAULT_LOCAL_LLM
 from ragbench.llm.types import LLMSettings, llm_settings
-from ragbench.retrieval.ann import FLAT_INDEX
-from ragbench.retrieval.retrievers import retriever_class
 from ragbench.retrieval.rewrite import OFF
 
 
 def axis_values(config: BenchmarkConfig, axis: str, cell: dict[str, Any]) -> list[Any]:
-    """The values of one axis for a cell whose earlier axes are set: where config entries become cell
-    fields (overlap shares become tokens, model strings become settings, prompt names templates)."""
-    grid = config.grid
-    if axis == "external":
-        return [None]
-    if CellSpec.stage_of(axis) in ("answer", "judge") and not grid.reader:
+    """The values of one axis for a cell whose earlier axes are set, as its entry (`AXES`) makes them
+    from `grid.<axis>` (overlap shares become tokens, model strings settings, prompt names templates)."""
+    if CellSpec.stage_of(axis) in ("answer", "judge") and not config.grid.reader:
         return [None]  # a retrieval-only grid still sweeps its rerankers: the rerank stage is retrieval
-    if axis == "chunk_overlap":
-        return [overlap_tokens(cell["chunk_size"], overlap) for overlap in grid.chunk_overlap]
-    if axis == "retriever":
-        return [None if retriever == DEFAULT_RETRIEVER else retriever for retriever in grid.retriever]
-    if axis == "embedding_model" and "dense" not in retriever_class(cell["retriever"]).reads:
-        return [None]
-    if axis == "index":
-        return (
-            [None if name == FLAT_INDEX else name for name in grid.index]
-            if cell["embedding_model"]
-            else [None]
-        )
-    if axis == "query_rewrite":
-        return [None if mode == OFF else mode for mode in grid.query_rewrite]
-    if axis == "reader":
-        return [llm_settings(entry, config.generation.reader) for entry in grid.reader]
-    if axis == "judge":
-        return [llm_settings(entry, config.evaluation.judge) for entry in grid.judge] or [None]
-    if axis == "prompt":
-        templates = config.prompt_templates()
-        return [templates[name] for name in grid.prompt]
-    return list(getattr(grid, axis))
+    return AXES[axis].config_values(config, cell)
 
 
 def expand_grid(config: BenchmarkConfig) -> list[CellSpec]:

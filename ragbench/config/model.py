@@ -2,36 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ragbench.analysis.columns import is_results_column
 from ragbench.analysis.racing import RaceConfig, race_metric
+from ragbench.config.grid import GridConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
 from ragbench.generation.answers import GenerationConfig
 from ragbench.generation.systems import ExternalSystem
-from ragbench.grid.cell import DEFAULT_RETRIEVER
 from ragbench.inputs.chunking import overlap_tokens
 from ragbench.inputs.eval_cases import EvalCasesConfig
 from ragbench.inputs.knowledge_base import KnowledgeBaseConfig
 from ragbench.inputs.tables import TableError, load_yaml, read_utf8
 from ragbench.llm.budget import BudgetConfig
 from ragbench.llm.cache import check_cache_url, is_database_url
-from ragbench.llm.local import DEFAULT_LOCAL_LLM
 from ragbench.llm.prompts import DEFAULT_PROMPT, DEFAULT_PROMPT_NAME, PromptTemplate, load_prompt
-from ragbench.llm.types import LLMEntry, llm_settings
+from ragbench.llm.types import llm_settings
 from ragbench.models.devices import Device
-from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec
-from ragbench.retrieval.rerank import DEFAULT_RERANKER
-from ragbench.retrieval.retrievers import RETRIEVERS, RetrievalConfig
-from ragbench.retrieval.rewrite import OFF, QueryRewrite
+from ragbench.retrieval.retrievers import RetrievalConfig
 from ragbench.runs.gate import RegressionConfig
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig, Scoring, make_scorers
@@ -69,119 +63,6 @@ class EmbeddingConfig(Section):
         description="chunks embedded per shard; each finished shard is checkpointed in the artifact store, "
         "so an index build that was killed resumes and re-embeds at most one shard",
     )
-
-
-# Names the grid had before every axis became a list field of the same name as the cell's field.
-_RENAMED_AXES = {
-    "chunk_sizes": "chunk_size",
-    "embedding_models": "embedding_model",
-    "rerank": "reranker",
-    "readers": "reader",
-}
-
-
-class GridConfig(Section):
-    """Every field is an axis and the grid is their product (see `ragbench.grid.cell`); a single value
-    may be written without brackets. Field names match `CellSpec`'s, one field per axis."""
-
-    chunk_size: list[int] = Field(default=[128, 256], min_length=1, description="chunk sizes in tokens")
-    chunk_overlap: list[float] = Field(
-        default=[0.1], min_length=1, description="below 1: a share of the chunk size; 1 or more: tokens"
-    )
-    embedding_model: list[str] = Field(
-        default=["sentence-transformers/all-MiniLM-L6-v2", "sentence-transformers/all-mpnet-base-v2"],
-        min_length=1,
-        description="sentence-transformers models (Hub names, packaged names or local folders)",
-    )
-    retriever: list[str] = Field(
-        default=[DEFAULT_RETRIEVER],
-        min_length=1,
-        description="dense (the embedding's FAISS index), bm25 (lexical: bm25s, see "
-        "ragbench.retrieval.lexical), hybrid (reciprocal-rank fusion of both) or one another installed "
-        "package registers in the entry point group ragbench.retrievers; a cell whose retriever reads no "
-        "dense index (bm25) has no embedding_model or index",
-    )
-    index: list[str] = Field(
-        default=[FLAT_INDEX],
-        min_length=1,
-        description="FAISS index types: flat (exact), hnsw, ivf, or with parameters, e.g. "
-        "hnsw(m=32,ef_search=128), ivf(nlist=1024,nprobe=16,encoding=sq8) (see ragbench.retrieval.ann)",
-    )
-    top_k: list[PositiveInt] = Field(default=[30], min_length=1, description="chunks retrieved per question")
-    query_rewrite: list[QueryRewrite] = Field(
-        default=["off"],
-        min_length=1,
-        description="off, condense, hyde or multi_query (ragbench.retrieval.rewrite)",
-    )
-    top_n: list[PositiveInt] = Field(default=[7], min_length=1, description="passages given to the reader")
-    reranker: list[str | bool | None] = Field(
-        default=[None],
-        min_length=1,
-        description="off (null, false or 'off') or a ColBERT checkpoint; true = colbert-ir/colbertv2.0",
-    )
-    reader: list[LLMEntry] = Field(
-        default=[DEFAULT_LOCAL_LLM],
-        description="litellm model strings or LLMSettings mappings; empty = retrieval (and reranking) only",
-    )
-    prompt: list[str] = Field(default=[DEFAULT_PROMPT_NAME], min_length=1, description="names in `prompts`")
-    judge: list[LLMEntry] = Field(
-        default=[DEFAULT_LOCAL_LLM], description="judge models (strings or mappings); empty = no judge"
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _lists_and_renames(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        for old, new in _RENAMED_AXES.items():
-            if old in data:
-                raise ValueError(f"grid.{old} is now grid.{new} (every axis is named like the cell field)")
-        return {key: value if isinstance(value, list) else [value] for key, value in data.items()}
-
-    @field_validator("query_rewrite", mode="before")
-    @classmethod
-    def _off_as_written(cls, values: Any) -> Any:
-        """YAML reads a bare `off` as false: it means off here, as for the reranker."""
-        return [OFF if value is False else value for value in values] if isinstance(values, list) else values
-
-    @field_validator("reranker")
-    @classmethod
-    def _normalise_reranker(cls, values: list[str | bool | None]) -> list[str | None]:
-        return [
-            None
-            if value is None or value is False or value == "off"
-            else DEFAULT_RERANKER
-            if value is True
-            else value
-            for value in values
-        ]
-
-    @field_validator("retriever")
-    @classmethod
-    def _known_retrievers(cls, values: list[str]) -> list[str]:
-        RETRIEVERS.classes(values)
-        return values
-
-    @field_validator("index")
-    @classmethod
-    def _canonical_index_names(cls, values: list[str]) -> list[str]:
-        """Each index type by its canonical name, so equal specs written differently are one index."""
-        return [IndexSpec.parse(value).name for value in values]
-
-    @model_validator(mode="after")
-    def _check_values(self) -> GridConfig:
-        if any(size < 16 for size in self.chunk_size):
-            raise ValueError("grid.chunk_size values must all be at least 16 tokens")
-        if any(
-            not math.isfinite(overlap) or overlap < 0 or (overlap >= 1 and not overlap.is_integer())
-            for overlap in self.chunk_overlap
-        ):
-            raise ValueError("grid.chunk_overlap values are shares in [0, 1) or whole numbers of tokens")
-        for name in type(self).model_fields:
-            values = [json.dumps(v, sort_keys=True, default=str) for v in getattr(self, name)]
-            if len(set(values)) != len(values):
-                raise ValueError(f"grid.{name} has duplicates: {getattr(self, name)}")
-        return self
 
 
 # A config's name keys its history (run names, tags, schedules, eval sets, output folders): lowercase so

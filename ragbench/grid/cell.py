@@ -4,8 +4,13 @@ A cell is one value of every axis. Axes belong to the stage that first needs the
 retrieve, rerank, answer, judge), so a stage's work is keyed by the axes up to it: every index is built
 once per (chunk size, overlap, embedding), every reranked ranking once per (retrieve key, reranker)
 however many readers read it, every answer set once per reader setting however many judges grade it,
-and adding a value to any axis creates only the new keys. A new axis is one field here
-(with its stage) and one list field of the same name in `GridConfig`, plus the code that uses it.
+and adding a value to any axis creates only the new keys. Each axis is declared once, as an
+`ragbench.grid.axes.Axis` entry (stage, values from the config, id and label text, consumer): the
+built-in ones here beside their fields, another package's (or a test's) with `AXES.register`. A new
+built-in axis is one field here with its entry (`_axis`), one list field of the same name in
+`GridConfig` (ragbench/config/grid.py), plus its consumer: the stage code that reads the value (a step
+that gets no `spec`, chunk or index, also gets it as a parameter). Nothing else names an axis: the
+expansion, ids, stage keys, labels, results columns and the dry run read the entries.
 """
 
 from __future__ import annotations
@@ -13,61 +18,128 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ragbench.grid.axes import AXES, STAGES, Axis, Stage
 from ragbench.hashing import canonical_json, short_hash
 from ragbench.llm.prompts import PromptTemplate
-from ragbench.llm.types import RESULT_FIELDS, LLMSettings
+from ragbench.llm.types import RESULT_FIELDS, LLMSettings, llm_settings
 
-Stage = Literal["chunk", "index", "retrieve", "rerank", "answer", "judge"]
-STAGES: tuple[Stage, ...] = ("chunk", "index", "retrieve", "rerank", "answer", "judge")
 # The retriever of a cell whose `retriever` is None: ids of dense cells stay as they were before the axis.
 DEFAULT_RETRIEVER = "dense"
+# The values that mean "not set" of the index and rewrite axes: ragbench.retrieval's FLAT_INDEX and OFF,
+# which the grid may not import (tests/unit/test_grid_axes.py keeps them equal).
+FLAT_INDEX = "flat"
+OFF = "off"
+
+# Each built-in axis's entry, in field order: `_declare_builtin_axes` names them after the fields.
+_DECLARED: list[dict[str, Any]] = []
 
 
-def _axis(stage: Stage, tag: str, label: str, default: Any = ..., description: str = "") -> Any:
-    """A cell field: its stage, and the prefixes that introduce its value in ids and in labels."""
-    return Field(
-        default, description=description, json_schema_extra={"stage": stage, "tag": tag, "label": label}
-    )
+def _axis(stage: Stage, tag: str, label: str, consumer: str, description: str = "", **entry: Any) -> Any:
+    """A cell field (None: the axis is not set) and its axis entry (`Axis`, less the name)."""
+    _DECLARED.append({"stage": stage, "tag": tag, "label": label, "consumer": consumer, **entry})
+    return Field(None, description=description)
+
+
+def _overlaps(config: Any, cell: Mapping[str, Any]) -> list[Any]:
+    return config.grid.overlap_tokens(cell["chunk_size"])  # shares of the chunk size become tokens
+
+
+def _embeddings(config: Any, cell: Mapping[str, Any]) -> list[Any]:
+    """A retriever that reads no dense index has no embedding (nor, then, an index)."""
+    return list(config.grid.embedding_model) if config.grid.reads_dense_index(cell["retriever"]) else [None]
+
+
+def _indexes(config: Any, cell: Mapping[str, Any]) -> list[Any]:
+    if not cell["embedding_model"]:
+        return [None]
+    return [None if name == FLAT_INDEX else name for name in config.grid.index]
+
+
+def _readers(config: Any, cell: Mapping[str, Any]) -> list[Any]:
+    return [llm_settings(entry, config.generation.reader) for entry in config.grid.reader]
+
+
+def _prompts(config: Any, cell: Mapping[str, Any]) -> list[Any]:
+    templates = config.prompt_templates()
+    return [templates[name] for name in config.grid.prompt]
+
+
+def _judges(config: Any, cell: Mapping[str, Any]) -> list[Any]:
+    return [llm_settings(entry, config.evaluation.judge) for entry in config.grid.judge] or [None]
 
 
 class CellSpec(BaseModel):
-    """Every axis value of one grid cell; fields of stages a cell does not reach are None."""
+    """Every axis value of one grid cell; fields of stages a cell does not reach are None. A registered
+    axis (`AXES.register`) is an extra field of the same name, None where it is not set."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     # An external system (`systems` in the config) answers by itself: its cells have only this and a judge.
-    external: str | None = _axis("chunk", "ext-", "external ", None, "a system's name; None = the grid's")
-    chunk_size: int | None = _axis("chunk", "cs", "cs", None)
-    chunk_overlap: int | None = _axis("chunk", "o", "overlap ", None, "tokens")
+    external: str | None = _axis(
+        "chunk", "ext-", "external ", "ragbench.generation.external (a system's answer step)",
+        "a system's name; None = the grid's",
+        values=lambda config, cell: [None],  # one cell per system is added beside the grid's
+    )  # fmt: skip
+    chunk_size: int | None = _axis("chunk", "cs", "cs", "ragbench.inputs.chunking")
+    chunk_overlap: int | None = _axis(
+        "chunk", "o", "overlap ", "ragbench.inputs.chunking", "tokens", values=_overlaps
+    )
     # Before the embedding (a retriever that reads no dense index has none) but keyed at retrieve: dense and
     # hybrid share one index. What a retriever is and reads is `ragbench.retrieval.retrievers`'s to say.
-    retriever: str | None = _axis("retrieve", "", "", None, "a registered retriever's name; None = dense")
-    embedding_model: str | None = _axis("index", "", "", None)
-    index: str | None = _axis("index", "ix-", "index ", None, "an IndexSpec name; None = exact (flat)")
-    top_k: int | None = _axis("retrieve", "k", "top_k ", None)
+    retriever: str | None = _axis(
+        "retrieve", "", "", "ragbench.retrieval.retrievers", "a registered retriever's name; None = dense",
+        off=DEFAULT_RETRIEVER, off_text=DEFAULT_RETRIEVER, shows_off=lambda cell: True,
+    )  # fmt: skip
+    embedding_model: str | None = _axis(
+        "index", "", "", "ragbench.retrieval.index", values=_embeddings, short_in_id=True, short_in_label=True
+    )
+    index: str | None = _axis(
+        "index", "ix-", "index ", "ragbench.retrieval.ann", "an IndexSpec name; None = exact (flat)",
+        values=_indexes, off_text=FLAT_INDEX, shows_off=lambda cell: cell.embedding_model is not None,
+    )  # fmt: skip
+    top_k: int | None = _axis("retrieve", "k", "top_k ", "ragbench.retrieval.search")
     # What is searched for a case (`ragbench.retrieval.rewrite`): before the search, so keyed at retrieve.
     query_rewrite: str | None = _axis(
-        "retrieve", "qr-", "rewrite ", None, "condense, hyde or multi_query; None = off (the question as is)"
-    )
-    top_n: int | None = _axis("answer", "n", "top_n ", None)
+        "retrieve", "qr-", "rewrite ", "ragbench.retrieval.rewrite",
+        "condense, hyde or multi_query; None = off (the question as is)", off=OFF, off_text=OFF,
+    )  # fmt: skip
+    top_n: int | None = _axis("answer", "n", "top_n ", "ragbench.generation.answers")
+    # "off" in every cell that retrieves, with or without a reader; in the ids of the cells that answer
     reranker: str | None = _axis(
-        "rerank", "rr-", "rerank ", None, "ColBERT checkpoint as configured; None = off"
+        "rerank", "rr-", "rerank ", "ragbench.retrieval.rerank_stage",
+        "ColBERT checkpoint as configured; None = off",
+        off_text=OFF, in_id_when_off=lambda cell: cell.reader is not None, short_in_id=True,
+    )  # fmt: skip
+    reader: LLMSettings | None = _axis("answer", "", "", "ragbench.generation.reader", values=_readers)
+    prompt: PromptTemplate | None = _axis(
+        "answer", "p-", "prompt ", "ragbench.generation.reader", values=_prompts
     )
-    reader: LLMSettings | None = _axis("answer", "", "", None)
-    prompt: PromptTemplate | None = _axis("answer", "p-", "prompt ", None)
-    judge: LLMSettings | None = _axis("judge", "j-", "judge ", None)
+    judge: LLMSettings | None = _axis("judge", "j-", "judge ", "ragbench.scoring.judge", values=_judges)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _registered_axes(cls, data: Any) -> Any:
+        """Every registered axis present (None where not set, so two cells compare equal whichever way
+        they were made); any other unknown field refused, as a closed model would."""
+        if not isinstance(data, dict):
+            return data
+        registered = AXES.registered()
+        if unknown := sorted(set(data) - set(cls.model_fields) - set(registered)):
+            raise ValueError(f"{', '.join(unknown)}: not a grid axis ({', '.join(AXES.names())})")
+        return {**dict.fromkeys(registered), **data}
 
     @classmethod
     def axes(cls) -> list[str]:
-        return list(cls.model_fields)
+        return AXES.names()
 
     @classmethod
     def stage_of(cls, axis: str) -> Stage:
-        return cls.model_fields[axis].json_schema_extra["stage"]  # type: ignore[index]
+        return AXES[axis].stage
 
     @property
     def last_stage(self) -> Stage:
@@ -90,22 +162,17 @@ class CellSpec(BaseModel):
             return value.model
         if isinstance(value, PromptTemplate):
             return value.name
-        if axis == "reranker" and value is None and self.top_k is not None:
-            return "off"  # any cell that retrieves, with or without a reader
-        if axis == "retriever" and value is None:
-            return DEFAULT_RETRIEVER
-        if axis == "index" and value is None and self.embedding_model is not None:
-            return "flat"
-        if axis == "query_rewrite" and value is None and self.top_k is not None:
-            return "off"
-        return "" if value is None else str(value)
+        if value is None:
+            entry = AXES[axis]
+            return entry.off_text if entry.shows_off(self) else ""
+        return str(value)
 
     def _slug(self, axis: str) -> str:
         text = self.value_text(axis)
-        if axis in ("embedding_model", "reranker"):
+        entry = AXES[axis]
+        if entry.short_in_id:
             text = text.rstrip("/").split("/")[-1]  # Hub names: the org adds length, the hash uniqueness
-        tag = CellSpec.model_fields[axis].json_schema_extra["tag"]  # type: ignore[index]
-        return re.sub(r"[^A-Za-z0-9]+", "_", f"{tag}{text}").strip("_")
+        return re.sub(r"[^A-Za-z0-9]+", "_", f"{entry.tag}{text}").strip("_")
 
     def identity(self) -> dict[str, Any]:
         """The axes this cell uses, each by what can change its results (an LLM by its `result_fields`,
@@ -128,7 +195,7 @@ class CellSpec(BaseModel):
         return self.model_copy(
             update={
                 axis: value.model_copy(update=operations.get(value.result_key, {}))
-                for axis in ("reader", "judge")
+                for axis in self.axes()
                 if isinstance(value := getattr(self, axis), LLMSettings)
             }
         )
@@ -144,7 +211,8 @@ class CellSpec(BaseModel):
         parts = [
             self._slug(axis)
             for axis in self.axes()
-            if getattr(self, axis) is not None or (axis == "reranker" and self.reader is not None)
+            if getattr(self, axis) is not None
+            or ((shown := AXES[axis].in_id_when_off) is not None and shown(self))
         ]
         return "_".join([*parts, self.digest])
 
@@ -213,6 +281,13 @@ class CellSpec(BaseModel):
         return columns
 
 
+def _declare_builtin_axes() -> None:
+    for name, entry in zip(CellSpec.model_fields, _DECLARED, strict=True):
+        AXES.declare(Axis(name=name, **entry))
+
+
+_declare_builtin_axes()
+
 # (axis, LLMSettings.result_key) -> how people read that LLM in this grid, see `llm_names`
 AxisNames = dict[tuple[str, str], str]
 
@@ -223,7 +298,7 @@ def llm_names(cells: list[CellSpec]) -> AxisNames:
     share a name only because their LLMs share a model."""
     by_model: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for cell in cells:
-        for axis in ("reader", "judge"):
+        for axis in cell.axes():
             if isinstance(settings := getattr(cell, axis), LLMSettings):
                 by_model.setdefault((axis, settings.model), {})[settings.result_key] = (
                     settings.result_fields()
@@ -275,9 +350,9 @@ def cell_label(columns: dict[str, Any], varying: list[str]) -> str:
         text = str(columns[axis])
         if not text:  # an axis this cell does not have (a bm25 cell's embedding)
             continue
-        if axis == "embedding_model":
+        if AXES[axis].short_in_label:
             text = text.rstrip("/").split("/")[-1]
-        parts.append(f"{CellSpec.model_fields[axis].json_schema_extra['label']}{text}")  # type: ignore[index]
+        parts.append(f"{AXES[axis].label}{text}")
     if parts:
         return " · ".join(parts)
     if columns.get("external"):

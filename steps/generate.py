@@ -8,7 +8,7 @@ from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import RetrievedCandidates
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
 from steps.spend import step_spending
 
 
@@ -21,7 +21,7 @@ def pass_llm_operations(operations: dict) -> Annotated[dict, OPERATIONS]:
     return operations
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def answer_questions_cell(
     candidates: RetrievedCandidates,
     eval_suite: EvalSuite,

@@ -1,16 +1,16 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 from zenml.client import Client
 
 from materializers.vector_index import VectorIndexMaterializer
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.retrieval.index import VectorIndex, build_approximate_index, build_index, load_embedder
-from steps.caching import OPERATIONS, Operations, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step
 
 
-@step(
-    cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)),
+@cached_step(
+    ignored_inputs=(OPERATIONS,),
     output_materializers=VectorIndexMaterializer,
 )
 def build_vector_index(
@@ -32,7 +32,7 @@ def build_vector_index(
     return index
 
 
-@step(cache_policy=step_cache_policy(__name__), output_materializers=VectorIndexMaterializer)
+@cached_step(output_materializers=VectorIndexMaterializer)
 def build_approximate_vector_index(
     exact: VectorIndex, index_type: str
 ) -> Annotated[VectorIndex, "vector_index"]:

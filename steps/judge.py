@@ -2,7 +2,7 @@
 
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_check import check_judge
@@ -19,11 +19,11 @@ from ragbench.scoring.cells import JudgeResult, judge_cell, pairwise_cell
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import JudgeCheckConfig, scorers_from_identities
 from ragbench.scoring.rubrics import Rubric
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
 from steps.spend import step_spending
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def judge_answers_cell(
     answers: AnswerSet,
     eval_suite: EvalSuite,
@@ -72,7 +72,7 @@ def judge_answers_cell(
     return judged
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def judge_pairwise_cell(
     candidate: AnswerSet,
     baseline: AnswerSet,
@@ -114,7 +114,7 @@ def judge_pairwise_cell(
     return result
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def check_judge_on_planted_errors(
     corpus: Corpus,
     eval_suite: EvalSuite,
@@ -147,7 +147,7 @@ def check_judge_on_planted_errors(
     return card
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def measure_judge_alignment(
     review_labels: ReviewLabels,
     operations: dict,

@@ -3,7 +3,7 @@ like any step: a re-run, or a race given more cases or calls, asks no LLM again 
 
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from ragbench.analysis.race_cells import look_at_round
 from ragbench.analysis.racing import RaceConfig, RaceTrace, start_race
@@ -14,12 +14,12 @@ from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig
 from ragbench.stats.inference import StatisticsConfig
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
 
 RACE_TRACE = "race_trace"
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@cached_step()
 def start_cell_race(
     eval_suite: EvalSuite, cells: list[str], search: dict, metric: dict, seed: int
 ) -> Annotated[RaceTrace, RACE_TRACE]:
@@ -35,7 +35,7 @@ def start_cell_race(
     )
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@cached_step()
 def look_at_race(
     trace: RaceTrace,
     eval_suite: EvalSuite,

@@ -1,16 +1,16 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
 from ragbench.retrieval.rerank_stage import RerankResult, rerank_stage
 from ragbench.retrieval.search import RetrievedCandidates
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@cached_step()
 def rerank_cell(
     candidates: RetrievedCandidates,
     eval_suite: EvalSuite,

@@ -1,6 +1,6 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.chunking import ChunkSet
@@ -15,10 +15,10 @@ from ragbench.retrieval.search import (
     evaluate_retrieval,
     retrieve_candidates,
 )
-from steps.caching import OPERATIONS, Operations, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def retrieve_cell(
     chunks: ChunkSet,
     eval_suite: EvalSuite,

@@ -1,15 +1,15 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.rewrite import RewrittenQueries
 from ragbench.retrieval.rewriter import RewriteSetup, rewrite_cases
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
 from steps.spend import step_spending
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def rewrite_queries_step(
     eval_suite: EvalSuite, operations: dict, mode: str, rewrite: dict
 ) -> Annotated[RewrittenQueries, "queries"]:

@@ -6,7 +6,7 @@ retries, the LLM cache, and the device questions are embedded on."""
 
 from typing import Annotated
 
-from zenml import ArtifactConfig, log_metadata, step
+from zenml import ArtifactConfig, log_metadata
 
 from materializers.eval_set import EvalSetMaterializer
 from ragbench.inputs.chunking import ChunkSet
@@ -26,11 +26,10 @@ from ragbench.testset.plan import plan_for
 from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
 from ragbench.testset.settings import TestsetConfig
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
 from steps.spend import step_spending
 
 EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact
-CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
 
 
 def _operated(llm: LLMSettings, operations: Operations) -> LLMSettings:
@@ -38,7 +37,7 @@ def _operated(llm: LLMSettings, operations: Operations) -> LLMSettings:
     return llm.model_copy(update=operations.llm.get(llm.result_key, {}))
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def generate_eval_candidates(
     chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
 ) -> Annotated[CandidateSet, "candidates"]:
@@ -60,7 +59,7 @@ def generate_eval_candidates(
     return candidates
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def critique_eval_candidates(
     candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
 ) -> Annotated[CritiqueSet, "critiques"]:
@@ -81,7 +80,7 @@ def critique_eval_candidates(
     return critiques
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def roundtrip_eval_candidates(
     candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
 ) -> Annotated[RoundtripSet, "roundtrip"]:
@@ -110,7 +109,7 @@ def roundtrip_eval_candidates(
     return checked
 
 
-@step(cache_policy=CACHE_POLICY, output_materializers=EvalSetMaterializer)
+@cached_step(ignored_inputs=(OPERATIONS,), output_materializers=EvalSetMaterializer)
 def assemble_eval_set(
     candidates: CandidateSet,
     critiques: CritiqueSet | None,

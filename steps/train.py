@@ -7,7 +7,7 @@ from pathlib import Path
 from tempfile import mkdtemp
 from typing import Annotated
 
-from zenml import ArtifactConfig, log_metadata, step
+from zenml import ArtifactConfig, log_metadata
 
 from materializers.trained_reranker import HANDOVER_PREFIX, TrainedRerankerMaterializer
 from ragbench.inputs.chunking import ChunkSet
@@ -24,14 +24,13 @@ from ragbench.training.pairs import TrainingPairs
 from ragbench.training.prepare import training_pairs, training_questions
 from ragbench.training.questions import TrainingQuestions
 from ragbench.training.settings import RerankerTrainingConfig
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
 from steps.spend import step_spending
 
 RERANKER_ARTIFACT = "reranker_artifact"  # the substitution that names the checkpoint artifact
-CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def write_training_questions(
     chunks: ChunkSet, operations: dict, training: dict
 ) -> Annotated[TrainingQuestions, "training_questions"]:
@@ -56,7 +55,7 @@ def write_training_questions(
     return written
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def mine_training_pairs(
     questions: TrainingQuestions,
     chunks: ChunkSet,
@@ -84,7 +83,7 @@ def mine_training_pairs(
     return pairs
 
 
-@step(cache_policy=CACHE_POLICY, output_materializers=TrainedRerankerMaterializer)
+@cached_step(ignored_inputs=(OPERATIONS,), output_materializers=TrainedRerankerMaterializer)
 def train_reranker_checkpoint(
     pairs: TrainingPairs, chunks: ChunkSet, operations: dict, training: dict, name: str
 ) -> Annotated[TrainedReranker, ArtifactConfig(name=f"{{{RERANKER_ARTIFACT}}}")]:

@@ -14,18 +14,17 @@ from steps.caching import OPERATIONS, Operations, cached_step
     output_materializers=VectorIndexMaterializer,
 )
 def build_vector_index(
-    chunks: ChunkSet, operations: dict, embedding_model: str
+    chunks: ChunkSet, operations: Operations, embedding_model: str
 ) -> Annotated[VectorIndex, "vector_index"]:
     """The exact index, once per (chunk size, overlap, embedding model): every approximate index and setting
     after it reads its vectors. Finished shards are checkpointed in the artifact store (every pod of the stack
     sees it) until the index is done. The shard size and the device come with the `operations` (outside the
     cache key): they change how the vectors are made, never the vectors."""
-    settings = Operations.model_validate(operations)
     checkpoints = f"{Client().active_stack.artifact_store.path.rstrip('/')}/ragbench-embedding-checkpoints"
     index = build_index(
         chunks,
-        load_embedder(embedding_model, settings.device),
-        shard_size=settings.shard_size,
+        load_embedder(embedding_model, operations.device),
+        shard_size=operations.shard_size,
         checkpoint_location=checkpoints,
     )
     log_metadata(index.manifest.model_dump())

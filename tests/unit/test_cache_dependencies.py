@@ -17,7 +17,13 @@ from steps.caching import PROJECT_PACKAGES, core_dependencies
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS_DIR = REPO_ROOT / "steps"
-HELPER_MODULES = {"caching", "history", "spend", "store"}  # modules of the steps package that define no step
+HELPER_MODULES = {
+    "caching",
+    "history",
+    "identity",
+    "spend",
+    "store",
+}  # modules of the steps package that define no step
 STEP_MODULES = sorted(
     f"steps.{info.name}" for info in pkgutil.iter_modules([str(STEPS_DIR)]) if info.name not in HELPER_MODULES
 )

@@ -60,9 +60,12 @@ from steps import (
 )
 from steps.caching import Operations
 from steps.gate import alert_failed_run
+from steps.identity import CellIdentity, LLMIdentity, PluginIdentity
+from steps.judge import AlignmentSetup, RubricSet
+from steps.results import ResultsSettings
 
 
-def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str, Any]:
+def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> Operations:
     """The `operations` artifact of a benchmark run: everything its steps need that cannot change what they
     compute (see `steps.caching.Operations`), so none of it is part of a cache key. A step served from the
     cache keeps what its output was made with: a pairwise comparison the names and the interval level of
@@ -89,16 +92,16 @@ def run_operations(settings: BenchmarkConfig, cells: list[CellSpec]) -> dict[str
         pairwise_labels=pairwise_labels,
         confidence=settings.statistics.confidence,
         budget=settings.budget.model_dump(mode="json"),
-    ).model_dump(mode="json")
+    )
 
 
-def rewrite_setup(settings: BenchmarkConfig, mode: str) -> dict[str, Any]:
+def rewrite_setup(settings: BenchmarkConfig, mode: str) -> RewriteSetup:
     """The rewrite step's `rewrite` parameter (`RewriteSetup`): the query count only where it acts
     (multi_query), so changing it rewrites no condense or hyde query again."""
     rewriter = rewriter_settings(settings)
     assert rewriter is not None  # a mode is rewritten only when the grid has a query_rewrite other than off
     count = settings.retrieval.multi_query_count if mode == "multi_query" else 1
-    return RewriteSetup(rewriter=rewriter.result_fields(), count=count).model_dump(mode="json")
+    return RewriteSetup(rewriter=rewriter.result_fields(), count=count)
 
 
 @dataclass
@@ -126,13 +129,13 @@ class Wiring:
         if key.external is not None:
             return answer_external_system(
                 self.suite,
-                spec=key.identity(),
-                system=next(s for s in settings.systems if s.name == key.external).model_dump(mode="json"),
+                spec=CellIdentity.of(key),
+                system=next(s for s in settings.systems if s.name == key.external),
                 sample_size=settings.generation.sample_size,
                 seed=settings.generation.seed,
                 metrics_k=settings.retrieval.metrics_k,
                 llm_cache=settings.llm_cache,
-                budget=settings.budget.model_dump(mode="json"),
+                budget=settings.budget,
                 id=key.step_id("answer"),
             )
         return answer_questions_cell(
@@ -140,7 +143,7 @@ class Wiring:
             self.suite,
             self.rerankers[key.reranker] if key.reranker is not None else None,
             self.operations,
-            spec=key.identity(),
+            spec=CellIdentity.of(key),
             sample_size=settings.generation.sample_size if stop is None else stop,
             seed=settings.generation.seed,
             first=first,
@@ -155,13 +158,13 @@ class Wiring:
             answers,
             self.suite,
             self.operations,
-            spec=key.identity(),
-            rubrics=[rubric.model_dump(mode="json") for rubric in scoring.rubrics],
-            scorers=[scorer.identity() for scorer in scoring.scorers],
+            spec=CellIdentity.of(key),
+            rubrics=RubricSet(rubrics=list(scoring.rubrics)),
+            scorers=[PluginIdentity(scorer.identity()) for scorer in scoring.scorers],
             embedding_model=self.settings.scoring_embedding_model,
             samples=self.settings.evaluation.judge_samples,
             review_labels=self.review_labels if alignment is not None and alignment.examples else None,
-            alignment={"judge": self.judge_name(key), "examples": alignment.examples}
+            alignment=AlignmentSetup(judge=self.judge_name(key), examples=alignment.examples)
             if alignment is not None and alignment.examples
             else None,
             id=id or key.step_id("judge"),
@@ -180,10 +183,10 @@ class Wiring:
             measure_judge_alignment(
                 self.review_labels,
                 self.operations,
-                judge=judge.result_fields(),
-                rubrics=[rubric.model_dump(mode="json") for rubric in self.settings.scoring().rubrics],
+                judge=LLMIdentity.of(judge),
+                rubrics=RubricSet(rubrics=list(self.settings.scoring().rubrics)),
                 examples=alignment.examples,
-                statistics=self.settings.statistics.model_dump(mode="json"),
+                statistics=self.settings.statistics,
                 id=f"judge_alignment_{number}",
             )
             for number, judge in enumerate(judges.values())
@@ -195,15 +198,15 @@ class Wiring:
         if (check := settings.evaluation.judge_check) is None:
             return []
         judges = {key.judge.result_key: key.judge for key in distinct_at(self.cells, "judge") if key.judge}
-        rubric = card_rubric(settings.scoring().rubrics).model_dump(mode="json")
+        rubric = card_rubric(settings.scoring().rubrics)
         return [
             check_judge_on_planted_errors(
                 self.corpus,
                 self.suite,
                 self.operations,
-                judge=judge.result_fields(),
+                judge=LLMIdentity.of(judge),
                 rubric=rubric,
-                check=check.model_dump(mode="json"),
+                check=check,
                 id=f"judge_card_{number}",
             )
             for number, judge in enumerate(judges.values())
@@ -221,35 +224,37 @@ class Wiring:
         """The results table and report, then the regression gate: the last steps of either pipeline.
         `planned`: the plan the run started with, shown beside what it spent."""
         settings = self.settings
+        findings = [
+            *pairwise,
+            *judge_cards,
+            *self.judge_alignments(),
+            *([race] if race is not None else []),
+            *self.rewrites,
+            self.references,
+        ]
         results, _, _ = build_results_table(
-            cells=[cell.identity() for cell in self.cells],
-            corpus=self.corpus,
-            eval_suite=self.suite,
-            retrievals=self.retrievals,
-            reranks=self.reranks,
-            answer_sets=answer_sets,
-            judged=judged,
-            pairwise=pairwise,
-            judge_cards=judge_cards,
-            race=race,
-            judge_alignments=self.judge_alignments(),
-            references=self.references,
-            review_labels=self.review_labels if settings.evaluation.label_correction is not None else None,
-            title=f"RAG benchmark: {settings.name}",
-            config_name=settings.name,
-            metrics_k=settings.retrieval.metrics_k,
-            evaluation=settings.evaluation.model_dump(mode="json"),
-            sample_size=settings.generation.sample_size,
-            seed=settings.generation.seed,
-            statistics=settings.statistics.model_dump(mode="json"),
-            planned=planned,
-            rewrites=self.rewrites,
+            ResultsSettings(
+                cells=[CellSpec.model_validate(cell.identity()) for cell in self.cells],
+                title=f"RAG benchmark: {settings.name}",
+                config_name=settings.name,
+                metrics_k=settings.retrieval.metrics_k,
+                evaluation=settings.evaluation,
+                sample_size=settings.generation.sample_size,
+                seed=settings.generation.seed,
+                statistics=settings.statistics,
+                planned=planned,
+            ),
+            self.corpus,
+            self.suite,
+            [*self.retrievals, *self.reranks, *answer_sets, *judged],
+            findings,
+            self.review_labels if settings.evaluation.label_correction is not None else None,
         )
         regression_gate(
             results,
             config_name=settings.name,
-            regression=settings.regression.model_dump(mode="json"),
-            statistics=settings.statistics.model_dump(mode="json"),
+            regression=settings.regression,
+            statistics=settings.statistics,
         )
 
 
@@ -258,17 +263,17 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
     steps, with the same ids and cache keys, in either pipeline."""
     cells = expand_grid(settings)
     corpus = ingest_knowledge_base(
-        knowledge_base=settings.knowledge_base.model_dump(mode="json"),
+        knowledge_base=settings.knowledge_base,
         snapshot=knowledge_base_snapshot(settings),
     )
     defined = load_eval_suite.with_options(output_materializers=EvalSuiteMaterializer)(
-        eval_cases=settings.eval_cases.model_dump(mode="json"), snapshot=eval_cases_snapshot(settings)
+        eval_cases=settings.eval_cases, snapshot=eval_cases_snapshot(settings)
     )
     operations = pass_llm_operations(operations=run_operations(settings, cells))
     readers = [cell.reader for cell in cells if cell.reader is not None]
     suite, references = resolve_references.with_options(
         output_materializers={"eval_cases_resolved": EvalSuiteMaterializer}
-    )(defined, operations, writer=readers[0].model_dump(mode="json") if readers else None)
+    )(defined, operations, writer=readers[0] if readers else None)
     numbers = reranker_numbers(cells)
     wiring = Wiring(
         settings=settings,
@@ -327,8 +332,8 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             outputs[key.exact_index_key.step_id("index")] if key.index is not None else None,
             outputs[key.lexical_step_id] if reads_lexical(key) else None,
             wiring.operations,
-            spec=key.identity(),
-            retriever=make_retriever(key, settings.retrieval).identity(),
+            spec=CellIdentity.of(key),
+            retriever=PluginIdentity(make_retriever(key, settings.retrieval).identity()),
             metrics_k=settings.retrieval.metrics_k,
             queries=outputs[f"rewrite_{key.query_rewrite}"] if key.query_rewrite is not None else None,
             fusion_k=settings.retrieval.rrf_k if key.query_rewrite == "multi_query" else 60,
@@ -346,7 +351,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
             outputs[key.step_id("retrieve")],
             suite,
             outputs[encodings_id],
-            spec=key.identity(),
+            spec=CellIdentity.of(key),
             metrics_k=settings.retrieval.metrics_k,
             id=key.step_id("rerank"),
         )
@@ -376,7 +381,7 @@ def rag_benchmark(config: dict, planned: dict | None = None):
                         answers[baseline.id],
                         wiring.suite,
                         wiring.operations,
-                        spec=judge_key.identity(),
+                        spec=CellIdentity.of(judge_key),
                         criterion=comparing.criterion,
                         seed=comparing.seed,
                         id=f"pairwise_{judge_key.id}",
@@ -403,8 +408,8 @@ def rag_race(config: dict, planned: dict | None = None):
     trace = start_cell_race(
         wiring.suite,
         cells=[cell.id for cell in cells],
-        search=search.model_dump(mode="json"),
-        metric=settings.race_metric().model_dump(mode="json"),
+        search=search,
+        metric=settings.race_metric(),
         seed=settings.generation.seed,
     )
     state = trace.load()
@@ -428,10 +433,10 @@ def rag_race(config: dict, planned: dict | None = None):
             wiring.suite,
             answer_sets,
             judged,
-            cells=[cell.identity() for cell in cells],
-            evaluation=settings.evaluation.model_dump(mode="json"),
+            cells=[CellIdentity.of(cell) for cell in cells],
+            evaluation=settings.evaluation,
             metrics_k=settings.retrieval.metrics_k,
-            statistics=settings.statistics.model_dump(mode="json"),
+            statistics=settings.statistics,
             id=f"race_look_r{number}",
         )
         state = trace.load()

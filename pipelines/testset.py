@@ -28,7 +28,8 @@ from steps import (
     sum_run_spend,
 )
 from steps.caching import Operations
-from steps.testset import EVAL_SET_NAME
+from steps.identity import SectionIdentity
+from steps.testset import EVAL_SET_NAME, GivenLabels
 
 
 def testset_identity(settings: BenchmarkConfig) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def testset_identity(settings: BenchmarkConfig) -> dict[str, Any]:
     }
 
 
-def llm_operations(settings: BenchmarkConfig, llms: Sequence[LLMSettings]) -> dict[str, Any]:
+def llm_operations(settings: BenchmarkConfig, llms: Sequence[LLMSettings]) -> Operations:
     """The `operations` artifact of a run whose steps call `llms` (see `steps.caching.Operations`). Should two
     be the same model with the same result settings, the last one's operations apply to both."""
     return Operations(
@@ -59,10 +60,10 @@ def llm_operations(settings: BenchmarkConfig, llms: Sequence[LLMSettings]) -> di
         device=settings.embedding.device,
         shard_size=settings.embedding.shard_size,
         budget=settings.budget.model_dump(mode="json"),
-    ).model_dump(mode="json")
+    )
 
 
-def testset_operations(settings: BenchmarkConfig) -> dict[str, Any]:
+def testset_operations(settings: BenchmarkConfig) -> Operations:
     return llm_operations(
         settings, [settings.testset.generator_settings(), settings.testset.critic_settings()]
     )
@@ -71,7 +72,7 @@ def testset_operations(settings: BenchmarkConfig) -> dict[str, Any]:
 def indexed_chunks(settings: BenchmarkConfig, key: CellSpec, operations: Any) -> tuple[Any, Any]:
     """The benchmark's ingest, chunk and dense index steps for `key` (same ids, so the same cache)."""
     corpus = ingest_knowledge_base(
-        knowledge_base=settings.knowledge_base.model_dump(mode="json"),
+        knowledge_base=settings.knowledge_base,
         snapshot=knowledge_base_snapshot(settings),
     )
     chunks = chunk_knowledge_base(
@@ -99,7 +100,7 @@ def rag_testset(config: dict, planned: dict | None = None):
         chunk_overlap=overlap,
         embedding_model=settings.section_embedding_model(settings.testset),
     )
-    testset = testset_identity(settings)
+    testset = SectionIdentity(testset_identity(settings))
     operations = pass_llm_operations(operations=testset_operations(settings))
     chunks, index = indexed_chunks(settings, key, operations)
     candidates = generate_eval_candidates(chunks, index, operations, testset=testset)
@@ -124,6 +125,6 @@ def rag_testset(config: dict, planned: dict | None = None):
         operations,
         testset=testset,
         name=settings.eval_set_name,
-        labels=[label.model_dump(mode="json") for label in labels.values()],
+        labels=GivenLabels(labels=list(labels.values())),
     )
     sum_run_spend(planned=planned, after="assemble_eval_set")  # after every step that calls a model

@@ -20,6 +20,7 @@ from steps import (
     pass_llm_operations,
     sum_run_spend,
 )
+from steps.identity import SectionIdentity
 from steps.train import (
     RERANKER_ARTIFACT,
     mine_training_pairs,
@@ -47,14 +48,14 @@ def rag_train_reranker(config: dict, planned: dict | None = None):
         chunk_overlap=overlap,
         embedding_model=settings.section_embedding_model(settings.reranker_training),
     )
-    training = training_identity(settings)
+    training = SectionIdentity(training_identity(settings))
     operations = pass_llm_operations(
         operations=llm_operations(settings, [settings.reranker_training.generator_settings()])
     )
     chunks, index = indexed_chunks(settings, key, operations)
     bm25 = build_bm25_index(chunks, id=key.lexical_step_id)
     eval_suite = load_eval_suite.with_options(output_materializers=EvalSuiteMaterializer)(
-        eval_cases=settings.eval_cases.model_dump(mode="json"), snapshot=eval_cases_snapshot(settings)
+        eval_cases=settings.eval_cases, snapshot=eval_cases_snapshot(settings)
     )
     questions = write_training_questions(chunks, operations, training=training)
     pairs = mine_training_pairs(

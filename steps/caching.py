@@ -15,21 +15,27 @@ computes:
 
 What a step needs but its output cannot depend on (where its LLM cache is, how many chunks one embedding
 shard holds, on which device it encodes, how a comparison is labelled) reaches it in the `OPERATIONS`
-artifact, an input its cache key ignores (`step_cache_policy(..., ignored_inputs=(OPERATIONS,))`); see
-`Operations`.
+artifact, an input its cache key ignores (`@cached_step(ignored_inputs=(OPERATIONS,))`); see `Operations`.
+
+A cached step is declared with `@cached_step(...)` instead of `@step(cache_policy=...)`: its policy is
+computed the first time ZenML reads the step's configuration (when a pipeline builds the step, or a test
+inspects it), not when the module is imported, so importing the steps (every CLI command, every dry run)
+walks and parses no import closure.
 """
 
 import ast
 import functools
 import importlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.machinery import ModuleSpec, PathFinder
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from zenml.config.cache_policy import CachePolicy
 from zenml.config.source import Source
+from zenml.steps import BaseStep
+from zenml.steps.decorated_step import _DecoratedStep
 
 PROJECT_PACKAGES: frozenset[str] = frozenset({"ragbench", "materializers"})
 # Functions whose imports do not count (see the module docstring).
@@ -84,20 +90,78 @@ def core_dependencies(module_name: str, packages: frozenset[str] = PROJECT_PACKA
 
 
 def step_cache_policy(step_module: str, ignored_inputs: tuple[str, ...] = ()) -> CachePolicy:
-    """The cache policy of every step in `step_module`: `@step(cache_policy=step_cache_policy(__name__))`;
-    `ignored_inputs`: input artifacts that cannot change the output (operational settings).
+    """The cache policy of every step in `step_module` (what `cached_step` gives its steps when they are
+    built); `ignored_inputs`: input artifacts that cannot change the output (operational settings).
 
     Sources are given by name, not as module objects: ZenML resolves a module object against its source root,
     which fails where there is none (`python -c`) and names a package `pkg.__init__`, a second copy of it.
     """
     dependencies = core_dependencies(step_module)
-    # A name that does not import fails here, when the step is defined, not when a run computes its key.
+    # A name that does not import fails here, when the step is built, not when a run computes its key.
     for name in dependencies:
         importlib.import_module(name)
     return CachePolicy(
         source_dependencies=[Source.from_import_path(name, is_module_path=True) for name in dependencies],
         ignored_inputs=list(ignored_inputs) or None,
     )
+
+
+class LazilyCachedStep(_DecoratedStep):
+    """A decorated step whose `step_cache_policy` is set the first time its configuration is read: by the
+    pipeline that builds it (`_finalize_configuration`), by `configuration`, or by a copy of it made with
+    `with_options` (which copies the pending state). A policy configured explicitly (other than ZenML's
+    default) is kept."""
+
+    IGNORED_INPUTS: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cache_policy_pending = True
+
+    def _settle_cache_policy(self) -> None:
+        if not getattr(self, "_cache_policy_pending", False):
+            return  # settled, or still in `__init__` (which configures the step)
+        self._cache_policy_pending = False
+        if self._configuration.cache_policy == CachePolicy.default():
+            policy = step_cache_policy(self.entrypoint.__module__, self.IGNORED_INPUTS)
+            self._configuration = self._configuration.model_copy(update={"cache_policy": policy})
+
+    @property
+    def configuration(self) -> Any:  # zenml's PartialStepConfiguration
+        self._settle_cache_policy()
+        return self._configuration
+
+    def _finalize_configuration(self, *args: Any, **kwargs: Any) -> Any:
+        self._settle_cache_policy()
+        return super()._finalize_configuration(*args, **kwargs)
+
+    def _get_step_decorator_name(self) -> str | None:
+        """The decorator's name in the step's module, so that its line stays out of the step's code hash as
+        `@step`'s does."""
+        names = [key for key, value in self.entrypoint.__globals__.items() if value is cached_step]
+        return names[0] if names else super()._get_step_decorator_name()
+
+
+def cached_step(
+    *, ignored_inputs: tuple[str, ...] = (), **options: Any
+) -> Callable[[Callable[..., Any]], BaseStep]:
+    """`@step(**options)` with the `step_cache_policy` of the step's module, computed when the step is built:
+    `@cached_step(ignored_inputs=(OPERATIONS,), output_materializers=...)`."""
+
+    def decorate(function: Callable[..., Any]) -> BaseStep:
+        step_class = type(
+            function.__name__,
+            (LazilyCachedStep,),
+            {
+                "entrypoint": staticmethod(function),
+                "__module__": function.__module__,
+                "__doc__": function.__doc__,
+                "IGNORED_INPUTS": tuple(ignored_inputs),
+            },
+        )
+        return step_class(name=options.pop("name", None) or function.__name__, **options)
+
+    return decorate
 
 
 @functools.cache
@@ -116,9 +180,16 @@ def _dependency_closure(module_name: str, packages: frozenset[str]) -> tuple[str
     return tuple(sorted(found))
 
 
-def _imported_modules(module_name: str, packages: frozenset[str], step_package: str) -> Iterator[str]:
+@functools.cache
+def _imported_modules(module_name: str, packages: frozenset[str], step_package: str) -> tuple[str, ...]:
     """The modules of `packages`, with their parent packages, that the import statements of a module load;
-    and helper modules of the step's own package (`steps.history`), without that package's `__init__`."""
+    and helper modules of the step's own package (`steps.history`), without that package's `__init__`.
+    Each module is parsed once however many step closures hold it."""
+    return tuple(_scan_imports(module_name, packages, step_package))
+
+
+def _scan_imports(module_name: str, packages: frozenset[str], step_package: str) -> Iterator[str]:
+    """`_imported_modules`, one import statement at a time."""
     spec = _find_spec(module_name)
     if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
         return

@@ -1,14 +1,12 @@
 from typing import Annotated
 
-from zenml import step
-
 from materializers.json_models import ChunkSetMaterializer
 from ragbench.inputs.chunking import ChunkSet, chunk_corpus
 from ragbench.inputs.knowledge_base import Corpus
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
 
 
-@step(cache_policy=step_cache_policy(__name__), output_materializers=ChunkSetMaterializer)
+@cached_step(output_materializers=ChunkSetMaterializer)
 def chunk_knowledge_base(
     corpus: Corpus, chunk_size: int, chunk_overlap: int, tokenizer: str
 ) -> Annotated[ChunkSet, "chunks"]:

@@ -1,15 +1,15 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from materializers.colbert_encodings import ColbertEncodingsMaterializer
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.retrieval.colbert_maxsim import ColbertEncodings, encode_chunk_set
 from ragbench.retrieval.rerank import RerankerChoice
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
 
 
-@step(cache_policy=step_cache_policy(__name__), output_materializers=ColbertEncodingsMaterializer)
+@cached_step(output_materializers=ColbertEncodingsMaterializer)
 def encode_chunks_for_reranking(
     chunks: ChunkSet, reranker: RerankerChoice
 ) -> Annotated[ColbertEncodings, "colbert_encodings"]:

@@ -25,12 +25,11 @@ logger = logging.getLogger("ragbench")
 
 @step(enable_cache=False, output_materializers=GateResultMaterializer)
 def regression_gate(
-    results: ResultsTable, config_name: str, regression: dict, statistics: dict
+    results: ResultsTable, config_name: str, regression: RegressionConfig, statistics: StatisticsConfig
 ) -> Annotated[GateResult, "gate"]:
     """Never cached: the baseline is whatever the store holds when this run ends."""
-    regression_config = RegressionConfig.model_validate(regression)
     pipeline_run = this_run()
-    baseline = find_baseline(config_name, regression_config.baseline, pipeline_run)
+    baseline = find_baseline(config_name, regression.baseline, pipeline_run)
     current = RunRecord.from_metadata(
         pipeline_run.name, str(pipeline_run.created), run_metadata(results), results.case_values
     )
@@ -38,9 +37,9 @@ def regression_gate(
         current,
         run_record(baseline) if baseline is not None else None,
         config=config_name,
-        baseline_mode=regression_config.baseline,
-        regression=regression_config,
-        statistics=StatisticsConfig.model_validate(statistics),
+        baseline_mode=regression.baseline,
+        regression=regression,
+        statistics=statistics,
     )
     log_metadata(verdict.metadata(), run_id_name_or_prefix=pipeline_run.id)
     if not verdict.passed:

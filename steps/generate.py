@@ -4,30 +4,31 @@ from zenml import get_step_context, log_metadata, step
 
 from ragbench.generation.answers import AnswerSet, answer_cell, external_cell, sample_cases
 from ragbench.generation.systems import ExternalSystem
-from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.llm.budget import BudgetConfig
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import RetrievedCandidates
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
+from steps.identity import CellIdentity
 from steps.spend import step_spending
 
 
 # The LLMs' concurrency, timeouts and retries: they change how a provider is reached, never an answer.
 @step(enable_cache=False)
-def pass_llm_operations(operations: dict) -> Annotated[dict, OPERATIONS]:
+def pass_llm_operations(operations: Operations) -> Annotated[Operations, OPERATIONS]:
     """Hands a run's operational settings (`steps.caching.Operations`: the LLMs' concurrency, timeouts and
     retries, the LLM cache, the embedding device and shard size, the pairwise labels and confidence) to its
     steps as an artifact their cache keys ignore: a parameter would be hashed."""
     return operations
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def answer_questions_cell(
     candidates: RetrievedCandidates,
     eval_suite: EvalSuite,
     reranker: RerankerChoice | None,
-    operations: dict,
-    spec: dict,
+    operations: Operations,
+    spec: CellIdentity,
     sample_size: int | None,
     seed: int,
     first: int = 0,
@@ -36,14 +37,13 @@ def answer_questions_cell(
     answered before) from the ranking the cell reads: its rerank step's, or its retrieve step's without a
     reranker (`reranker`: the checkpoint that ranked them, recorded with the answers). The LLM cache (named
     in the `operations`, outside the cache key) makes a re-run after a crash cheap."""
-    settings = Operations.model_validate(operations)
-    with step_spending(settings):
+    with step_spending(operations):
         answers = answer_cell(
-            CellSpec.model_validate(spec).with_operations(settings.llm),
+            spec.cell().with_operations(operations.llm),
             candidates,
             sample_cases(eval_suite.cases, sample_size, seed)[first:],
             reranker=reranker,
-            llm_cache=settings.llm_cache,
+            llm_cache=operations.llm_cache,
         )
     failures = sum(answer.answer is None for answer in answers.answers)
     log_metadata(
@@ -57,22 +57,22 @@ def answer_questions_cell(
 @step(enable_cache=False)
 def answer_external_system(
     eval_suite: EvalSuite,
-    spec: dict,
-    system: dict,
+    spec: CellIdentity,
+    system: ExternalSystem,
     sample_size: int | None,
     seed: int,
     metrics_k: int,
     llm_cache: str | None,
-    budget: dict | None = None,
+    budget: BudgetConfig,
 ) -> Annotated[AnswerSet, "answers"]:
     """Ask a system the team already runs. Never reused from ZenML's cache: the deploy behind it changes
     between runs (its version may come from the environment this step runs in); its calls are cached by
     system, version and question instead, so an unchanged deploy is not asked twice (a system without a
     version is asked anew by every run). `budget`: the run's spend cap, each call sent charged to it."""
-    with step_spending(Operations(llm_cache=llm_cache, budget=budget or {})):
+    with step_spending(Operations(llm_cache=llm_cache, budget=budget.model_dump(mode="json"))):
         answers = external_cell(
-            CellSpec.model_validate(spec),
-            ExternalSystem.model_validate(system),
+            spec.cell(),
+            system,
             eval_suite.cases,
             sample_size=sample_size,
             seed=seed,

@@ -26,7 +26,7 @@ from steps.spend import step_spending
 
 @step(enable_cache=False, output_materializers=CorpusMaterializer)
 def ingest_knowledge_base(
-    knowledge_base: dict, snapshot: Corpus | None = None
+    knowledge_base: KnowledgeBaseConfig, snapshot: Corpus | None = None
 ) -> Annotated[Corpus, "corpus"]:
     """`snapshot`: the documents as the client read them from its own disk (see `pipelines.inputs`); otherwise
     the knowledge base is read here, where the step runs (a URI, a dataset, the shipped default).
@@ -39,38 +39,36 @@ def ingest_knowledge_base(
             {"orchestrator_pid": os.getpid(), "orchestrator_host": socket.gethostname()},
             run_id_name_or_prefix=get_step_context().pipeline_run.id,
         )
-    corpus = snapshot or load_corpus(KnowledgeBaseConfig.model_validate(knowledge_base))
+    corpus = snapshot or load_corpus(knowledge_base)
     log_metadata({"documents": len(corpus.documents), "skipped_files": corpus.skipped})
     return corpus
 
 
 @step(enable_cache=False)
 def load_eval_suite(
-    eval_cases: dict, snapshot: EvalSuite | None = None
+    eval_cases: EvalCasesConfig, snapshot: EvalSuite | None = None
 ) -> Annotated[EvalSuite, "eval_cases"]:
     """`snapshot`: the cases as the client read them from its own disk; otherwise read here."""
-    suite = snapshot or load_eval_suite_from(EvalCasesConfig.model_validate(eval_cases))
+    suite = snapshot or load_eval_suite_from(eval_cases)
     log_metadata({"cases": len(suite.cases), "eval_fingerprint": suite.fingerprint})
     return suite
 
 
 @step(enable_cache=False)
 def resolve_references(
-    eval_suite: EvalSuite, operations: dict, writer: dict | None = None
+    eval_suite: EvalSuite, operations: Operations, writer: LLMSettings | None = None
 ) -> tuple[Annotated[EvalSuite, "eval_cases_resolved"], Annotated[ReferenceResolutions, "references"]]:
     """Every case's `reference_from` and `expected_sources_from` fetched now, where this step runs (never
     cached: the truth may have changed since the last run). The resolved cases keep the eval set's
     fingerprint (its definition), while their content, which every later step is keyed on, holds the fresh
     values. `writer`: the LLM that writes a reference from a source's context (the grid's first reader).
     A source that fails fails its case (`reference_error`), never the run."""
-    settings = Operations.model_validate(operations)
     cases = eval_suite.cases
     if writer is None:
         resolved, resolutions = resolve_cases(cases, None)
     else:
-        llm = LLMSettings.model_validate(writer)
-        llm = llm.model_copy(update=settings.llm.get(llm.result_key, {}))
-        with step_spending(settings), LLMClient(llm, cache_location=settings.llm_cache) as client:
+        llm = writer.model_copy(update=operations.llm.get(writer.result_key, {}))
+        with step_spending(operations), LLMClient(llm, cache_location=operations.llm_cache) as client:
             resolved, resolutions = resolve_cases(cases, reference_writer(client))
     failures = resolutions.failures()
     log_metadata({"dynamic_references": len(resolutions.resolutions), "reference_failures": failures})

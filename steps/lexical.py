@@ -1,14 +1,14 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from materializers.lexical_index import LexicalIndexMaterializer
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.retrieval.lexical import LexicalIndex, build_lexical_index
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
 
 
-@step(cache_policy=step_cache_policy(__name__), output_materializers=LexicalIndexMaterializer)
+@cached_step(output_materializers=LexicalIndexMaterializer)
 def build_bm25_index(chunks: ChunkSet) -> Annotated[LexicalIndex, "bm25_index"]:
     """Built once per chunk set (it depends on no embedding model) and shared by every bm25 and hybrid
     setting of that chunk size."""

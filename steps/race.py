@@ -3,59 +3,58 @@ like any step: a re-run, or a race given more cases or calls, asks no LLM again 
 
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
 from ragbench.analysis.race_cells import look_at_round
 from ragbench.analysis.racing import RaceConfig, RaceTrace, start_race
 from ragbench.generation.answers import AnswerSet, case_order
-from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.registry import EvaluationConfig
 from ragbench.stats.inference import StatisticsConfig
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
+from steps.identity import CellIdentity
 
 RACE_TRACE = "race_trace"
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@cached_step()
 def start_cell_race(
-    eval_suite: EvalSuite, cells: list[str], search: dict, metric: dict, seed: int
+    eval_suite: EvalSuite, cells: list[str], search: RaceConfig, metric: MetricInfo, seed: int
 ) -> Annotated[RaceTrace, RACE_TRACE]:
     """Every cell a survivor; the cases in the seeded order every cell answers them in."""
-    info = MetricInfo.model_validate(metric)
     return start_race(
         cells,
         [case.id for case in case_order(eval_suite.cases, seed)],
-        RaceConfig.model_validate(search),
-        metric_label=info.label,
-        higher_is_better=info.higher_is_better,
-        test=info.paired_test,
+        search,
+        metric_label=metric.label,
+        higher_is_better=metric.higher_is_better,
+        test=metric.paired_test,
     )
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@cached_step()
 def look_at_race(
     trace: RaceTrace,
     eval_suite: EvalSuite,
     answer_sets: list[AnswerSet],
     judged: list[JudgeResult],
-    cells: list[dict],
-    evaluation: dict,
+    cells: list[CellIdentity],
+    evaluation: EvaluationConfig,
     metrics_k: int,
-    statistics: dict,
+    statistics: StatisticsConfig,
 ) -> Annotated[RaceTrace, RACE_TRACE]:
     """The look after a round, over every round's answers and verdicts so far: who leads, who stops."""
-    scoring = EvaluationConfig.model_validate(evaluation).scoring(metrics_k)
+    scoring = evaluation.scoring(metrics_k)
     after = look_at_round(
         trace,
-        [CellSpec.model_validate(cell) for cell in cells],
+        [cell.cell() for cell in cells],
         answer_sets,
         judged,
         eval_suite.cases,
         scoring.suites,
-        StatisticsConfig.model_validate(statistics),
+        statistics,
     )
     latest = after.looks[-1]
     log_metadata(

@@ -1,21 +1,21 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
-from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.colbert_maxsim import ColbertEncodings, PrecomputedColbertReranker
 from ragbench.retrieval.rerank_stage import RerankResult, rerank_stage
 from ragbench.retrieval.search import RetrievedCandidates
-from steps.caching import step_cache_policy
+from steps.caching import cached_step
+from steps.identity import CellIdentity
 
 
-@step(cache_policy=step_cache_policy(__name__))
+@cached_step()
 def rerank_cell(
     candidates: RetrievedCandidates,
     eval_suite: EvalSuite,
     encodings: ColbertEncodings,
-    spec: dict,
+    spec: CellIdentity,
     metrics_k: int,
 ) -> tuple[Annotated[RetrievedCandidates, "candidates"], Annotated[RerankResult, "rerank_result"]]:
     """Once per rerank key (a retrieve key and a reranker): every case's candidates reranked against the
@@ -31,7 +31,7 @@ def rerank_cell(
         eval_suite.cases,
         reranker,
         encodings.choice,
-        spec=CellSpec.model_validate(spec),
+        spec=spec.cell(),
         metrics_k=metrics_k,
     )
     log_metadata(

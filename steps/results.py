@@ -1,5 +1,6 @@
-from typing import Annotated
+from typing import Annotated, TypeVar
 
+from pydantic import BaseModel
 from zenml import add_tags, get_step_context, log_metadata, step
 
 from materializers.results_table import ResultsTableMaterializer
@@ -7,12 +8,14 @@ from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
+from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.analysis.searched import SearchedRecords, searched_records
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.inputs.references import ReferenceResolutions
+from ragbench.llm.budget import PlannedSpend
 from ragbench.report.run_page import run_report
 from ragbench.retrieval.rerank_stage import RerankResult
 from ragbench.retrieval.retrievers import row_step_ids
@@ -37,67 +40,99 @@ def reused_cells(cells: list[CellSpec]) -> set[str]:
     return {cell.id for cell in cells if all(step_id in cached for step_id in row_step_ids(cell))}
 
 
+class ResultsSettings(BaseModel):
+    """The results step's parameters: the run's cells and the config sections its table is made with.
+    `planned`: the plan the run started with, shown beside what it spent."""
+
+    cells: list[CellSpec]
+    title: str
+    config_name: str
+    metrics_k: int
+    evaluation: EvaluationConfig
+    sample_size: int | None
+    seed: int
+    statistics: StatisticsConfig
+    planned: PlannedSpend | None = None
+
+
+T = TypeVar("T")
+
+# Every cell stage's result (one list, each kind picked out by its type) and every run-level finding.
+StageResult = RetrievalResult | RerankResult | AnswerSet | JudgeResult
+RunFinding = PairwiseResult | JudgeCard | JudgeAlignment | RaceTrace | RewrittenQueries | ReferenceResolutions
+
+
+def of_type(items: list, kind: type[T]) -> list[T]:
+    """The items of one kind, in the order they came."""
+    return [item for item in items if isinstance(item, kind)]
+
+
+def only_one(items: list, kind: type[T]) -> T | None:
+    """The item of a kind a run has at most one of (a race's trace, its fetched references)."""
+    found = of_type(items, kind)
+    if len(found) > 1:
+        raise ValueError(f"a run has at most one {kind.__name__}, the results step got {len(found)}")
+    return found[0] if found else None
+
+
 @step(enable_cache=False, output_materializers={"results": ResultsTableMaterializer})
 def build_results_table(
-    cells: list[dict],
+    settings: ResultsSettings,
     corpus: Corpus,
     eval_suite: EvalSuite,
-    retrievals: list[RetrievalResult],
-    reranks: list[RerankResult],
-    answer_sets: list[AnswerSet],
-    judged: list[JudgeResult],
-    pairwise: list[PairwiseResult],
-    judge_cards: list[JudgeCard],
-    race: RaceTrace | None,
-    judge_alignments: list[JudgeAlignment],
-    rewrites: list[RewrittenQueries],
-    title: str,
-    config_name: str,
-    metrics_k: int,
-    evaluation: dict,
-    sample_size: int | None,
-    seed: int,
-    statistics: dict,
-    references: ReferenceResolutions | None = None,
+    stage_results: list[StageResult],
+    findings: list[RunFinding],
     review_labels: ReviewLabels | None = None,
-    planned: dict | None = None,
 ) -> tuple[
     Annotated[ResultsTable, "results"],
     Annotated[CaseRecords, "case_records"],
     Annotated[SearchedRecords, "searched"],
 ]:
     """Never cached: it marks which cells came from the cache, sums what the run spent and logs the run's
-    metadata every time. `planned`: the plan the run started with (`PlannedSpend`), shown beside it.
-    `rewrites`: each query_rewrite mode's queries (its rewrite step's output), recorded with what every
-    cell found for every case in `searched` (`ragbench.analysis.searched`)."""
-    specs = [CellSpec.model_validate(cell) for cell in cells]
-    settings = EvaluationConfig.model_validate(evaluation)
-    scoring = settings.scoring(metrics_k)
+    metadata every time. `stage_results`: every retrieve, rerank, answer and judge step's result;
+    `findings`: the pairwise comparisons, judge cards and alignments, a race's trace, each query_rewrite
+    mode's queries (recorded with what every cell found for every case in `searched`,
+    `ragbench.analysis.searched`) and the fetched references. `review_labels`: a person's labels that
+    correct the judge's numbers (an artifact version of its own, not a step's output)."""
+    specs = settings.cells
+    evaluation = settings.evaluation
+    scoring = evaluation.scoring(settings.metrics_k)
+    race = only_one(findings, RaceTrace)
     results = CellResults.collect(
-        specs, retrievals, answer_sets, judged, eval_suite.cases, scoring.suites, reranks=reranks
+        specs,
+        of_type(stage_results, RetrievalResult),
+        of_type(stage_results, AnswerSet),
+        of_type(stage_results, JudgeResult),
+        eval_suite.cases,
+        scoring.suites,
+        reranks=of_type(stage_results, RerankResult),
     )
     table, records = build_results(
         results,
-        title=title,
-        scoring=scoring,
-        notes=run_notes(results, sample_size, seed, eval_suite, raced=race is not None),
-        warnings=run_warnings(results, corpus.skipped),
-        reused_cells=reused_cells(specs),
-        statistics=StatisticsConfig.model_validate(statistics),
-        eval_suite=eval_suite,
-        knowledge_base_fingerprint=corpus.fingerprint,
-        pairwise=pairwise,
-        judge_cards=judge_cards,
-        race=race,
-        judge_alignments=judge_alignments,
-        references=references,
-        labels_given=review_labels,
-        label_correction=settings.label_correction,
+        ResultsInputs(
+            title=settings.title,
+            scoring=scoring,
+            notes=run_notes(results, settings.sample_size, settings.seed, eval_suite, raced=race is not None),
+            warnings=run_warnings(results, corpus.skipped),
+            reused_cells=reused_cells(specs),
+            statistics=settings.statistics,
+            eval_suite=eval_suite,
+            knowledge_base_fingerprint=corpus.fingerprint,
+            pairwise=of_type(findings, PairwiseResult),
+            judge_cards=of_type(findings, JudgeCard),
+            race=race,
+            judge_alignments=of_type(findings, JudgeAlignment),
+            references=only_one(findings, ReferenceResolutions),
+            labels_given=review_labels,
+            label_correction=evaluation.label_correction,
+        ),
     )
-    spend = spent_this_run(planned)
+    spend = spent_this_run(settings.planned)
     table = table.model_copy(update={"spend": spend, "notes": [*table.notes, *spend.lines()]})
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id
     log_metadata(run_metadata(table), run_id_name_or_prefix=run_id)
-    add_tags(tags=[config_tag(config_name)], run=run_id)  # `run.py compare` finds a config's runs by it
-    return table, records, searched_records(results, eval_suite.cases, rewrites)
+    add_tags(
+        tags=[config_tag(settings.config_name)], run=run_id
+    )  # `run.py compare` finds a config's runs by it
+    return table, records, searched_records(results, eval_suite.cases, of_type(findings, RewrittenQueries))

@@ -1,8 +1,7 @@
 from typing import Annotated
 
-from zenml import log_metadata, step
+from zenml import log_metadata
 
-from ragbench.grid.cell import CellSpec
 from ragbench.inputs.chunking import ChunkSet
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.retrieval.index import VectorIndex
@@ -15,19 +14,20 @@ from ragbench.retrieval.search import (
     evaluate_retrieval,
     retrieve_candidates,
 )
-from steps.caching import OPERATIONS, Operations, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step
+from steps.identity import CellIdentity, PluginIdentity
 
 
-@step(cache_policy=step_cache_policy(__name__, ignored_inputs=(OPERATIONS,)))
+@cached_step(ignored_inputs=(OPERATIONS,))
 def retrieve_cell(
     chunks: ChunkSet,
     eval_suite: EvalSuite,
     dense_index: VectorIndex | None,
     exact_index: VectorIndex | None,
     lexical_index: LexicalIndex | None,
-    operations: dict,
-    spec: dict,
-    retriever: dict,
+    operations: Operations,
+    spec: CellIdentity,
+    retriever: PluginIdentity,
     metrics_k: int,
     queries: RewrittenQueries | None = None,
     fusion_k: int = 60,
@@ -39,18 +39,19 @@ def retrieve_cell(
     with the `operations`, outside the cache key. `queries`: a rewriting key's queries, from its mode's
     rewrite step (`steps.rewrite`): what is searched, recorded per case, and what the metrics measure;
     `fusion_k`: the reciprocal-rank fusion's k for several queries of a case (multi_query)."""
-    if queries is not None and queries.mode != CellSpec.model_validate(spec).query_rewrite:
-        raise ValueError(f"queries of rewrite {queries.mode} given to retrieve key {spec}")
+    key = spec.cell()
+    if queries is not None and queries.mode != key.query_rewrite:
+        raise ValueError(f"queries of rewrite {queries.mode} given to retrieve key {spec.root}")
     context = SearchContext(
         chunks,
         dense=dense_index,
         exact=exact_index,
         lexical=lexical_index,
-        device=Operations.model_validate(operations).device,
+        device=operations.device,
     )
     candidates, search = retrieve_candidates(
-        CellSpec.model_validate(spec),
-        retriever_from_identity(retriever),
+        key,
+        retriever_from_identity(retriever.root),
         context,
         eval_suite.cases,
         queries.queries if queries is not None else None,

@@ -6,11 +6,12 @@ keys."""
 from zenml import get_step_context, log_metadata, step
 
 from ragbench.analysis.spend import RunSpend, run_spend
+from ragbench.llm.budget import PlannedSpend
 from steps.spend import SPEND_KEY
 from steps.store import this_run
 
 
-def spent_this_run(planned: dict | None) -> RunSpend:
+def spent_this_run(planned: PlannedSpend | None) -> RunSpend:
     """What this run's steps sent, from their `spend` metadata; a step served from ZenML's cache sent nothing
     this run, whatever its original run's metadata says."""
     steps = this_run().steps.items()
@@ -19,12 +20,12 @@ def spent_this_run(planned: dict | None) -> RunSpend:
             (name, None if run.status.value == "cached" else run.run_metadata.get(SPEND_KEY))
             for name, run in steps
         ),
-        planned,
+        planned.model_dump(mode="json") if planned is not None else None,
     )
 
 
 @step(enable_cache=False)
-def sum_run_spend(planned: dict | None = None) -> None:
+def sum_run_spend(planned: PlannedSpend | None = None) -> None:
     """The last step of the pipelines without a results step (testset, train-reranker), run after every
     step that calls a model: the run's spend per role beside its plan (`planned`, the CLI's), as the run's
     `spend` metadata, which the CLI prints and the next dry run expects from. Never cached: it reads

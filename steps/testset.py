@@ -6,7 +6,8 @@ retries, the LLM cache, and the device questions are embedded on."""
 
 from typing import Annotated
 
-from zenml import ArtifactConfig, log_metadata, step
+from pydantic import BaseModel
+from zenml import ArtifactConfig, log_metadata
 
 from materializers.eval_set import EvalSetMaterializer
 from ragbench.inputs.chunking import ChunkSet
@@ -26,11 +27,17 @@ from ragbench.testset.plan import plan_for
 from ragbench.testset.roundtrip import RoundtripSet, roundtrip_filter
 from ragbench.testset.rubrics import thresholds_with_defaults
 from ragbench.testset.settings import TestsetConfig
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
+from steps.identity import SectionIdentity
 from steps.spend import step_spending
 
 EVAL_SET_NAME = "eval_set_name"  # the substitution that names the eval set artifact
-CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
+
+
+class GivenLabels(BaseModel):
+    """A person's verdicts on candidates (testset.labels): data the assembled set reports on."""
+
+    labels: list[CandidateLabel]
 
 
 def _operated(llm: LLMSettings, operations: Operations) -> LLMSettings:
@@ -38,18 +45,19 @@ def _operated(llm: LLMSettings, operations: Operations) -> LLMSettings:
     return llm.model_copy(update=operations.llm.get(llm.result_key, {}))
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def generate_eval_candidates(
-    chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
+    chunks: ChunkSet, index: VectorIndex, operations: Operations, testset: SectionIdentity
 ) -> Annotated[CandidateSet, "candidates"]:
     """Sample chunks, plan each one's kind, and have the generator write the questions and answers."""
-    settings = TestsetConfig.model_validate(testset)
-    ops = Operations.model_validate(operations)
+    settings = testset.section(TestsetConfig)
     index.check_matches(chunks)
     seeds = plan_for(settings, chunks.chunks, index.vectors())
     with (
-        step_spending(ops),
-        LLMClient(_operated(settings.generator_settings(), ops), cache_location=ops.llm_cache) as client,
+        step_spending(operations),
+        LLMClient(
+            _operated(settings.generator_settings(), operations), cache_location=operations.llm_cache
+        ) as client,
     ):
         candidates = generate_candidates(
             client, seeds, audience=settings.audience, questions=settings.questions_per_chunk
@@ -60,19 +68,24 @@ def generate_eval_candidates(
     return candidates
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def critique_eval_candidates(
-    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
+    candidates: CandidateSet,
+    chunks: ChunkSet,
+    index: VectorIndex,
+    operations: Operations,
+    testset: SectionIdentity,
 ) -> Annotated[CritiqueSet, "critiques"]:
     """Every critic that applies rates every candidate; unanswerable ones against a whole-KB search."""
-    settings = TestsetConfig.model_validate(testset)
-    ops = Operations.model_validate(operations)
-    embedder = load_embedder(index.manifest.embedding_model, ops.device)
+    settings = testset.section(TestsetConfig)
+    embedder = load_embedder(index.manifest.embedding_model, operations.device)
     searched = [candidate for candidate in candidates.candidates if reads_search(candidate)]
     retrieved = search_whole_knowledge_base(index, chunks, embedder, searched, settings.retrieved_passages)
     with (
-        step_spending(ops),
-        LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client,
+        step_spending(operations),
+        LLMClient(
+            _operated(settings.critic_settings(), operations), cache_location=operations.llm_cache
+        ) as client,
     ):
         critiques = critique_candidates(client, candidates, retrieved, audience=settings.audience)
     log_metadata({"critic_failures": critiques.failures})
@@ -81,21 +94,26 @@ def critique_eval_candidates(
     return critiques
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def roundtrip_eval_candidates(
-    candidates: CandidateSet, chunks: ChunkSet, index: VectorIndex, operations: dict, testset: dict
+    candidates: CandidateSet,
+    chunks: ChunkSet,
+    index: VectorIndex,
+    operations: Operations,
+    testset: SectionIdentity,
 ) -> Annotated[RoundtripSet, "roundtrip"]:
     """The critic model answers every question back as a reader, from its source and from a search of
     the whole knowledge base; a case is kept when both answers agree with the proposed one."""
-    settings = TestsetConfig.model_validate(testset)
-    ops = Operations.model_validate(operations)
-    embedder = load_embedder(index.manifest.embedding_model, ops.device)
+    settings = testset.section(TestsetConfig)
+    embedder = load_embedder(index.manifest.embedding_model, operations.device)
     retrieved = search_whole_knowledge_base(
         index, chunks, embedder, candidates.candidates, settings.retrieved_passages
     )
     with (
-        step_spending(ops),
-        LLMClient(_operated(settings.critic_settings(), ops), cache_location=ops.llm_cache) as client,
+        step_spending(operations),
+        LLMClient(
+            _operated(settings.critic_settings(), operations), cache_location=operations.llm_cache
+        ) as client,
     ):
         checked = roundtrip_filter(
             client,
@@ -110,22 +128,22 @@ def roundtrip_eval_candidates(
     return checked
 
 
-@step(cache_policy=CACHE_POLICY, output_materializers=EvalSetMaterializer)
+@cached_step(ignored_inputs=(OPERATIONS,), output_materializers=EvalSetMaterializer)
 def assemble_eval_set(
     candidates: CandidateSet,
     critiques: CritiqueSet | None,
     roundtrip: RoundtripSet | None,
     chunks: ChunkSet,
     index: VectorIndex,
-    operations: dict,
-    testset: dict,
+    operations: Operations,
+    testset: SectionIdentity,
     name: str,
-    labels: list[dict],
+    labels: GivenLabels,
 ) -> Annotated[EvalSet, ArtifactConfig(name=f"{{{EVAL_SET_NAME}}}")]:
     """Keep what passes every filter, drop near-duplicates; a new version of the named eval set artifact.
     `labels`: a person's verdicts on candidates (testset.labels), to measure the filters against."""
-    settings = TestsetConfig.model_validate(testset)
-    embedder = load_embedder(index.manifest.embedding_model, Operations.model_validate(operations).device)
+    settings = testset.section(TestsetConfig)
+    embedder = load_embedder(index.manifest.embedding_model, operations.device)
     eval_set = build_eval_set(
         name,
         candidates,
@@ -136,7 +154,7 @@ def assemble_eval_set(
         embed=embedder.encode_queries,
         duplicate_similarity=settings.duplicate_similarity,
         max_good_words=settings.max_good_words,
-        labels={label["id"]: CandidateLabel.model_validate(label) for label in labels},
+        labels={label.id: label for label in labels.labels},
     )
     log_metadata(eval_set.summary, infer_artifact=True)
     return eval_set

@@ -7,7 +7,7 @@ from pathlib import Path
 from tempfile import mkdtemp
 from typing import Annotated
 
-from zenml import ArtifactConfig, log_metadata, step
+from zenml import ArtifactConfig, log_metadata
 
 from materializers.trained_reranker import HANDOVER_PREFIX, TrainedRerankerMaterializer
 from ragbench.inputs.chunking import ChunkSet
@@ -24,25 +24,26 @@ from ragbench.training.pairs import TrainingPairs
 from ragbench.training.prepare import training_pairs, training_questions
 from ragbench.training.questions import TrainingQuestions
 from ragbench.training.settings import RerankerTrainingConfig
-from steps.caching import OPERATIONS, Operations, never_reuse_this_step_run, step_cache_policy
+from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
+from steps.identity import SectionIdentity
 from steps.spend import step_spending
 
 RERANKER_ARTIFACT = "reranker_artifact"  # the substitution that names the checkpoint artifact
-CACHE_POLICY = step_cache_policy(__name__, ignored_inputs=(OPERATIONS,))
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def write_training_questions(
-    chunks: ChunkSet, operations: dict, training: dict
+    chunks: ChunkSet, operations: Operations, training: SectionIdentity
 ) -> Annotated[TrainingQuestions, "training_questions"]:
     """One generator question per sampled chunk (cached per call in the LLM cache), and the inverse-cloze
     pseudo-questions of every chunk."""
-    settings = RerankerTrainingConfig.model_validate(training)
-    ops = Operations.model_validate(operations)
+    settings = training.section(RerankerTrainingConfig)
     llm = settings.generator_settings()
-    llm = llm.model_copy(update=ops.llm.get(llm.result_key, {}))
-    with step_spending(ops):
-        written = training_questions(chunks, settings, lambda: LLMClient(llm, cache_location=ops.llm_cache))
+    llm = llm.model_copy(update=operations.llm.get(llm.result_key, {}))
+    with step_spending(operations):
+        written = training_questions(
+            chunks, settings, lambda: LLMClient(llm, cache_location=operations.llm_cache)
+        )
     failures = len(written.errors)
     log_metadata(
         {
@@ -56,26 +57,25 @@ def write_training_questions(
     return written
 
 
-@step(cache_policy=CACHE_POLICY)
+@cached_step(ignored_inputs=(OPERATIONS,))
 def mine_training_pairs(
     questions: TrainingQuestions,
     chunks: ChunkSet,
     index: VectorIndex,
     bm25: LexicalIndex,
     eval_suite: EvalSuite,
-    operations: dict,
-    training: dict,
+    operations: Operations,
+    training: SectionIdentity,
     knowledge_base: str,
 ) -> Annotated[TrainingPairs, "training_pairs"]:
     """Drop questions resembling an eval case, keep those retrieval finds again, mine negatives, split."""
-    settings = RerankerTrainingConfig.model_validate(training)
-    ops = Operations.model_validate(operations)
+    settings = training.section(RerankerTrainingConfig)
     pairs = training_pairs(
         questions,
         chunks,
         index,
         bm25,
-        load_embedder(index.manifest.embedding_model, device=ops.device),
+        load_embedder(index.manifest.embedding_model, device=operations.device),
         cases=eval_suite.cases,
         settings=settings,
         knowledge_base=knowledge_base,
@@ -84,13 +84,13 @@ def mine_training_pairs(
     return pairs
 
 
-@step(cache_policy=CACHE_POLICY, output_materializers=TrainedRerankerMaterializer)
+@cached_step(ignored_inputs=(OPERATIONS,), output_materializers=TrainedRerankerMaterializer)
 def train_reranker_checkpoint(
-    pairs: TrainingPairs, chunks: ChunkSet, operations: dict, training: dict, name: str
+    pairs: TrainingPairs, chunks: ChunkSet, operations: Operations, training: SectionIdentity, name: str
 ) -> Annotated[TrainedReranker, ArtifactConfig(name=f"{{{RERANKER_ARTIFACT}}}")]:
     """Fine-tune from the shipped MiniLM weights (the stand-in's layout); a new version of the named
     checkpoint artifact, with its training data's fingerprint, steps, curves and time."""
-    settings = RerankerTrainingConfig.model_validate(training)
+    settings = training.section(RerankerTrainingConfig)
     if pairs.generator_errors:
         raise RuntimeError(
             f"{len(pairs.generator_errors)} generator call(s) failed ({pairs.generator_errors[0]}); run "

@@ -18,28 +18,27 @@ from ragbench.analysis.label_verdicts import corrected_verdicts
 from ragbench.analysis.labelled import LabelCorrection, correct_with_labels, corrected_keys
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain, rerank_gains
+from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
 from ragbench.analysis.spend import RunSpend
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
 from ragbench.generation.reader import ReaderAnswer
 from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, llm_names, varying_axes
-from ragbench.inputs.eval_cases import EvalCase, EvalSuite
+from ragbench.inputs.eval_cases import EvalCase
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
 from ragbench.llm.budget import BUDGET_ADVICE
 from ragbench.retrieval.rerank_stage import RerankResult, ranking_case_values, ranking_columns
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment, aligned_judge
-from ragbench.review.labels import ReviewLabels
 from ragbench.scoring.cells import JudgeResult, keyword_report
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.keyword_tests import KeywordFailure, KeywordReport, Suite
 from ragbench.scoring.metrics import MetricInfo, ranking_metrics
 from ragbench.scoring.pairwise import PairwiseResult
-from ragbench.scoring.registry import LabelCorrectionConfig, Scoring, present
+from ragbench.scoring.registry import present
 from ragbench.scoring.rubrics import checked_criterion
-from ragbench.stats.inference import StatisticsConfig
 
 
 class CaseRecord(BaseModel):
@@ -378,65 +377,53 @@ class ResultsTable(BaseModel):
         )
 
 
-def build_results(
-    results: CellResults,
-    *,
-    title: str,
-    scoring: Scoring,
-    notes: list[str],
-    warnings: list[str],
-    reused_cells: set[str],
-    statistics: StatisticsConfig,
-    eval_suite: EvalSuite | None = None,
-    knowledge_base_fingerprint: str = "",
-    pairwise: Sequence[PairwiseResult] = (),
-    judge_cards: Sequence[JudgeCard] = (),
-    race: RaceTrace | None = None,
-    judge_alignments: Sequence[JudgeAlignment] = (),
-    references: ReferenceResolutions | None = None,
-    labels_given: ReviewLabels | None = None,
-    label_correction: LabelCorrectionConfig | None = None,
-) -> tuple[ResultsTable, CaseRecords]:
-    """The table and the per-case records of a run, from its stage results; the eval suite's cases give
-    each case its type for the breakdown by case type. The report page is drawn from them by
-    `ragbench.report.run_page.run_report`."""
+def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsTable, CaseRecords]:
+    """The table and the per-case records of a run, from its stage results and what else it found
+    (`ResultsInputs`). The report page is drawn from them by `ragbench.report.run_page.run_report`."""
+    scoring, statistics, eval_suite, label_correction = (
+        inputs.scoring,
+        inputs.statistics,
+        inputs.eval_suite,
+        inputs.label_correction,
+    )
     cases = eval_suite.cases if eval_suite is not None else []
     varying = varying_axes(results.cells)
     case_values = {cell.id: results.case_values(cell) for cell in results.cells}
     rows = [
-        with_intervals(row, case_values[row["cell"]], statistics) | {"reused": row["cell"] in reused_cells}
+        with_intervals(row, case_values[row["cell"]], statistics)
+        | {"reused": row["cell"] in inputs.reused_cells}
         for row in results.rows(varying)
     ]
-    unreliable = {card.judge: card for card in judge_cards if not card.reliable}
+    unreliable = {card.judge: card for card in inputs.judge_cards if not card.reliable}
     graded = {rubric.name for rubric in scoring.rubrics}
     for row in rows:
         if (card := unreliable.get(row.get("judge"))) is not None and card.rubric in graded:
             caught = card.overall_detection
             row["judge_check"] = f"UNRELIABLE ({card.rubric}: caught {caught.detected}/{caught.n} planted)"
-    warnings = warnings + [
+    warnings = inputs.warnings + [
         f"Judge {card.judge} is UNRELIABLE for {card.rubric}: {card.summary()}; read its {card.rubric} "
         "scores as noise until a stronger judge or a person's labels say otherwise."
         for card in unreliable.values()
     ]
-    if references is not None and (failed := references.failures()):
+    if inputs.references is not None and (failed := inputs.references.failures()):
         warnings.append(
             f"{len(failed)} case(s) FAILED: their reference could not be fetched, so nothing that needs it "
             "is scored on them: " + "; ".join(f"{case}: {why}" for case, why in failed.items())
         )
-    rows = [row | aligned_judge(row.get("judge"), judge_alignments) for row in rows]
+    rows = [row | aligned_judge(row.get("judge"), inputs.judge_alignments) for row in rows]
     labels = {row["cell"]: row["label"] for row in rows}
     incomplete = results.incomplete(labels)
     warnings += [f"INCOMPLETE: {why}" for why in incomplete.values()]
-    if race is not None:
-        rows = [row | {"race": race.status(row["cell"], labels)} for row in rows]
+    if inputs.race is not None:
+        rows = [row | {"race": inputs.race.status(row["cell"], labels)} for row in rows]
     headline = present(scoring.headline(), rows)
     ranking = present(ranking_metrics(scoring.metrics_k), rows)
     records = results.case_records()
     verdicts = compare_cells(headline, case_values, statistics, labels)
     correction, judge_only = None, []
-    if label_correction is not None and labels_given is not None:
+    if label_correction is not None and inputs.labels_given is not None:
         correction = correct_with_labels(
-            labels_given,
+            inputs.labels_given,
             records=records.records,
             cases=cases,
             judge_of_cell={row["cell"]: str(row["judge"]) for row in rows if row.get("judge")},
@@ -464,10 +451,10 @@ def build_results(
         headline, case_values, labels, {case.id: case.case_type for case in cases}, statistics
     )
     table = ResultsTable(
-        title=title,
+        title=inputs.title,
         rows=rows,
         headline=headline,
-        notes=notes,
+        notes=inputs.notes,
         warnings=warnings,
         varying_axes=varying,
         case_values=case_values,
@@ -481,15 +468,15 @@ def build_results(
         judge_reliability=reliability,
         eval_set=eval_suite.label if eval_suite is not None else "",
         eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
-        knowledge_base_fingerprint=knowledge_base_fingerprint,
+        knowledge_base_fingerprint=inputs.knowledge_base_fingerprint,
         case_type_rows=by_type,
         incomplete=incomplete,
-        pairwise=list(pairwise),
+        pairwise=list(inputs.pairwise),
         configured_metrics=scoring.tracked_keys() + corrected_keys(headline, scoring, label_correction),
-        judge_cards=list(judge_cards),
-        race=race,
-        judge_alignments=list(judge_alignments),
-        references=references,
+        judge_cards=list(inputs.judge_cards),
+        race=inputs.race,
+        judge_alignments=list(inputs.judge_alignments),
+        references=inputs.references,
         label_correction=correction,
         judge_only_verdicts=judge_only,
     )

@@ -193,13 +193,14 @@ def test_pairwise_labels_and_confidence_travel_with_the_operations():
     cells = expand_grid(config)
     operations = run_operations(config, cells)
     judges = {key.id for key in distinct_at(cells, "judge")}
-    assert set(operations["pairwise_labels"]) < judges  # every judge key but the baseline's
-    labels = {tuple(pair) for pair in operations["pairwise_labels"].values()}
+    assert set(operations.pairwise_labels) < judges  # every judge key but the baseline's
+    labels = set(operations.pairwise_labels.values())
     assert {baseline for _, baseline in labels} == {"openai/a"}
     assert len({candidate for candidate, _ in labels}) == 2  # the two openai/b readers told apart
-    assert operations["confidence"] == 0.95
+    assert operations.confidence == 0.95
     tuned = pairwise_config(statistics={"confidence": 0.9}, llm_cache_dir="/elsewhere")
-    assert run_operations(tuned, expand_grid(tuned)) | {"confidence": 0.95, "llm_cache": None} == operations
+    back = {"confidence": 0.95, "llm_cache": None}
+    assert run_operations(tuned, expand_grid(tuned)).model_copy(update=back) == operations
 
 
 def testset_config(**testset) -> BenchmarkConfig:

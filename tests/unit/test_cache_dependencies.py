@@ -17,7 +17,13 @@ from steps.caching import PROJECT_PACKAGES, core_dependencies
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS_DIR = REPO_ROOT / "steps"
-HELPER_MODULES = {"caching", "history", "spend", "store"}  # modules of the steps package that define no step
+HELPER_MODULES = {
+    "caching",
+    "history",
+    "identity",
+    "spend",
+    "store",
+}  # modules of the steps package that define no step
 STEP_MODULES = sorted(
     f"steps.{info.name}" for info in pkgutil.iter_modules([str(STEPS_DIR)]) if info.name not in HELPER_MODULES
 )
@@ -187,7 +193,7 @@ def test_cached_steps_depend_on_every_core_module(step_module: str) -> None:
         missing = sorted(expected - listed)
         assert not missing, (
             f"step {step.name} in {step_module} is cached without depending on {missing}; "
-            "use @step(cache_policy=step_cache_policy(__name__))"
+            "declare it with @cached_step(...)"
         )
 
 
@@ -200,3 +206,47 @@ def test_chunk_and_index_steps_do_not_depend_on_llm_or_prompt_code(step_module: 
         m for m in closure if m.startswith(("ragbench.llm", "ragbench.llm.prompts", "ragbench.config.model"))
     ]
     assert not dragged, f"{step_module} depends on {dragged}"
+
+
+_COUNT_POLICIES = """
+import json, steps.caching as caching
+computed = []
+real = caching.step_cache_policy
+caching.step_cache_policy = lambda *args, **kwargs: computed.append(args[0]) or real(*args, **kwargs)
+import pipelines.benchmark, pipelines.testset, pipelines.train_reranker
+at_import = list(computed)
+from steps import chunk_knowledge_base
+chunk_knowledge_base.configuration
+print(json.dumps([at_import, computed]))
+"""
+
+
+def test_importing_the_pipelines_computes_no_cache_policy(tmp_path: Path) -> None:
+    """The import closures are walked when a step is built (its configuration read), not on import: every
+    CLI command and dry run imports the pipelines."""
+    (tmp_path / "repository" / ".zen").mkdir(parents=True)
+    env = {
+        **os.environ,
+        "ZENML_CONFIG_PATH": str(tmp_path / "zenml"),
+        "ZENML_REPOSITORY_PATH": str(tmp_path / "repository"),
+        "ZENML_ANALYTICS_OPT_IN": "false",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    probe = subprocess.run(
+        [sys.executable, "-c", _COUNT_POLICIES], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    at_import, after_build = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert at_import == []
+    assert after_build == ["steps.chunk"]
+
+
+def test_a_built_step_has_its_modules_policy_and_no_decorator_line_in_its_code_hash() -> None:
+    from steps.caching import OPERATIONS, step_cache_policy
+    from steps.judge import judge_answers_cell
+
+    policy = judge_answers_cell.configuration.cache_policy
+    assert policy == step_cache_policy("steps.judge", ignored_inputs=(OPERATIONS,))
+    assert "cached_step" not in judge_answers_cell.source_code_cache_value
+    copy = judge_answers_cell.with_options(enable_cache=True)
+    assert copy.configuration.cache_policy == policy

@@ -6,6 +6,7 @@ import pytest
 from ragbench.analysis.case_types import UNTYPED, case_type_rows
 from ragbench.analysis.notes import run_notes
 from ragbench.analysis.results import CellResults, ResultsTable, build_results
+from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import CaseProvenance, EvalCase, EvalSuite, SourceChunk
@@ -253,7 +254,7 @@ def test_build_results_breaks_the_run_down_by_the_cases_types():
     scoring = BenchmarkConfig().scoring()
     common = {"title": "t", "scoring": scoring, "notes": [], "warnings": [], "reused_cells": set()}
     suite = EvalSuite.of(cases, label)
-    table, records = build_results(results, **common, statistics=STATS, eval_suite=suite)
+    table, records = build_results(results, ResultsInputs(**common, statistics=STATS, eval_suite=suite))
     assert table.eval_fingerprint == suite.fingerprint
     assert table.eval_set == label
     found = {row["case_type"]: row for row in table.case_type_rows}
@@ -261,6 +262,6 @@ def test_build_results_breaks_the_run_down_by_the_cases_types():
     assert found["simple"]["mrr"] == 0.5 and found["simple"]["mrr_cases"] == 2
     assert found["multi_context"]["hit_rate@5"] == 1.0 and found["multi_context"]["hit_rate@5_cases"] == 1
     assert "Scores by case type" in run_report(table, records, scoring.rubrics)
-    untyped, records = build_results(results, **common, statistics=STATS)  # no cases given: no breakdown
+    untyped, records = build_results(results, ResultsInputs(**common, statistics=STATS))  # no cases: none
     assert untyped.case_type_rows == []
     assert "Scores by case type" not in run_report(untyped, records, scoring.rubrics)

@@ -263,6 +263,7 @@ def test_no_metric_can_take_a_column_an_end_to_end_row_already_has():
 
 def test_two_readers_of_one_model_are_two_cells_everywhere_in_the_results():
     from ragbench.analysis.results import build_results
+    from ragbench.analysis.results_inputs import ResultsInputs
     from ragbench.stats.inference import StatisticsConfig
 
     cold, warm = (
@@ -283,12 +284,11 @@ def test_two_readers_of_one_model_are_two_cells_everywhere_in_the_results():
     )
     table, _ = build_results(
         results,
-        title="t",
-        scoring=Scoring(rubrics=(BUILTIN_RUBRICS["correctness"],), suites=(), metrics_k=5),
-        notes=[],
-        warnings=[],
-        reused_cells=set(),
-        statistics=StatisticsConfig(),
+        ResultsInputs(
+            title="t",
+            scoring=Scoring(rubrics=(BUILTIN_RUBRICS["correctness"],), suites=(), metrics_k=5),
+            statistics=StatisticsConfig(),
+        ),
     )
     labels = [row["label"] for row in table.rows]
     assert labels == ["openai/x (temperature 0.0)", "openai/x (temperature 0.9)"]

@@ -18,7 +18,7 @@ from cli.command import (
     add_run_tag_option,
     config_of,
 )
-from cli.launch import check_output_dir, launch, open_store
+from cli.launch import check_output_dir, give_store_on_use, launch, open_store
 from cli.outputs import write_outputs
 from ragbench.config.model import BenchmarkConfig, ConfigError
 from ragbench.report.pages import rows_to_text
@@ -102,13 +102,15 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
 
 
 def earlier_runs(use_cache: bool) -> EarlierRuns:
-    """What the store's earlier runs tell the plan; none, and no store opened, where ZenML never ran
-    (`store_exists`). With `--no-cache` no step is reused (every step is recomputed; the LLM cache still
-    serves what it holds)."""
+    """What the store's earlier runs tell the plan; none where ZenML never ran (`store_exists`), whose
+    store is then opened only if the config reads something stored (an eval set, a trained reranker).
+    With `--no-cache` no step is reused (every step is recomputed; the LLM cache still serves what it
+    holds)."""
     from pipelines.options import store_exists
     from ragbench.config.plan import NO_EARLIER_RUNS, EarlierRuns
 
     if not store_exists():
+        give_store_on_use()
         return NO_EARLIER_RUNS
     open_store()
     from steps.history import latest_results

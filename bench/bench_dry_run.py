@@ -109,7 +109,7 @@ def main() -> int:
         )
     )
     (_, alone), (_, dry) = medians["config_alone"], medians["dry_run"]
-    print(f"dry run / config alone (CPU): {dry / alone:.2f}x")
+    print(f"\ndry run / config alone (CPU): {dry / alone:.2f}x")
     met = dry < args.goal
     verdict = ("met" if met else "missed") + (", not enforced (smoke)" if args.smoke else "")
     print(f"dry run CPU {dry:.2f} s (goal < {args.goal:g} s): {verdict}")

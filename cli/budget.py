@@ -40,7 +40,10 @@ def previous_spend(
         if "spend" in pipeline_run.run_metadata:
             spend = RunSpend.model_validate(pipeline_run.run_metadata["spend"])
             return PreviousSpend(
-                spend.total.retry_rate, spend.token_share, spend.call_share, pipeline_run.name
+                retry_rate=spend.total.retry_rate,
+                token_share=spend.token_share,
+                call_share=spend.call_share,
+                run=pipeline_run.name,
             )
     return PreviousSpend()
 

@@ -18,17 +18,16 @@ from cli.command import (
     add_run_tag_option,
     config_of,
 )
-from cli.launch import check_output_dir, launch, open_store
+from cli.launch import check_output_dir, give_store_on_use, launch, open_store
 from cli.outputs import write_outputs
-from ragbench.analysis.judge_card import card_lines
 from ragbench.config.model import BenchmarkConfig, ConfigError
-from ragbench.config.preflight import Preflight, run_preflight
 from ragbench.report.pages import rows_to_text
 from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
 from ragbench.section import validation_message
 
 if TYPE_CHECKING:
     from ragbench.analysis.results import ResultsTable
+    from ragbench.config.plan import EarlierRuns, RunPlan
 
 PLAN = (
     "list the cells with their LLM calls, tokens and cost, new or reused from earlier runs; call nothing, "
@@ -84,12 +83,11 @@ def raced(config: BenchmarkConfig) -> BenchmarkConfig:
 
 
 def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs: int = 20) -> set[str]:
-    """Step ids that recent runs on the same documents and eval cases finished (for the dry run)."""
-    from steps.store import ZenMLStore
+    """Step ids that recent runs on the same documents and eval cases finished (for the plan)."""
+    from ragbench.store import given_store
 
-    open_store()
     done: set[str] = set()
-    for pipeline_run in ZenMLStore().runs(BENCHMARK_PIPELINE, size=runs):
+    for pipeline_run in given_store().runs(BENCHMARK_PIPELINE, size=runs):
         metadata = pipeline_run.run_metadata
         if (
             metadata.get("knowledge_base_fingerprint") == knowledge_base_fingerprint
@@ -103,115 +101,97 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
     return done
 
 
-def reusable_steps(preflight: Preflight, use_cache: bool) -> set[str]:
-    """The steps a run may take from earlier runs, which its plan does not count: none with `--no-cache`,
-    which recomputes every step (the LLM cache still serves what it holds)."""
-    if not use_cache:
-        return set()
-    return finished_steps(preflight.knowledge_base_fingerprint, preflight.eval_suite.fingerprint)
+def earlier_runs(use_cache: bool) -> EarlierRuns:
+    """What the store's earlier runs tell the plan; none where ZenML never ran (`store_exists`), whose
+    store is then opened only if the config reads something stored (an eval set, a trained reranker).
+    With `--no-cache` no step is reused (every step is recomputed; the LLM cache still serves what it
+    holds)."""
+    from pipelines.options import store_exists
+    from ragbench.config.plan import NO_EARLIER_RUNS, EarlierRuns
+
+    if not store_exists():
+        give_store_on_use()
+        return NO_EARLIER_RUNS
+    open_store()
+    from steps.history import latest_results
+
+    return EarlierRuns(
+        finished_steps=finished_steps if use_cache else NO_EARLIER_RUNS.finished_steps,
+        previous_spend=previous_spend,
+        latest_results=latest_results,
+    )
 
 
 def benchmark_preflight(
     config: BenchmarkConfig, *, step_environment: Mapping[str, str] | None = None, use_cache: bool = True
 ) -> dict[str, Any]:
-    """The run's checks; then, with `statistics.detect`, what the run can decide (the dry run's lines), so
-    a sample that cannot detect that difference says so before anything is spent; and the plan, the
-    retries the previous run measured included, refused when over the budget (it needs the eval cases the
-    checks read and the steps earlier runs finished, which cost nothing). The plan is the pipeline's
-    `planned` parameter: the report shows it beside what the run spent."""
-    from ragbench.config.dry_run import calls_beside_the_rows, detection_lines, plan_rows
-    from steps.history import latest_results
+    """The run's plan (`make_run_plan`: its checks, then what it would send, the retries the previous run
+    measured included); with `statistics.detect`, what the run can decide is printed, so a sample that
+    cannot detect that difference says so before anything is spent; a plan over the budget is refused.
+    Returns the pipeline's parameters besides `config`: the planned spend (the report shows it beside what
+    the run spent) and the stored snapshots of the inputs the plan read (`pipelines.inputs`)."""
+    from pipelines.inputs import plan_snapshots
+    from ragbench.config.plan import make_run_plan
 
-    preflight = run_preflight(config, step_environment=step_environment)
-    if config.statistics.detect is not None:
-        for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
-            print(line)
-    done = reusable_steps(preflight, use_cache)
-    rows = plan_rows(config, preflight.eval_suite.cases, done)
-    previous = previous_spend(config)
-    beside = calls_beside_the_rows(config, preflight.eval_suite.cases)
-    refuse_over_budget(config, rows, retry_rate=previous.retry_rate, beside=beside)
-    return {"planned": previous.plan(rows).as_metadata()}
+    plan = make_run_plan(config, earlier_runs(use_cache), step_environment=step_environment)
+    for line in plan.detection:
+        print(line)
+    refuse_over_budget(config, plan.rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
+    return {
+        "planned": plan.planned.as_metadata(),
+        "snapshots": plan_snapshots(plan).model_dump(mode="json"),
+    }
 
 
 def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
-    folder), then the plan; what only a real run can check is listed, never passed over in silence."""
+    folder), then the plan; what only a real run can check is listed, never passed over in silence.
+    Imports no step nor pipeline, and where ZenML never ran opens no store."""
     from pipelines.options import run_options, step_environment
-    from ragbench.config.dry_run import (
-        ANSWER_ASSUMPTION,
-        calls_beside_the_rows,
-        detection_lines,
-        judge_alignment_calls,
-        judge_card_calls,
-        label_correction_line,
-        plan_rows,
-        reference_calls,
-        rerank_work,
-    )
-    from ragbench.config.expand import expand_grid
-    from ragbench.retrieval.rerank import resolve_reranker
-    from steps.history import latest_results
+    from ragbench.config.plan import make_run_plan
 
-    open_store()
+    earlier = earlier_runs(use_cache)
     run_options(config)  # a typo in orchestration.docker fails here
-    preflight = run_preflight(config, plan_only=True, step_environment=step_environment(config))
+    plan = make_run_plan(config, earlier, plan_only=True, step_environment=step_environment(config))
     check_output_dir(config)
-    rerankers = {
-        name: resolve_reranker(name)
-        for name in dict.fromkeys(c.reranker for c in expand_grid(config) if c.reranker)
-    }
-    done = reusable_steps(preflight, use_cache)
-    rows = plan_rows(config, preflight.eval_suite.cases, done, rerankers)
-    print(rows_to_text(rows))  # preflight has logged its warnings (size estimate included) above
-    for choice in rerankers.values():
-        if choice.is_standin:
-            print(f"\nRERANKER: the UNTRAINED stand-in ({choice.label}) would run for {choice.requested}")
-    if preflight.unchecked:
-        print("\nChecked only by a real run:\n" + "\n".join(f"  - {item}" for item in preflight.unchecked))
+    print(plan_text(plan))  # preflight has logged its warnings (size estimate included) above
+    return 0
+
+
+def plan_text(plan: RunPlan) -> str:
+    """The dry run's text of a plan: its rows, the stand-in rerankers, what only a real run can check, the
+    totals, the work beside the rows, what the run can decide, the spend expected against the budget."""
+    from ragbench.config.dry_run import ANSWER_ASSUMPTION
+
+    rows = plan.rows
+    parts = [rows_to_text(rows)]
+    parts += [
+        f"\nRERANKER: the UNTRAINED stand-in ({choice.label}) would run for {choice.requested}"
+        for choice in plan.rerankers.values()
+        if choice.is_standin
+    ]
+    if plan.unchecked:
+        unchecked = "\n".join(f"  - {item}" for item in plan.unchecked)
+        parts.append(f"\nChecked only by a real run:\n{unchecked}")
     new = sum(row["status"] == "new" for row in rows)
     total_calls = sum(row["llm_calls"] for row in rows)
     costs = [row["cost_usd"] for row in rows]
     cost = "unknown (a model litellm cannot price)" if None in costs else f"${sum(costs):.4f}"
-    print(
+    parts.append(
         f"\n{len(rows)} cells: {new} new, {len(rows) - new} reused from earlier runs on the same documents "
         f"and eval cases (unless code changed since). New LLM calls: {total_calls}, cost {cost}; "
         f"{ANSWER_ASSUMPTION}."
     )
-    if (reranking := rerank_work(config, preflight.eval_suite.cases, done)) is not None:
-        print(reranking)
-    if (card_calls := judge_card_calls(config, preflight.eval_suite.cases)) is not None:
-        print(card_calls)
-    if (alignment_calls := judge_alignment_calls(config)) is not None:
-        print(alignment_calls)
-    if (correction := label_correction_line(config)) is not None:
-        print(correction)
-    if (fetched := reference_calls(config, preflight.eval_suite.cases)) is not None:
-        print(fetched)
-    for line in detection_lines(config, preflight.eval_suite.cases, latest_results(config.name)):
-        print(line)
-    previous = previous_spend(config)
-    print(previous.line())
-    print(expected_line(previous.plan(rows)))
-    beside = calls_beside_the_rows(config, preflight.eval_suite.cases)
-    if (budget := budget_line(config, rows, retry_rate=previous.retry_rate, beside=beside)) is not None:
-        print(budget)
-    if (search := config.search) is not None:
-        cases = len(preflight.eval_suite.cases)
-        most = min(cases, search.max_cases or config.generation.sample_size or cases)
-        print(
-            f"The cells race on {search.metric} in rounds of {search.batch} cases, at most {most}: the calls "
-            "above are what every cell answering the fixed sample would make; the race stops the cells "
-            "significantly behind after each round, and its report says how many calls it used."
-        )
-    return 0
+    parts += [*plan.notes, *plan.detection, plan.previous.line(), expected_line(plan.planned)]
+    budget = budget_line(plan.config, rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
+    parts += [line for line in (budget, plan.race_line()) if line is not None]
+    return "\n".join(parts)
 
 
 def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     """Run the pipeline, copy its report to the output folder and print its summary; the gate's exit code."""
-    from ragbench.report.corrected import label_correction_lines
-    from ragbench.report.run_page import summary_rows
+    from ragbench.report.terminal import run_summary
     from ragbench.runs.compare import config_tag
     from ragbench.runs.gate import GateResult
 
@@ -234,51 +214,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
-    print()
-    print(rows_to_text(summary_rows(table)))
-    print(f"(all columns: {folder}/results.csv)")
-    if table.race is not None:
-        print("\n" + table.race.summary({row["cell"]: row["label"] for row in table.rows}))
-    if table.verdicts:
-        print(
-            "\nIs the best really better? (paired tests on the same cases, Holm-corrected; intervals "
-            f"adjusted for the number of comparisons, then the unadjusted {table.confidence:.0%} one)"
-        )
-        for verdict in table.verdicts:
-            print(f"  {verdict.sentence()}")
-    names = {row["cell"]: row["label"] for row in table.rows}
-    for line in label_correction_lines(table.label_correction, table.configured_metrics, names):
-        print(line)
-    if table.rerank_gains:
-        labels = {row["cell"]: row["label"] for row in table.rows}
-        print(
-            "\nWhat reranking changed (the ranking the reader reads against the first stage, paired on the "
-            f"same cases; {table.confidence:.0%} interval of the difference):"
-        )
-        for gain in table.rerank_gains:
-            print(f"  {labels[gain.cell]}: {gain.text()}")
-    if table.rewrite_gains:
-        labels = {row["cell"]: row["label"] for row in table.rows}
-        print(
-            "\nWhat query rewriting changed (each rewriting cell against the same cell searching the "
-            f"question as asked, paired on the same cases; {table.confidence:.0%} interval of the "
-            "difference):"
-        )
-        for rewrite in table.rewrite_gains:
-            print(f"  {labels[rewrite.cell]}: {rewrite.text()}")
-    if table.judge_reliability is not None:
-        for line in table.judge_reliability.lines():
-            print(line)
-    for card in table.judge_cards:
-        print("\n" + "\n".join(card_lines(card)))
-    for alignment in table.judge_alignments:
-        print("\n" + "\n".join(alignment.lines()))
-    for comparison in table.pairwise:
-        print(comparison.text())
-    for note in table.notes:
-        print(note)
-    for warning in table.warnings:
-        print(f"WARNING: {warning}")
+    print(run_summary(table, str(folder)))
     print(f"\n{gate.text()}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html  gate: {folder}/gate.html")
     if gate.status == "incomplete":

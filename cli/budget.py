@@ -4,7 +4,6 @@ retries, calls and tokens its config's previous run of the same pipeline measure
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragbench.config.model import BenchmarkConfig
@@ -12,6 +11,7 @@ from ragbench.config.preflight import PreflightError
 from ragbench.runs.names import BENCHMARK_PIPELINE
 
 if TYPE_CHECKING:
+    from ragbench.config.plan import PreviousSpend
     from ragbench.llm.budget import PlannedSpend
 
 # What changes a benchmark's plan, named in the refusal.
@@ -23,60 +23,27 @@ TESTSET_KNOBS = "testset.chunks, testset.questions_per_chunk or testset.filters"
 TRAINING_KNOBS = "reranker_training.chunks"
 
 
-@dataclass(frozen=True)
-class PreviousSpend:
-    """What the config's newest run of a pipeline measured of its spend: its retries per call, and the shares
-    of its plan's first attempts it sent and of its token bound it used (None: it had no plan). `run` None:
-    no such run, or none since runs measure their spend, and nothing is expected."""
-
-    retry_rate: float = 0.0
-    token_share: float | None = None
-    call_share: float | None = None
-    run: str | None = None
-
-    def line(self) -> str:
-        """What the plan expects of retries, calls and tokens, and from which run."""
-        if self.run is None:
-            return "Retries: none expected (no earlier run of this config measured its spend)."
-        shares = [
-            f"{what} at {share:.0%} of {bound}"
-            for what, share, bound in (
-                ("its calls", self.call_share, "its first attempts"),
-                ("its tokens", self.token_share, "their bound"),
-            )
-            if share is not None
-        ]
-        expected = f"; {' and '.join(shares)} are expected, the shares that run used" if shares else ""
-        return (
-            f"Retries: {self.retry_rate:.1%} of calls expected (the retry rate of run {self.run}); the "
-            "plan's calls include them, its tokens and cost do not (a failed call is charged none)"
-            f"{expected}."
-        )
-
-    def plan(self, rows: list[dict]) -> PlannedSpend:
-        """The plan of `rows` (`planned_spend`) with what this run measured expected."""
-        from ragbench.config.dry_run import planned_spend
-
-        return planned_spend(rows, self.retry_rate, self.token_share, self.call_share)
-
-
 def previous_spend(
     config: BenchmarkConfig, pipeline: str = BENCHMARK_PIPELINE, last: int = 20
 ) -> PreviousSpend:
     """The spend the config's newest run of `pipeline` among its `last` logged (its `spend` run metadata,
     which the benchmark's results step and the other pipelines' `sum_run_spend` log); a config's runs carry
-    its tag (`config_tag`)."""
+    its tag (`config_tag`); the store is opened here if it is not yet."""
     from cli.launch import open_store
     from ragbench.analysis.spend import RunSpend
+    from ragbench.config.plan import PreviousSpend
     from ragbench.runs.compare import config_tag
-    from steps.store import ZenMLStore
+    from ragbench.store import given_store
 
     open_store()
-    for pipeline_run in ZenMLStore().runs(pipeline, [f"equals:{config_tag(config.name)}"], size=last):
+    for pipeline_run in given_store().runs(pipeline, [f"equals:{config_tag(config.name)}"], size=last):
         if "spend" in pipeline_run.run_metadata:
             spend = RunSpend.model_validate(pipeline_run.run_metadata["spend"])
             return PreviousSpend(
-                spend.total.retry_rate, spend.token_share, spend.call_share, pipeline_run.name
+                retry_rate=spend.total.retry_rate,
+                token_share=spend.token_share,
+                call_share=spend.call_share,
+                run=pipeline_run.name,
             )
     return PreviousSpend()
 

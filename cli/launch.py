@@ -39,6 +39,24 @@ def open_store() -> None:
     use_store(ZenMLStore())
 
 
+class _StoreOpenedOnUse:
+    """The ZenML store, opened (`open_store`, which gives it to the core in this one's place) the first
+    time the core asks it anything: a config that reads nothing stored opens no store."""
+
+    def __getattr__(self, name: str) -> Any:
+        from ragbench.store import given_store
+
+        open_store()
+        return getattr(given_store(), name)
+
+
+def give_store_on_use() -> None:
+    """Give the core a store that ZenML opens only when it is first asked (`_StoreOpenedOnUse`)."""
+    from ragbench.store import use_store
+
+    use_store(_StoreOpenedOnUse())
+
+
 def check_output_dir(config: BenchmarkConfig) -> None:
     """A report that cannot be written must fail the run before the pipeline, not after it."""
     root = Path(config.output_dir)

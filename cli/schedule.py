@@ -118,9 +118,11 @@ def install_in_zenml(config: BenchmarkConfig, cron: str, dry_run: bool) -> int:
     """Register the schedule in ZenML, replacing the config's own; refused now if it cannot run where its
     steps will (keys checked in the secrets it names)."""
     from pipelines import schedules as zenml_schedules
+    from pipelines.inputs import plan_snapshots
     from pipelines.options import step_environment
+    from ragbench.config.plan import make_run_plan
 
-    run_preflight(config, step_environment=step_environment(config))
+    plan = make_run_plan(config, step_environment=step_environment(config))
     if dry_run:
         previous = zenml_schedules.schedule_to_replace(config.name)
         print(
@@ -130,7 +132,7 @@ def install_in_zenml(config: BenchmarkConfig, cron: str, dry_run: bool) -> int:
             + "; changed nothing"
         )
         return 0
-    installed, replaced = zenml_schedules.install_schedule(config, cron)
+    installed, replaced = zenml_schedules.install_schedule(config, cron, plan_snapshots(plan))
     if replaced is not None:
         print(replaced.text())
     print(

@@ -16,10 +16,11 @@ from typing import Any
 from zenml import pipeline
 
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
-from pipelines.inputs import eval_cases_snapshot, knowledge_base_snapshot, review_labels_input
+from pipelines.inputs import client_inputs
 from ragbench.analysis.judge_check import card_rubric
-from ragbench.config.expand import expand_grid, rewriter_settings
+from ragbench.config.expand import rewriter_settings
 from ragbench.config.model import BenchmarkConfig
+from ragbench.config.plan import planned_cells
 from ragbench.grid.cell import (
     CellSpec,
     cell_labels,
@@ -258,16 +259,15 @@ class Wiring:
         )
 
 
-def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
+def wire_retrieval(settings: BenchmarkConfig, snapshots: dict[str, Any] | None) -> Wiring:
     """The inputs, chunk sets, indexes, retrieval and reranking of every cell (on every case): the same
-    steps, with the same ids and cache keys, in either pipeline."""
-    cells = expand_grid(settings)
-    corpus = ingest_knowledge_base(
-        knowledge_base=settings.knowledge_base,
-        snapshot=knowledge_base_snapshot(settings),
-    )
+    steps, with the same ids and cache keys, in either pipeline. The cells are the run plan's and the
+    client's inputs the versions it stored (`snapshots`), when the CLI planned the run."""
+    cells = planned_cells(settings)
+    knowledge_base, eval_cases, review_labels = client_inputs(settings, snapshots)
+    corpus = ingest_knowledge_base(knowledge_base=settings.knowledge_base, snapshot=knowledge_base)
     defined = load_eval_suite.with_options(output_materializers=EvalSuiteMaterializer)(
-        eval_cases=settings.eval_cases, snapshot=eval_cases_snapshot(settings)
+        eval_cases=settings.eval_cases, snapshot=eval_cases
     )
     operations = pass_llm_operations(operations=run_operations(settings, cells))
     readers = [cell.reader for cell in cells if cell.reader is not None]
@@ -282,7 +282,7 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
         suite=suite,
         operations=operations,
         references=references,
-        review_labels=review_labels_input(settings),
+        review_labels=review_labels,
         rerankers={
             name: choose_reranker.with_options(output_materializers=RerankerChoiceMaterializer)(
                 checkpoint=name, id=f"reranker_{number}"
@@ -360,12 +360,14 @@ def wire_retrieval(settings: BenchmarkConfig) -> Wiring:
 
 
 @pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
-def rag_benchmark(config: dict, planned: dict | None = None):
+def rag_benchmark(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
     """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
     Python or by a schedule makes the same artifacts as `run.py`. Every cell answers the fixed sample.
-    `planned`: the CLI's plan of the run (`PlannedSpend`), read only by the never-cached results step."""
+    What the CLI's run plan (`ragbench.config.plan`) hands on: `planned`, its spend (`PlannedSpend`),
+    read only by the never-cached results step; `snapshots`, the artifact version ids of the inputs it
+    read on the client (`pipelines.inputs.InputSnapshots`; read and stored here when not given)."""
     settings = BenchmarkConfig.model_validate(config)
-    wiring = wire_retrieval(settings)
+    wiring = wire_retrieval(settings, snapshots)
     cells = wiring.cells
     answers = {key.id: wiring.answer(key) for key in distinct_at(cells, "answer")}
     judged = [wiring.judge(key, answers[key.upto("answer").id]) for key in distinct_at(cells, "judge")]
@@ -391,18 +393,19 @@ def rag_benchmark(config: dict, planned: dict | None = None):
 
 
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
-def rag_race(config: dict, planned: dict | None = None):
+def rag_race(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
     """The same run with `search` set: the cells race. Dynamic (ZenML decides the next round from the last
     look's output): each round, every surviving cell answers and is judged on the next batch of the seeded
     case order, one step per key and round (cached like any step), then a look stops the cells that are
     significantly behind. Retrieval runs on every case as in the fixed-sample pipeline. Registered under
-    the same pipeline name, so history, compare and the gate see a raced run like any other."""
+    the same pipeline name, so history, compare and the gate see a raced run like any other. `planned`
+    and `snapshots` as for `rag_benchmark`."""
     settings = BenchmarkConfig.model_validate(config)
     search = settings.search
     if search is None:
         raise ValueError("rag_race needs a config with `search`")
     search = search.model_copy(update={"max_cases": search.max_cases or settings.generation.sample_size})
-    wiring = wire_retrieval(settings)
+    wiring = wire_retrieval(settings, snapshots)
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
     trace = start_cell_race(

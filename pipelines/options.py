@@ -1,7 +1,11 @@
 """The one place a config's `orchestration` section becomes ZenML run options, so a run by hand, a testset
-run and a schedule all reach the steps the same way (image, orchestrator settings, secrets, environment)."""
+run and a schedule all reach the steps the same way (image, orchestrator settings, secrets, environment).
+ZenML is imported only where it is asked: a dry run on a machine where ZenML never ran (`store_exists`)
+opens no store and creates none."""
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, NoReturn
 
 from ragbench.config.model import BenchmarkConfig, ConfigError
 
@@ -42,13 +46,37 @@ def run_options(config: BenchmarkConfig) -> dict[str, Any]:
     return options
 
 
+def store_exists() -> bool:
+    """Whether ZenML has a store here: a store URL in the environment, or the global configuration ZenML
+    writes when it first opens one (`ZENML_CONFIG_PATH`, else the user's zenml folder; read as ZenML's
+    `get_global_config_directory` does, without importing ZenML). Without one there is no earlier run, no
+    secret and no stack but ZenML's default (the local orchestrator)."""
+    import click
+
+    if any(name.startswith("ZENML_STORE_") for name in os.environ):
+        return True
+    folder = os.environ.get("ZENML_CONFIG_PATH") or click.get_app_dir("zenml")
+    return (Path(folder) / "config.yaml").is_file()
+
+
 def step_environment(config: BenchmarkConfig) -> dict[str, str]:
     """The variables every step will see, for pre-flight: the local orchestrator runs steps in this process,
     so its environment counts there; elsewhere only what the run gives the steps does: the image's and the
     config's environment and the secrets (named ones, the stack's and its components'). Secret values are
-    replaced by a placeholder at once: pre-flight checks names and emptiness, never values."""
-    import os
-
+    replaced by a placeholder at once: pre-flight checks names and emptiness, never values. Where ZenML has
+    no store yet (`store_exists`), the stack is its default one: the local orchestrator, no secret."""
+    docker: dict[str, Any] = {}
+    if config.orchestration.docker:
+        settings = docker_settings(config)
+        docker = {**settings.environment, **settings.runtime_environment}
+    if not store_exists():
+        if config.orchestration.secrets:
+            _missing_secret(config.orchestration.secrets[0])
+        return {
+            **os.environ,
+            **{name: str(value) for name, value in docker.items()},
+            **config.orchestration.added_environment(),
+        }
     from zenml.client import Client
     from zenml.config.pipeline_configurations import PipelineConfiguration
     from zenml.utils.env_utils import get_runtime_secret_environment
@@ -58,19 +86,22 @@ def step_environment(config: BenchmarkConfig) -> dict[str, str]:
         try:
             client.get_secret(name)
         except KeyError:
-            raise ConfigError(
-                f"orchestration.secrets: no ZenML secret named {name!r} (create it with `zenml secret create "
-                f"{name} --OPENAI_API_KEY=...`, one --KEY=value per variable)"
-            ) from None
+            _missing_secret(name)
     stack = client.active_stack
     secrets = get_runtime_secret_environment(
         PipelineConfiguration(name="preflight", secrets=list(config.orchestration.secrets)), stack
     )
-    docker = docker_settings(config)
     in_this_process = stack.orchestrator.flavor == "local"
     return {
         **(dict(os.environ) if in_this_process else {}),
-        **{name: str(value) for name, value in {**docker.environment, **docker.runtime_environment}.items()},
+        **{name: str(value) for name, value in docker.items()},
         **config.orchestration.added_environment(),
         **{name: "<secret>" if str(value).strip() else "" for name, value in secrets.items()},
     }
+
+
+def _missing_secret(name: str) -> NoReturn:
+    raise ConfigError(
+        f"orchestration.secrets: no ZenML secret named {name!r} (create it with `zenml secret create "
+        f"{name} --OPENAI_API_KEY=...`, one --KEY=value per variable)"
+    ) from None

@@ -19,6 +19,7 @@ from ragbench.runs.names import BENCHMARK_PIPELINE
 if TYPE_CHECKING:
     from zenml.models import ScheduleResponse
 
+    from pipelines.inputs import InputSnapshots
     from ragbench.config.model import BenchmarkConfig
 
 PREFIX = "ragbench-"
@@ -175,11 +176,15 @@ def schedule_to_replace(config_name: str) -> ScheduleInfo | None:
     return ScheduleInfo(found.name, found.cron_expression, label, found.active)
 
 
-def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, Removal | None]:
+def install_schedule(
+    config: BenchmarkConfig, cron: str, snapshots: InputSnapshots | None = None
+) -> tuple[ScheduleInfo, Removal | None]:
     """Register the benchmark of `config` on the active orchestrator, replacing the config's schedule.
 
     The pipeline is compiled and handed to the orchestrator, which schedules it instead of running it;
-    a schedule it cannot replace is refused (`schedule_to_replace`)."""
+    a schedule it cannot replace is refused (`schedule_to_replace`). `snapshots`: the client's inputs as
+    the install's plan stored them (`pipelines.inputs.plan_snapshots`; read and stored while the pipeline
+    compiles when not given): every scheduled run reads those versions."""
     from zenml.config.schedule import Schedule
 
     from pipelines import rag_benchmark
@@ -192,7 +197,10 @@ def install_schedule(config: BenchmarkConfig, cron: str) -> tuple[ScheduleInfo, 
         schedule=Schedule(name=name, cron_expression=cron),
         tags=[config_tag(config.name), *config.tags],
         **run_options(config),
-    )(config=config.model_dump(mode="json"))
+    )(
+        config=config.model_dump(mode="json"),
+        snapshots=snapshots.model_dump(mode="json") if snapshots is not None else None,
+    )
     installed = find_schedule(config.name)
     if installed is None:  # the orchestrator's submission failed and ZenML deleted the record again
         raise ZenMLScheduleError(f"the orchestrator did not keep the schedule {name!r}")

@@ -137,13 +137,14 @@ def plan_rows(
     cases: list[EvalCase],
     finished_steps: set[str],
     rerankers: Mapping[str, RerankerChoice] | None = None,
+    cells: list[CellSpec] | None = None,
 ) -> list[dict]:
     """One row per cell. `finished_steps`: step ids earlier runs on the same documents and eval cases
     completed; a cell whose steps are all among them will be reused unless the code changed since.
     An answer set shared by several judges is priced once, on the first cell that needs it. `rerankers`:
     the checkpoint each configured reranker would really use, so a cell is named by it (the UNTRAINED
-    stand-in says so)."""
-    cells = expand_grid(config)
+    stand-in says so). `cells`: the config's, expanded once by the caller (`ragbench.config.plan`)."""
+    cells = expand_grid(config) if cells is None else cells
     names = llm_names(cells)
     columns = {
         cell.id: cell.axis_columns(names)
@@ -247,11 +248,16 @@ def planned_spend(
     )
 
 
-def rerank_work(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: set[str]) -> str | None:
+def rerank_work(
+    config: BenchmarkConfig,
+    cases: list[EvalCase],
+    finished_steps: set[str],
+    cells: list[CellSpec] | None = None,
+) -> str | None:
     """The rerank stage's work, or None when no cell reranks: its steps (one per retrieve key and reranker,
     each reranking every case's top_k candidates, read by every answer key after it) and the ColBERT
     encodings they read (one per checkpoint and chunk set), new or done by an earlier run."""
-    cells = expand_grid(config)
+    cells = expand_grid(config) if cells is None else cells
     keys = distinct_at(cells, "rerank")
     if not keys:
         return None
@@ -266,20 +272,25 @@ def rerank_work(config: BenchmarkConfig, cases: list[EvalCase], finished_steps: 
     )
 
 
-def _judge_card(config: BenchmarkConfig, cases: list[EvalCase]) -> tuple[int, int, int] | None:
+def _judge_card(
+    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None
+) -> tuple[int, int, int] | None:
     """The judge card's calls at most per judge (one per planted error type and the unchanged reference of
     each sampled case), its judges and its sampled cases; None without a judge card."""
     check = config.evaluation.judge_check
-    judges = {key.judge.result_key for key in distinct_at(expand_grid(config), "judge") if key.judge}
+    cells = expand_grid(config) if cells is None else cells
+    judges = {key.judge.result_key for key in distinct_at(cells, "judge") if key.judge}
     if check is None or not judges:
         return None
     sampled = min(check.cases, sum(case.reference_answer is not None for case in cases))
     return sampled * (1 + len(PLANTED_KINDS)), len(judges), sampled
 
 
-def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:
+def judge_card_calls(
+    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None = None
+) -> str | None:
     """The judge card's line of the dry run, or None without a judge card."""
-    if (card := _judge_card(config, cases)) is None:
+    if (card := _judge_card(config, cases, cells)) is None:
         return None
     calls, judges, sampled = card
     return (
@@ -293,18 +304,21 @@ def _written_references(cases: list[EvalCase]) -> int:
     return sum(case.reference_from is not None and case.reference_from.gives == "context" for case in cases)
 
 
-def calls_beside_the_rows(config: BenchmarkConfig, cases: list[EvalCase]) -> int:
+def calls_beside_the_rows(
+    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None = None
+) -> int:
     """The calls a run may send that its rows do not count, at most: the judge card's and the references
     written from context. The budget check adds them to the calls (their tokens are not estimated); a judge
     alignment's depend on the labels the run reads, and are not counted."""
-    card = _judge_card(config, cases)
+    card = _judge_card(config, cases, cells)
     return (card[0] * card[1] if card is not None else 0) + _written_references(cases)
 
 
-def judge_alignment_calls(config: BenchmarkConfig) -> str | None:
+def judge_alignment_calls(config: BenchmarkConfig, cells: list[CellSpec] | None = None) -> str | None:
     """What aligning the judges adds, or None without `evaluation.judge_alignment`."""
     alignment = config.evaluation.judge_alignment
-    judges = {key.judge.result_key for key in distinct_at(expand_grid(config), "judge") if key.judge}
+    cells = expand_grid(config) if cells is None else cells
+    judges = {key.judge.result_key for key in distinct_at(cells, "judge") if key.judge}
     if alignment is None or not judges:
         return None
     sides = (
@@ -319,13 +333,16 @@ def judge_alignment_calls(config: BenchmarkConfig) -> str | None:
     )
 
 
-def reference_calls(config: BenchmarkConfig, cases: list[EvalCase]) -> str | None:
+def reference_calls(
+    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None = None
+) -> str | None:
     """What fetching references at run time adds, or None when no case fetches one."""
     fetched = [case for case in cases if case.reference_from or case.expected_sources_from]
     if not fetched:
         return None
     written = _written_references(fetched)
-    readers = [cell.reader.model for cell in expand_grid(config) if cell.reader is not None]
+    cells = expand_grid(config) if cells is None else cells
+    readers = [cell.reader.model for cell in cells if cell.reader is not None]
     writer = (
         f" and up to {written} call(s) of {readers[0]} writing a reference from context" if written else ""
     )
@@ -349,7 +366,10 @@ def label_correction_line(config: BenchmarkConfig) -> str | None:
 
 
 def detection_lines(
-    config: BenchmarkConfig, cases: list[EvalCase], previous: tuple[str, ResultsTable] | None
+    config: BenchmarkConfig,
+    cases: list[EvalCase],
+    previous: tuple[str, ResultsTable] | None,
+    cells: list[CellSpec] | None = None,
 ) -> list[str]:
     """What the run can decide, per headline metric: the smallest difference between cells its sample
     detects and, with `statistics.detect`, whether it detects that one and how many cases it needs
@@ -359,7 +379,7 @@ def detection_lines(
     (a metric scored only where its fields are present may get fewer); the comparisons are every other
     cell against the best, at Holm's strictest level. With label correction, the labels too (`_labels_text`).
     Nothing with one cell (no comparison)."""
-    cells = expand_grid(config)
+    cells = expand_grid(config) if cells is None else cells
     if len(cells) < 2:
         return []
     if previous is None:
@@ -394,16 +414,20 @@ def detection_lines(
             PlannedTest.of(settings, comparisons, binary=binary),
             detect=settings.detect,
         )
-        lines.append(
-            f"  {verdict.label}: {planned.text()}{_labels_text(config, table, verdict, other, sampled)}"
-        )
+        labels = _labels_text(config, table, verdict, other, sampled, comparisons)
+        lines.append(f"  {verdict.label}: {planned.text()}{labels}")
     if len(lines) == 1:
         lines.append(f"  run {name} compared no cells: nothing to plan from")
     return lines
 
 
 def _labels_text(
-    config: BenchmarkConfig, table: ResultsTable, verdict: MetricVerdict, other: str, answers: int
+    config: BenchmarkConfig,
+    table: ResultsTable,
+    verdict: MetricVerdict,
+    other: str,
+    answers: int,
+    comparisons: int,
 ) -> str:
     """`; with labels, about 40 labelled cases (a simple random sample) detect it`: the labels the named
     difference needs when the run corrects this metric with labels, planned from the earlier run's labelled
@@ -426,7 +450,7 @@ def _labels_text(
         difference=detect,
         alpha=config.statistics.alpha,
         power=config.statistics.power,
-        comparisons=len(expand_grid(config)) - 1,
+        comparisons=comparisons,
         min_labels=correction.min_labels,
     )
     if needed is None:

@@ -20,7 +20,7 @@ from ragbench.grid.cell import CellSpec, pairwise_pairs
 from ragbench.inputs.chunking import overlap_tokens
 from ragbench.inputs.conversation import placeholder_history
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite, load_eval_suite_from
-from ragbench.inputs.knowledge_base import load_corpus
+from ragbench.inputs.knowledge_base import Corpus, load_corpus
 from ragbench.inputs.references import dynamic_fields
 from ragbench.llm.pricing import context_window, estimate_prompt_tokens
 from ragbench.llm.readiness import check_llm_ready, checked_offline
@@ -28,7 +28,7 @@ from ragbench.llm.redaction import refuse_url_credentials
 from ragbench.models.hub import check_model_available, hub_offline, resolvable_offline
 from ragbench.models.provision import embedding_dimension, provisioned_location
 from ragbench.retrieval.ann import FLAT_INDEX, IndexSpec, pq_subquantizers
-from ragbench.retrieval.rerank import resolve_reranker
+from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker
 from ragbench.review.labels import ReviewLabels, check_labels, load_labels_file
 from ragbench.testset.labels import load_labels
 from ragbench.testset.rubrics import check_names
@@ -42,12 +42,20 @@ class PreflightError(ValueError):
 
 @dataclass
 class Preflight:
-    """What the checks read: the eval cases and the fingerprints that tell runs on the same data apart."""
+    """What the checks read, kept so nothing is read twice (`ragbench.config.plan`): the knowledge base and
+    the eval cases (their fingerprints tell runs on the same data apart), the labels file, and the
+    rerankers a real run's checks resolved."""
 
-    knowledge_base_fingerprint: str
+    corpus: Corpus
     eval_suite: EvalSuite
+    review_labels: ReviewLabels | None = None
+    rerankers: dict[str, RerankerChoice] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)  # what only a real run can check (dry run)
+
+    @property
+    def knowledge_base_fingerprint(self) -> str:
+        return self.corpus.fingerprint
 
 
 def max_seq_length(location: str) -> int | None:
@@ -127,13 +135,18 @@ def check_indexes(config: BenchmarkConfig, characters: int) -> list[str]:
 
 
 def run_preflight(
-    config: BenchmarkConfig, *, plan_only: bool = False, step_environment: Mapping[str, str] | None = None
+    config: BenchmarkConfig,
+    *,
+    cells: list[CellSpec] | None = None,
+    plan_only: bool = False,
+    step_environment: Mapping[str, str] | None = None,
 ) -> Preflight:
     """Check the whole run. `plan_only` (a dry run) skips what needs models or keys: it calls nothing.
-    `step_environment`: the variables the steps will see (default: this process's)."""
+    `step_environment`: the variables the steps will see (default: this process's); `cells`: the config's,
+    when the caller expanded them (`ragbench.config.plan`)."""
     warnings: list[str] = []
     labels = review_labels_file(config)  # a broken labels file fails in a second, before any model loads
-    cells = expand_grid(config)
+    cells = expand_grid(config) if cells is None else cells
     if config.search is not None and len(cells) < 2:
         raise PreflightError("search: a race needs at least two cells in the grid")
     if config.evaluation.pairwise is not None:
@@ -167,9 +180,10 @@ def run_preflight(
             unchecked.append(
                 f"LLM {settings.model}: its provider's key where the steps run (a dry run needs none)"
             )
-    if not plan_only:
-        for checkpoint in dict.fromkeys(c.reranker for c in cells if c.reranker is not None):
-            resolve_reranker(checkpoint)  # an unusable checkpoint fails here; a fallback is logged loudly
+    rerankers = {  # an unusable checkpoint fails here; a fallback is logged loudly
+        checkpoint: resolve_reranker(checkpoint)
+        for checkpoint in ([] if plan_only else dict.fromkeys(c.reranker for c in cells if c.reranker))
+    }
     url = config.llm_cache_url or ""
     if url.startswith("postgresql") and step_environment is not None and "PGPASSWORD" not in step_environment:
         warnings.append(
@@ -219,8 +233,10 @@ def run_preflight(
     for warning in warnings:
         logger.warning(warning)
     return Preflight(
-        knowledge_base_fingerprint=corpus.fingerprint,
+        corpus=corpus,
         eval_suite=suite,
+        review_labels=labels,
+        rerankers=rerankers,
         warnings=warnings,
         unchecked=list(dict.fromkeys(unchecked)),  # one line per model, not per role
     )

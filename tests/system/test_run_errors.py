@@ -8,7 +8,7 @@ import pytest
 import cli.benchmark
 import cli.testset
 import pipelines
-import pipelines.benchmark
+import pipelines.inputs
 import pipelines.testset
 import run
 
@@ -39,7 +39,7 @@ def test_a_pipeline_that_raises_while_compiling_exits_2_with_one_message(
     project, monkeypatch, capsys, command
 ):
     # both pipelines call it in their body, before ZenML creates the run
-    monkeypatch.setattr(pipelines.benchmark, "knowledge_base_snapshot", fail_while_compiling)
+    monkeypatch.setattr(pipelines.inputs, "knowledge_base_snapshot", fail_while_compiling)
     monkeypatch.setattr(pipelines.testset, "knowledge_base_snapshot", fail_while_compiling)
     code = run.main([*command, "--config", "config.yaml"])
     err = capsys.readouterr().err

@@ -179,16 +179,22 @@ def test_with_label_correction_the_plan_says_how_many_labels_the_named_differenc
 def test_a_run_with_a_named_difference_says_what_it_can_decide_before_it_starts(
     tmp_path, monkeypatch, capsys
 ):
+    import pipelines.inputs
     from cli import benchmark
-    from steps import history
+    from ragbench.config import plan
+    from ragbench.config.preflight import Preflight
+    from ragbench.inputs.eval_cases import EvalSuite
+    from ragbench.inputs.knowledge_base import Corpus
 
     cases = [EvalCase.model_validate(c) for c in CASES]
-    checked = SimpleNamespace(
-        eval_suite=SimpleNamespace(cases=cases, fingerprint="e"), knowledge_base_fingerprint="k"
+    checked = Preflight(
+        corpus=Corpus(documents=[], fingerprint="k", description="a"), eval_suite=EvalSuite.of(cases)
     )
-    monkeypatch.setattr(benchmark, "run_preflight", lambda config, step_environment=None: checked)
-    monkeypatch.setattr(benchmark, "finished_steps", lambda *fingerprints: set())
-    monkeypatch.setattr(history, "latest_results", lambda name: None)
+    # the real run's checks ask for models and keys, and its snapshots for the store: not the point here
+    monkeypatch.setattr(plan, "run_preflight", lambda config, **kwargs: checked)
+    monkeypatch.setattr(benchmark, "earlier_runs", lambda use_cache: plan.NO_EARLIER_RUNS)
+    nothing_stored = pipelines.inputs.InputSnapshots()
+    monkeypatch.setattr(pipelines.inputs, "plan_snapshots", lambda run_plan: nothing_stored)
     for detect in (None, 0.05):
         write_project(
             tmp_path,

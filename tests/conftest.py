@@ -31,6 +31,14 @@ if _WORKERS > 1:
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+if not getattr(sys.modules["__main__"], "__file__", None):
+    # An xdist worker's main module is execnet's bootstrap, which has no file, and ZenML derives its source
+    # root from that file (to resolve steps and flavors): every pipeline would fail with "Unable to determine
+    # source root". Give it the root run.py gives it, the repository's.
+    from zenml.utils.source_utils import set_custom_source_root
+
+    set_custom_source_root(str(REPO_ROOT))
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 
 

@@ -3,22 +3,32 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 READY := $(VENV)/.ready
+COLBERT_EXTENSION := $(VENV)/.colbert-extension
 export ZENML_ANALYTICS_OPT_IN := false
 export TOKENIZERS_PARALLELISM := false
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 # llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
 export CMAKE_ARGS := -DGGML_NATIVE=OFF
 
-.PHONY: setup run test test-fast lint browser postgres bench clean test-docker docs reference ragas-venv ppi-venv
+.PHONY: setup run test test-setup test-fast lint browser postgres debian-packages colbert-extension bench clean test-docker docs reference ragas-venv ppi-venv
 
-setup: $(READY) ragas-venv ppi-venv
+setup: $(READY) $(COLBERT_EXTENSION) ragas-venv ppi-venv
+
+# --no-compile: pip would byte-compile all 28,700 modules it installs, one after another (110 s of one core,
+# measured 2026-12-02); Python compiles those a run or a test imports, once, when it first imports them.
+PIP_INSTALL := pip install --quiet --no-compile
 
 $(READY): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -r requirements.txt -r requirements-dev.txt
+	$(BIN)/$(PIP_INSTALL) -r requirements.txt -r requirements-dev.txt
 	$(BIN)/pip check
-	# colbert-ai compiles a small C++ extension the first time a checkpoint loads (~50 s); build it now,
-	# with colbert-ai's own loader, so the first benchmark run does not pay for it.
+	touch $@
+
+# colbert-ai compiles a small C++ extension the first time a checkpoint loads (~50 s); build it once the venv
+# is there, with colbert-ai's own loader, so the first benchmark run does not pay for it. The build lands in
+# torch's extension cache (~/.cache/torch_extensions), which torch locks while it builds.
+colbert-extension: $(COLBERT_EXTENSION)
+$(COLBERT_EXTENSION): $(READY)
 	$(BIN)/python -c "from colbert.modeling.colbert import ColBERT; ColBERT.try_load_torch_extensions(use_gpu=False)"
 	touch $@
 
@@ -30,47 +40,64 @@ $(READY): requirements.txt requirements-dev.txt
 #   releases): tests/system/test_ppi_conformance.py checks ragbench.stats.ppi against it.
 .venv-%/.ready: tests/conformance/requirements-%.txt
 	$(PYTHON) -m venv .venv-$*
-	.venv-$*/bin/pip install --quiet -r $<
+	.venv-$*/bin/$(PIP_INSTALL) -r $<
 	.venv-$*/bin/pip check
 	touch $@
 
 ragas-venv: .venv-ragas/.ready
 ppi-venv: .venv-ppi/.ready
 
-run: $(READY)
+run: $(READY) $(COLBERT_EXTENSION)
 	$(BIN)/python run.py $(ARGS)
 
 lint: $(READY)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The dashboard and review-page tests drive a real Chromium: install Debian's package when it is missing and we can
-# (root with apt-get); otherwise those tests are skipped and say why.
+# Debian's packages some tests need: chromium (the dashboard and review-page tests drive a real browser) and
+# postgresql (the shared LLM cache tests run a real server). The missing ones are installed with one
+# apt-get when we can (root with apt-get); otherwise those tests are skipped and say why.
+# `make browser` and `make postgres` install one of them, `make debian-packages` both.
+have_chromium := command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1
+have_postgresql := ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+define install_debian_packages
+	@missing=""; \
+	$(foreach package,$(1),{ $(have_$(package)); } || missing="$$missing $(package)";) \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing Debian's$$missing for the tests that use them"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null \
+	    || echo "could not install$$missing: the tests that use them will be skipped"; \
+	else echo "no$$missing and no root apt-get: the tests that use them will be skipped"; fi
+endef
+
 browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's chromium for the browser tests"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
-	      || echo "could not install chromium: the browser tests will be skipped"; \
-	  else echo "no chromium and no root apt-get: the browser tests will be skipped"; fi; }
+	$(call install_debian_packages,chromium)
 
-# The shared LLM cache tests run a real PostgreSQL server: install Debian's package when it is missing and
-# we can (root with apt-get); otherwise those tests are skipped and say why.
 postgres:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing Debian's postgresql for the shared LLM cache tests"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null \
-	      || echo "could not install postgresql: the shared LLM cache tests will be skipped"; \
-	  else echo "no postgresql and no root apt-get: the shared LLM cache tests will be skipped"; fi; }
+	$(call install_debian_packages,postgresql)
 
-test: lint browser postgres ragas-venv ppi-venv
-	$(BIN)/python -m pytest -v --durations=15
+debian-packages:
+	$(call install_debian_packages,chromium postgresql)
+
+# The suite's set-up in one make with four jobs, as its parts are independent: the main venv (then ruff
+# and colbert's extension), the two conformance venvs, and Debian's packages (one apt-get: dpkg takes one
+# lock). --output-sync keeps each part's output together.
+test-setup: lint $(COLBERT_EXTENSION) debian-packages ragas-venv ppi-venv
+
+# Two pytest workers (pytest-xdist), one per core; --dist loadfile keeps a file's tests on one worker, so a
+# module's fixtures (a pipeline run, a docs build, a server) are made once, and keeps collection order:
+# the heavy integration and system files first, the many small unit files last to fill in.
+PYTEST_WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
+
+test:
+	$(MAKE) --no-print-directory --jobs=4 --output-sync=target test-setup
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) -v --durations=15
 
 # The unit tier only (tests/unit: no pipeline, model file, server or subprocess): a few minutes, for the
 # edit-test loop. `make test` runs it with the integration and system tiers.
 test-fast: $(READY)
-	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) -q tests/unit
 
 # The documentation site (mkdocs.yml, docs/), rebuilt on every change, on 127.0.0.1 only;
 # tests/system/test_docs.py builds it with --strict.

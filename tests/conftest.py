@@ -1,5 +1,7 @@
 """Each test session gets its own ZenML store, set before zenml is imported anywhere; every test gets the
-marker of the tier its folder names."""
+marker of the tier its folder names. Under pytest-xdist (`make test` runs two workers) each worker is a
+session of its own: it imports this file, so it gets its own store and temp folder, and its share of the
+cores for the threaded libraries."""
 
 import os
 import sys
@@ -17,9 +19,25 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 # No machine here reaches the Hub; without these, datasets/transformers spend ~20 s per call retrying.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# xdist sets the worker count before a worker imports this file. Without a share each, every worker's
+# torch, FAISS (OpenMP) and llama.cpp would start a thread per core, so two workers on two cores would run
+# four busy threads; the subprocesses a test starts inherit the share.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    _SHARE = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAGBENCH_LOCAL_N_THREADS"):
+        os.environ.setdefault(_variable, _SHARE)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
+
+if not getattr(sys.modules["__main__"], "__file__", None):
+    # An xdist worker's main module is execnet's bootstrap, which has no file, and ZenML derives its source
+    # root from that file (to resolve steps and flavors): every pipeline would fail with "Unable to determine
+    # source root". Give it the root run.py gives it, the repository's.
+    from zenml.utils.source_utils import set_custom_source_root
+
+    set_custom_source_root(str(REPO_ROOT))
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -287,11 +287,16 @@ def test_recall_vs_exact_is_the_mean_share_of_the_exact_top_k_found() -> None:
 def test_timed_search_finds_what_one_batch_finds_and_times_per_query(clustered) -> None:
     vectors, queries = clustered
     index = build_faiss_index(vectors, IndexSpec.parse("hnsw"))
-    with faiss_threads(1):
-        assert faiss.omp_get_max_threads() == 1
-        single, seconds = timed_search(index, queries, 10)
-        batched, _ = timed_search(index, queries, 10, batch_size=16)
-    assert faiss.omp_get_max_threads() != 1 or faiss.omp_get_num_procs() == 1  # restored
+    session_threads = faiss.omp_get_max_threads()  # one in an xdist worker (tests/conftest.py caps them)
+    faiss.omp_set_num_threads(2)  # a count other than 1, so restoring it is seen whatever the session's is
+    try:
+        with faiss_threads(1):
+            assert faiss.omp_get_max_threads() == 1
+            single, seconds = timed_search(index, queries, 10)
+            batched, _ = timed_search(index, queries, 10, batch_size=16)
+        assert faiss.omp_get_max_threads() == 2  # restored
+    finally:
+        faiss.omp_set_num_threads(session_threads)
     np.testing.assert_array_equal(single, index.search(queries, 10)[1])
     np.testing.assert_array_equal(batched, single)
     assert 0 < seconds < 1

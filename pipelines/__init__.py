@@ -5,6 +5,8 @@ orchestration options never imports a step."""
 import importlib
 from typing import Any
 
+from ragbench import submodules_as_attributes
+
 # Each pipeline function and the module that defines it.
 PIPELINES = {
     "rag_benchmark": "pipelines.benchmark",
@@ -16,12 +18,10 @@ PIPELINES = {
 __all__ = list(PIPELINES)
 
 
+_submodule = submodules_as_attributes(__name__)
+
+
 def __getattr__(name: str) -> Any:
     if name in PIPELINES:
         return getattr(importlib.import_module(PIPELINES[name]), name)
-    try:
-        return importlib.import_module(f"{__name__}.{name}")
-    except ModuleNotFoundError as error:
-        if error.name != f"{__name__}.{name}":
-            raise
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    return _submodule(name)

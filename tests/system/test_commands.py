@@ -70,6 +70,10 @@ def test_an_option_of_another_command_is_refused_not_ignored(argv, capsys):
     assert exited.value.code == 2 and "error:" in capsys.readouterr().err
 
 
+# run.py itself, not a script whose name ends in it (bench/bench_dry_run.py)
+RUN_PY = r"(?<![\w.])run\.py"
+
+
 def documented_invocations() -> list[str]:
     """The arguments after `run.py` in every command line of README.md and docs/ (code blocks and inline
     code): optional parts (`[...]`) dropped, placeholders (`<...>`, `$(...)`) filled in."""
@@ -89,12 +93,12 @@ def documented_invocations() -> list[str]:
             else:
                 prose.append(line)
         for paragraph in "\n".join(prose).split("\n\n"):
-            commands += [" ".join(span.split()) for span in re.findall(r"`([^`]*run\.py[^`]*)`", paragraph)]
+            commands += [" ".join(span.split()) for span in re.findall(rf"`([^`]*{RUN_PY}[^`]*)`", paragraph)]
         # the text of a code line up to a comment or quoted output; not the layout page's `run.py   CLI:`
         commands += [re.split(r"\s#|`", line)[0] for line in code if not re.match(r"\s*run\.py\s{2,}", line)]
     found = []
-    for command in (part for line in commands for part in line.split("&&") if "run.py" in part):
-        arguments = re.sub(r"\[[^\]]*\]", "", command.split("run.py", 1)[1])
+    for command in (part for line in commands for part in line.split("&&") if re.search(RUN_PY, part)):
+        arguments = re.sub(r"\[[^\]]*\]", "", re.split(RUN_PY, command, maxsplit=1)[1])
         found.append(re.sub(r"<[^>]*>|\$\([^)]*\)", "X", arguments).strip())
     return sorted(set(found))
 

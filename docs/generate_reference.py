@@ -788,8 +788,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--docs-dir", type=Path, default=DOCS, help="where the pages go (default: docs/)")
     args = parser.parse_args(argv)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     pages = generate_pages()
     if args.check:
         stale = stale_pages(pages, args.docs_dir)

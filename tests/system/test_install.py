@@ -61,11 +61,12 @@ def site_packages(root: Path) -> Path:
 
 
 def ragbench_command(venv: Path, *arguments: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    """The installed `ragbench` command, in a clean working folder and ZenML store of its own."""
+    """The installed `ragbench` command in a clean working folder, on the session's ZenML store (made once
+    per session: a store of its own would cost the run its creation)."""
     return subprocess.run(
         [str(venv / "bin" / "ragbench"), *arguments],
         cwd=cwd,
-        env={**os.environ, "ZENML_CONFIG_PATH": str(cwd / "zenml"), **env},
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=600,

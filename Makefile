@@ -18,9 +18,13 @@ setup: $(READY) $(COLBERT_EXTENSION) ragas-venv ppi-venv
 # measured 2026-12-02); Python compiles those a run or a test imports, once, when it first imports them.
 PIP_INSTALL := pip install --quiet --no-compile
 
-$(READY): requirements.txt requirements-dev.txt
+# The project itself last, editable and without dependencies (the pinned ones are there): `ragbench` on the
+# venv's PATH, the clone's root on its import path (no script edits sys.path). --no-build-isolation: the
+# build backend is the venv's own setuptools, so nothing is fetched for the build.
+$(READY): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/$(PIP_INSTALL) -r requirements.txt -r requirements-dev.txt
+	$(BIN)/$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	$(BIN)/pip check
 	touch $@
 

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from ragbench.report.pages import rows_to_text  # noqa: E402
 
@@ -84,9 +83,8 @@ def main() -> int:
             "config_alone": [
                 sys.executable,
                 "-c",
-                "import sys; sys.path.insert(0, sys.argv[1]); import cli.main; "
-                "from ragbench.config.model import load_config; load_config(sys.argv[2], [])",
-                str(ROOT),
+                "import sys; import cli.main; "
+                "from ragbench.config.model import load_config; load_config(sys.argv[1], [])",
                 str(config),
             ],
             "dry_run": [sys.executable, str(ROOT / "run.py"), "--config", str(config), "--dry-run"],

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 os.chdir(REPO_ROOT)
 os.environ.setdefault("ZENML_CONFIG_PATH", tempfile.mkdtemp(prefix="ragbench-bench-zenml-"))
 os.environ.setdefault("ZENML_ANALYTICS_OPT_IN", "false")

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 from statistics import fmean as mean
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from ragbench.analysis.label_verdicts import corrected_verdicts  # noqa: E402
 from ragbench.analysis.labelled import correct_with_labels  # noqa: E402

@@ -13,21 +13,16 @@ still be made, but the speed-ups are reported, not enforced (the exit code ignor
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fake_openai_server import FakeOpenAIServer  # noqa: E402
-from fake_rag_service import FakeRagService  # noqa: E402
-
-from ragbench.generation.external import ExternalClient  # noqa: E402
-from ragbench.generation.systems import ExternalSystem  # noqa: E402
-from ragbench.llm.client import LLMClient  # noqa: E402
-from ragbench.llm.types import LLMSettings  # noqa: E402
+from ragbench.generation.external import ExternalClient
+from ragbench.generation.systems import ExternalSystem
+from ragbench.llm.client import LLMClient
+from ragbench.llm.types import LLMSettings
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.fake_rag_service import FakeRagService
 
 GOAL_FRACTION = 0.8
 

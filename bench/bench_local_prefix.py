@@ -17,12 +17,10 @@ No LLM cache: every call is made.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from ragbench.analysis.judge_card import planted_inputs, sample_cases  # noqa: E402
 from ragbench.config.model import load_config  # noqa: E402

@@ -64,24 +64,19 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from ragbench.report.pages import rows_to_text  # noqa: E402
-from ragbench.review.sampling import SamplePlan, case_draw, drawn_sample, uncertainty_weight  # noqa: E402
-from ragbench.stats.inference import weighted_kappa  # noqa: E402
-from ragbench.stats.ppi import Estimate, ppi_mean  # noqa: E402
+from ragbench.report.pages import rows_to_text
+from ragbench.review.sampling import SamplePlan, case_draw, drawn_sample, uncertainty_weight
+from ragbench.stats.inference import weighted_kappa
+from ragbench.stats.ppi import Estimate, ppi_mean
 
 CASE_SD = 1.0  # case difficulty, shared by both cells' answers: what makes a paired comparison pay
 ANSWER_SD = 0.7  # each answer's own noise

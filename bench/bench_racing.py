@@ -42,7 +42,6 @@ import argparse
 import csv
 import math
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -54,7 +53,6 @@ import numpy as np
 from scipy.stats import norm
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from ragbench.analysis.racing import RaceConfig, RaceTrace, look, start_race  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402

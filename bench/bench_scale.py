@@ -50,7 +50,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 os.chdir(REPO_ROOT)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -20,14 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from fake_openai_server import FakeOpenAIServer  # noqa: E402
 
 from ragbench.inputs.tables import jsonl_records  # noqa: E402
 from ragbench.llm.client import LLMClient  # noqa: E402
@@ -36,6 +32,7 @@ from ragbench.scoring import ragas_prompts as prompts  # noqa: E402
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, JudgeInput  # noqa: E402
 from ragbench.stats.formatting import interval_text  # noqa: E402
 from ragbench.stats.inference import wilson_interval  # noqa: E402
+from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 
 LABELS = ROOT / "tests" / "data" / "faithfulness_labels.jsonl"
 CONTEXT = BUILTIN_RUBRICS["context"]

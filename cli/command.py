@@ -4,6 +4,8 @@ errors a command ends with as one line and exit code 2 instead of a traceback.""
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import ClassVar
 
 from ragbench.config.model import BenchmarkConfig, ConfigError, load_config
@@ -15,6 +17,12 @@ from ragbench.models.errors import ModelResolutionError
 from ragbench.review.labels import LabelFileError
 from ragbench.runs.dashboard import DashboardError
 from ragbench.runs.review import ReviewSourceError
+
+
+def program() -> str:
+    """How the user started this process, for the commands a message suggests: the installed `ragbench`
+    command, else `python run.py` (a clone's shim, and every in-process caller such as the tests)."""
+    return "ragbench" if Path(sys.argv[0]).name == "ragbench" else "python run.py"
 
 
 class RunStopped(RuntimeError):

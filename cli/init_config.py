@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cli.command import Command, RunStopped
+from cli.command import Command, RunStopped, program
 
 
 class InitCommand(Command):
@@ -29,5 +29,5 @@ class InitCommand(Command):
             write_starter(path)
         except (ValueError, FileExistsError) as error:
             raise RunStopped(str(error)) from None
-        print(f"wrote {path}: try `python run.py --config {path} --dry-run`, then without --dry-run")
+        print(f"wrote {path}: try `{program()} --config {path} --dry-run`, then without --dry-run")
         return 0

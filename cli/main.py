@@ -15,7 +15,7 @@ import signal
 import sys
 
 from cli.benchmark import RaceCommand, RunCommand
-from cli.command import USER_ERRORS, Command
+from cli.command import USER_ERRORS, Command, program
 from cli.compare import CompareCommand
 from cli.dashboard import DashboardCommand
 from cli.init_config import InitCommand
@@ -56,10 +56,11 @@ class _RefuseDryRun(argparse.Action):
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: one subparser per command of COMMANDS, each with its own options."""
+def build_parser(prog: str = "run.py") -> argparse.ArgumentParser:
+    """The whole command line: one subparser per command of COMMANDS, each with its own options. `prog`:
+    the name `--help` shows (the installed command is `ragbench`; the reference page shows `run.py`)."""
     parser = argparse.ArgumentParser(
-        prog="run.py",
+        prog=prog,
         description="End-to-end RAG benchmark on a ZenML pipeline. Without a command: "
         f"{DEFAULT_COMMAND} (`run.py --config FILE` runs the benchmark). `run.py COMMAND --help`: "
         "the options of one command.",
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """`argv` as the parser reads it, the default command put first when `argv` names none (every
     documented `run.py --config FILE ...` keeps working)."""
-    parser = build_parser()
+    parser = build_parser(program().removeprefix("python "))
     names = {command.name for command in COMMANDS}
     if not argv or (argv[0] not in names and argv[0] not in ("-h", "--help", "--version")):
         argv = [DEFAULT_COMMAND, *argv]

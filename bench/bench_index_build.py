@@ -72,7 +72,8 @@ def main() -> int:
     args = parser.parse_args()
     config = load_config(None, [f"knowledge_base.limit={args.documents}", *args.overrides, "grid.reader=[]"])
     config = config.model_copy(update={"eval_cases": cases_within(config, Path(tempfile.mkdtemp()))})
-    run_preflight(config)
+    cells = expand_grid(config)
+    run_preflight(config, cells=cells)
     require_in_process_orchestrator()
     # `load_embedder` is cached per process: the steps reuse these objects, so the counters see every encode.
     embedders = {model: load_embedder(model) for model in config.grid.embedding_model}
@@ -80,7 +81,7 @@ def main() -> int:
     from pipelines import rag_benchmark
 
     pipeline_run = rag_benchmark.with_options(enable_cache=False)(config=config.model_dump(mode="json"))
-    index_keys = distinct_at(expand_grid(config), "index")
+    index_keys = distinct_at(cells, "index")
     rows, passed = [], True
     for model, embedder in embedders.items():
         chunks_in_grid = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from cli.command import (
     add_run_tag_option,
     config_of,
 )
-from cli.launch import check_output_dir, give_store_on_use, launch, open_store
+from cli.launch import check_output_dir, give_store_on_use, launch
 from cli.outputs import write_outputs
 from ragbench.config.model import BenchmarkConfig, ConfigError
 from ragbench.report.pages import rows_to_text
@@ -26,8 +27,9 @@ from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
 from ragbench.section import validation_message
 
 if TYPE_CHECKING:
+    from pipelines.options import StackEnvironment
     from ragbench.analysis.results import ResultsTable
-    from ragbench.config.plan import EarlierRuns, RunPlan
+    from ragbench.config.plan import EarlierRuns, PreviousSpend, RunPlan
 
 PLAN = (
     "list the cells with their LLM calls, tokens and cost, new or reused from earlier runs; call nothing, "
@@ -102,24 +104,100 @@ def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs:
 
 
 def earlier_runs(use_cache: bool) -> EarlierRuns:
-    """What the store's earlier runs tell the plan; none where ZenML never ran (`store_exists`), whose
-    store is then opened only if the config reads something stored (an eval set, a trained reranker).
-    With `--no-cache` no step is reused (every step is recomputed; the LLM cache still serves what it
-    holds)."""
+    """What the store's earlier runs tell the plan; none where ZenML never ran (`store_exists`). Each answer
+    is the memo's while the store is provably unchanged since it was filed (`cli.store_memo`), else asked of
+    the store, which is opened only then (or when the config reads something stored: an eval set, a trained
+    reranker). With `--no-cache` no step is reused (every step is recomputed; the LLM cache still serves
+    what it holds)."""
     from pipelines.options import store_exists
     from ragbench.config.plan import NO_EARLIER_RUNS, EarlierRuns
 
+    give_store_on_use()
     if not store_exists():
-        give_store_on_use()
         return NO_EARLIER_RUNS
-    open_store()
-    from steps.history import latest_results
-
     return EarlierRuns(
-        finished_steps=finished_steps if use_cache else NO_EARLIER_RUNS.finished_steps,
-        previous_spend=previous_spend,
-        latest_results=latest_results,
+        finished_steps=remembered_finished_steps if use_cache else NO_EARLIER_RUNS.finished_steps,
+        previous_spend=remembered_previous_spend,
+        latest_results=remembered_latest_results,
     )
+
+
+def remembered_finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str) -> set[str]:
+    """`finished_steps`, remembered beside the store (`cli.store_memo.remembered`)."""
+    from cli.store_memo import remembered
+
+    return remembered(
+        "finished_steps",
+        f"{knowledge_base_fingerprint} {eval_fingerprint}",
+        lambda: finished_steps(knowledge_base_fingerprint, eval_fingerprint),
+        dump=sorted,
+        load=set,
+    )
+
+
+def remembered_previous_spend(config: BenchmarkConfig) -> PreviousSpend:
+    """`cli.budget.previous_spend` of the benchmark pipeline, remembered beside the store."""
+    from cli.store_memo import remembered
+    from ragbench.config.plan import PreviousSpend
+
+    return remembered(
+        "previous_spend",
+        config.name,
+        lambda: previous_spend(config),
+        dump=lambda spend: spend.model_dump(mode="json"),
+        load=PreviousSpend.model_validate,
+    )
+
+
+def remembered_latest_results(config_name: str) -> tuple[str, ResultsTable] | None:
+    """`steps.history.latest_results`, remembered beside the store without its report page (the plan reads
+    the table's verdicts, per-case values and label correction, never the page)."""
+    from cli.store_memo import remembered
+
+    def ask() -> tuple[str, ResultsTable] | None:
+        from steps.history import latest_results
+
+        return latest_results(config_name)
+
+    def dump(found: tuple[str, ResultsTable] | None) -> Any:
+        if found is None:
+            return None
+        name, table = found
+        return {"run": name, "table": table.model_copy(update={"report_html": ""}).model_dump(mode="json")}
+
+    def load(filed: Any) -> tuple[str, ResultsTable] | None:
+        from ragbench.analysis.results import ResultsTable
+
+        return None if filed is None else (filed["run"], ResultsTable.model_validate(filed["table"]))
+
+    return remembered("latest_results", config_name, ask, dump=dump, load=load)
+
+
+def remembered_stack_environment(config: BenchmarkConfig) -> StackEnvironment:
+    """The active stack's `pipelines.options.StackEnvironment` for the config's named secrets, remembered
+    beside the store (its values are placeholders already); a missing secret is asked every time."""
+    from cli.store_memo import remembered
+    from pipelines.options import StackEnvironment, stack_environment
+
+    return remembered(
+        "stack_environment",
+        json.dumps(sorted(config.orchestration.secrets)),
+        lambda: stack_environment(config),
+        dump=lambda stack: stack._asdict(),
+        load=lambda filed: StackEnvironment(**filed),
+    )
+
+
+def remember_for_the_next_plan(config: BenchmarkConfig, pipeline_run: Any) -> None:
+    """At the end of a real run, file what the config's next dry run will ask (the store changed with the
+    run, so every answer is asked anew here, with ZenML loaded already): the dry run then imports no ZenML."""
+    metadata = pipeline_run.run_metadata
+    fingerprints = (metadata.get("knowledge_base_fingerprint"), metadata.get("eval_fingerprint"))
+    if None not in fingerprints:
+        remembered_finished_steps(*fingerprints)
+    remembered_previous_spend(config)
+    remembered_latest_results(config.name)
+    remembered_stack_environment(config)
 
 
 def benchmark_preflight(
@@ -147,13 +225,16 @@ def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence.
-    Imports no step nor pipeline, and where ZenML never ran opens no store."""
-    from pipelines.options import run_options, step_environment
+    Imports no step nor pipeline; where ZenML never ran it opens no store, and where the store is provably
+    unchanged since its answers were remembered (`cli.store_memo`) it imports no ZenML."""
+    from pipelines.options import run_options, step_environment, store_exists
     from ragbench.config.plan import make_run_plan
 
     earlier = earlier_runs(use_cache)
     run_options(config)  # a typo in orchestration.docker fails here
-    plan = make_run_plan(config, earlier, plan_only=True, step_environment=step_environment(config))
+    stack = remembered_stack_environment(config) if store_exists() else None
+    environment = step_environment(config, stack)
+    plan = make_run_plan(config, earlier, plan_only=True, step_environment=environment)
     check_output_dir(config)
     print(plan_text(plan))  # preflight has logged its warnings (size estimate included) above
     return 0
@@ -214,6 +295,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
+    remember_for_the_next_plan(config, pipeline_run)
     print(run_summary(table, str(folder)))
     print(f"\n{gate.text()}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html  gate: {folder}/gate.html")

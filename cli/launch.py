@@ -51,10 +51,14 @@ class _StoreOpenedOnUse:
 
 
 def give_store_on_use() -> None:
-    """Give the core a store that ZenML opens only when it is first asked (`_StoreOpenedOnUse`)."""
-    from ragbench.store import use_store
+    """Give the core a store that ZenML opens only when it is first asked (`_StoreOpenedOnUse`), unless it
+    has one already (a real run opened the store before it plans: its steps keep that one)."""
+    from ragbench.store import StoreNotGiven, given_store, use_store
 
-    use_store(_StoreOpenedOnUse())
+    try:
+        given_store()
+    except StoreNotGiven:
+        use_store(_StoreOpenedOnUse())
 
 
 def check_output_dir(config: BenchmarkConfig) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cli.command import Command, RunStopped, add_config_options, config_of
 from cli.launch import open_store
+from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.preflight import run_preflight
 from ragbench.runs import schedule
@@ -165,7 +166,8 @@ def install_in_crontab(config: BenchmarkConfig, cron: str, config_file: Path, dr
     """Add (or replace) the config's crontab entry: the benchmark, then `compare`, from this checkout."""
     from pipelines import schedules as zenml_schedules
 
-    run_preflight(config, plan_only=True)  # a schedule of a config that cannot run is refused now
+    # a schedule of a config that cannot run is refused now; the command's one expansion of the grid
+    run_preflight(config, cells=expand_grid(config), plan_only=True)
     current = _crontab("-l")
     log = Path(config.output_dir).resolve() / "schedule.log"
     command = schedule.benchmark_command(REPO, sys.executable, config_file, log)

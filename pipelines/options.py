@@ -5,7 +5,7 @@ opens no store and creates none."""
 
 import os
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from ragbench.config.model import BenchmarkConfig, ConfigError
 
@@ -46,37 +46,35 @@ def run_options(config: BenchmarkConfig) -> dict[str, Any]:
     return options
 
 
-def store_exists() -> bool:
-    """Whether ZenML has a store here: a store URL in the environment, or the global configuration ZenML
-    writes when it first opens one (`ZENML_CONFIG_PATH`, else the user's zenml folder; read as ZenML's
-    `get_global_config_directory` does, without importing ZenML). Without one there is no earlier run, no
-    secret and no stack but ZenML's default (the local orchestrator)."""
+def zenml_config_folder() -> Path:
+    """ZenML's global configuration folder (`ZENML_CONFIG_PATH`, else the user's zenml folder), found as
+    ZenML's `get_global_config_directory` finds it, without importing ZenML."""
     import click
 
+    return Path(os.environ.get("ZENML_CONFIG_PATH") or click.get_app_dir("zenml"))
+
+
+def store_exists() -> bool:
+    """Whether ZenML has a store here: a store URL in the environment, or the global configuration ZenML
+    writes when it first opens one (`zenml_config_folder`). Without one there is no earlier run, no secret
+    and no stack but ZenML's default (the local orchestrator)."""
     if any(name.startswith("ZENML_STORE_") for name in os.environ):
         return True
-    folder = os.environ.get("ZENML_CONFIG_PATH") or click.get_app_dir("zenml")
-    return (Path(folder) / "config.yaml").is_file()
+    return (zenml_config_folder() / "config.yaml").is_file()
 
 
-def step_environment(config: BenchmarkConfig) -> dict[str, str]:
-    """The variables every step will see, for pre-flight: the local orchestrator runs steps in this process,
-    so its environment counts there; elsewhere only what the run gives the steps does: the image's and the
-    config's environment and the secrets (named ones, the stack's and its components'). Secret values are
-    replaced by a placeholder at once: pre-flight checks names and emptiness, never values. Where ZenML has
-    no store yet (`store_exists`), the stack is its default one: the local orchestrator, no secret."""
-    docker: dict[str, Any] = {}
-    if config.orchestration.docker:
-        settings = docker_settings(config)
-        docker = {**settings.environment, **settings.runtime_environment}
-    if not store_exists():
-        if config.orchestration.secrets:
-            _missing_secret(config.orchestration.secrets[0])
-        return {
-            **os.environ,
-            **{name: str(value) for name, value in docker.items()},
-            **config.orchestration.added_environment(),
-        }
+class StackEnvironment(NamedTuple):
+    """What the active stack gives every step beside the config: whether its orchestrator runs the steps in
+    this process (the local one: this process's environment counts there), and the variables of the named
+    secrets and of the stack's and its components' secrets, each value replaced by `<secret>` (or "" when
+    empty): pre-flight checks names and emptiness, never values, and none is kept."""
+
+    in_this_process: bool
+    secrets: dict[str, str]
+
+
+def stack_environment(config: BenchmarkConfig) -> StackEnvironment:
+    """The active stack's `StackEnvironment`, asked of ZenML; a named secret the store lacks fails here."""
     from zenml.client import Client
     from zenml.config.pipeline_configurations import PipelineConfiguration
     from zenml.utils.env_utils import get_runtime_secret_environment
@@ -91,12 +89,37 @@ def step_environment(config: BenchmarkConfig) -> dict[str, str]:
     secrets = get_runtime_secret_environment(
         PipelineConfiguration(name="preflight", secrets=list(config.orchestration.secrets)), stack
     )
-    in_this_process = stack.orchestrator.flavor == "local"
+    return StackEnvironment(
+        in_this_process=stack.orchestrator.flavor == "local",
+        secrets={name: "<secret>" if str(value).strip() else "" for name, value in secrets.items()},
+    )
+
+
+def step_environment(config: BenchmarkConfig, stack: StackEnvironment | None = None) -> dict[str, str]:
+    """The variables every step will see, for pre-flight: the local orchestrator runs steps in this process,
+    so its environment counts there; elsewhere only what the run gives the steps does: the image's and the
+    config's environment and the secrets (named ones, the stack's and its components'), as placeholders
+    (`StackEnvironment`). `stack`: the active stack's, when the caller has it (the dry run's, remembered
+    beside the store: `cli.store_memo`); else ZenML is asked. Where ZenML has no store yet (`store_exists`),
+    the stack is its default one: the local orchestrator, no secret."""
+    docker: dict[str, Any] = {}
+    if config.orchestration.docker:
+        settings = docker_settings(config)
+        docker = {**settings.environment, **settings.runtime_environment}
+    if not store_exists():
+        if config.orchestration.secrets:
+            _missing_secret(config.orchestration.secrets[0])
+        return {
+            **os.environ,
+            **{name: str(value) for name, value in docker.items()},
+            **config.orchestration.added_environment(),
+        }
+    stack = stack_environment(config) if stack is None else stack
     return {
-        **(dict(os.environ) if in_this_process else {}),
+        **(dict(os.environ) if stack.in_this_process else {}),
         **{name: str(value) for name, value in docker.items()},
         **config.orchestration.added_environment(),
-        **{name: "<secret>" if str(value).strip() else "" for name, value in secrets.items()},
+        **stack.secrets,
     }
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ragbench.analysis.label_verdicts import paired_labels
 from ragbench.analysis.planning import PlannedTest, labels_needed, plan
 from ragbench.analysis.uncertainty import MetricVerdict, top_two_differences
-from ragbench.config.expand import expand_grid, rewriter_settings
+from ragbench.config.expand import rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.answers import sample_cases
 from ragbench.generation.turns import planned_reader_requests
@@ -137,14 +137,14 @@ def plan_rows(
     cases: list[EvalCase],
     finished_steps: set[str],
     rerankers: Mapping[str, RerankerChoice] | None = None,
-    cells: list[CellSpec] | None = None,
+    *,
+    cells: list[CellSpec],
 ) -> list[dict]:
     """One row per cell. `finished_steps`: step ids earlier runs on the same documents and eval cases
     completed; a cell whose steps are all among them will be reused unless the code changed since.
     An answer set shared by several judges is priced once, on the first cell that needs it. `rerankers`:
     the checkpoint each configured reranker would really use, so a cell is named by it (the UNTRAINED
     stand-in says so). `cells`: the config's, expanded once by the caller (`ragbench.config.plan`)."""
-    cells = expand_grid(config) if cells is None else cells
     names = llm_names(cells)
     columns = {
         cell.id: cell.axis_columns(names)
@@ -252,12 +252,12 @@ def rerank_work(
     config: BenchmarkConfig,
     cases: list[EvalCase],
     finished_steps: set[str],
-    cells: list[CellSpec] | None = None,
+    *,
+    cells: list[CellSpec],
 ) -> str | None:
     """The rerank stage's work, or None when no cell reranks: its steps (one per retrieve key and reranker,
     each reranking every case's top_k candidates, read by every answer key after it) and the ColBERT
     encodings they read (one per checkpoint and chunk set), new or done by an earlier run."""
-    cells = expand_grid(config) if cells is None else cells
     keys = distinct_at(cells, "rerank")
     if not keys:
         return None
@@ -273,12 +273,11 @@ def rerank_work(
 
 
 def _judge_card(
-    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None
+    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec]
 ) -> tuple[int, int, int] | None:
     """The judge card's calls at most per judge (one per planted error type and the unchanged reference of
     each sampled case), its judges and its sampled cases; None without a judge card."""
     check = config.evaluation.judge_check
-    cells = expand_grid(config) if cells is None else cells
     judges = {key.judge.result_key for key in distinct_at(cells, "judge") if key.judge}
     if check is None or not judges:
         return None
@@ -286,9 +285,7 @@ def _judge_card(
     return sampled * (1 + len(PLANTED_KINDS)), len(judges), sampled
 
 
-def judge_card_calls(
-    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None = None
-) -> str | None:
+def judge_card_calls(config: BenchmarkConfig, cases: list[EvalCase], *, cells: list[CellSpec]) -> str | None:
     """The judge card's line of the dry run, or None without a judge card."""
     if (card := _judge_card(config, cases, cells)) is None:
         return None
@@ -304,9 +301,7 @@ def _written_references(cases: list[EvalCase]) -> int:
     return sum(case.reference_from is not None and case.reference_from.gives == "context" for case in cases)
 
 
-def calls_beside_the_rows(
-    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None = None
-) -> int:
+def calls_beside_the_rows(config: BenchmarkConfig, cases: list[EvalCase], *, cells: list[CellSpec]) -> int:
     """The calls a run may send that its rows do not count, at most: the judge card's and the references
     written from context. The budget check adds them to the calls (their tokens are not estimated); a judge
     alignment's depend on the labels the run reads, and are not counted."""
@@ -314,10 +309,9 @@ def calls_beside_the_rows(
     return (card[0] * card[1] if card is not None else 0) + _written_references(cases)
 
 
-def judge_alignment_calls(config: BenchmarkConfig, cells: list[CellSpec] | None = None) -> str | None:
+def judge_alignment_calls(config: BenchmarkConfig, *, cells: list[CellSpec]) -> str | None:
     """What aligning the judges adds, or None without `evaluation.judge_alignment`."""
     alignment = config.evaluation.judge_alignment
-    cells = expand_grid(config) if cells is None else cells
     judges = {key.judge.result_key for key in distinct_at(cells, "judge") if key.judge}
     if alignment is None or not judges:
         return None
@@ -333,15 +327,12 @@ def judge_alignment_calls(config: BenchmarkConfig, cells: list[CellSpec] | None 
     )
 
 
-def reference_calls(
-    config: BenchmarkConfig, cases: list[EvalCase], cells: list[CellSpec] | None = None
-) -> str | None:
+def reference_calls(config: BenchmarkConfig, cases: list[EvalCase], *, cells: list[CellSpec]) -> str | None:
     """What fetching references at run time adds, or None when no case fetches one."""
     fetched = [case for case in cases if case.reference_from or case.expected_sources_from]
     if not fetched:
         return None
     written = _written_references(fetched)
-    cells = expand_grid(config) if cells is None else cells
     readers = [cell.reader.model for cell in cells if cell.reader is not None]
     writer = (
         f" and up to {written} call(s) of {readers[0]} writing a reference from context" if written else ""
@@ -369,7 +360,8 @@ def detection_lines(
     config: BenchmarkConfig,
     cases: list[EvalCase],
     previous: tuple[str, ResultsTable] | None,
-    cells: list[CellSpec] | None = None,
+    *,
+    cells: list[CellSpec],
 ) -> list[str]:
     """What the run can decide, per headline metric: the smallest difference between cells its sample
     detects and, with `statistics.detect`, whether it detects that one and how many cases it needs
@@ -379,7 +371,6 @@ def detection_lines(
     (a metric scored only where its fields are present may get fewer); the comparisons are every other
     cell against the best, at Holm's strictest level. With label correction, the labels too (`_labels_text`).
     Nothing with one cell (no comparison)."""
-    cells = expand_grid(config) if cells is None else cells
     if len(cells) < 2:
         return []
     if previous is None:

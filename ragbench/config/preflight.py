@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragbench.config.dry_run import placeholder_answer
-from ragbench.config.expand import expand_grid, rewriter_settings
+from ragbench.config.expand import rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.generation.reader import build_reader_messages
 from ragbench.generation.systems import missing_environment
@@ -137,16 +137,15 @@ def check_indexes(config: BenchmarkConfig, characters: int) -> list[str]:
 def run_preflight(
     config: BenchmarkConfig,
     *,
-    cells: list[CellSpec] | None = None,
+    cells: list[CellSpec],
     plan_only: bool = False,
     step_environment: Mapping[str, str] | None = None,
 ) -> Preflight:
     """Check the whole run. `plan_only` (a dry run) skips what needs models or keys: it calls nothing.
     `step_environment`: the variables the steps will see (default: this process's); `cells`: the config's,
-    when the caller expanded them (`ragbench.config.plan`)."""
+    expanded once where the command starts (`ragbench.config.plan`), never here again."""
     warnings: list[str] = []
     labels = review_labels_file(config)  # a broken labels file fails in a second, before any model loads
-    cells = expand_grid(config) if cells is None else cells
     if config.search is not None and len(cells) < 2:
         raise PreflightError("search: a race needs at least two cells in the grid")
     if config.evaluation.pairwise is not None:

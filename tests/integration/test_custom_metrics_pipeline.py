@@ -8,6 +8,7 @@ import re
 
 import run
 from ragbench.config.dry_run import plan_rows
+from ragbench.config.expand import expand_grid
 from ragbench.config.model import load_config
 from ragbench.inputs.eval_cases import load_eval_suite_from
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
@@ -91,7 +92,8 @@ def test_custom_rubric_suite_and_pairwise_run_end_to_end(tmp_path, monkeypatch):
         cases = load_eval_suite_from(config.eval_cases).cases
         # per reader: 3 answers; judge: correctness 3, context 3, cites_source 3, no_deprecated_flags 1
         # (the one tagged case); pairwise: the good reader's 3 cases in both orders
-        assert sum(row["llm_calls"] for row in plan_rows(config, cases, set())) == 2 * (3 + 10) + 6
+        rows = plan_rows(config, cases, set(), cells=expand_grid(config))
+        assert sum(row["llm_calls"] for row in rows) == 2 * (3 + 10) + 6
         assert run.main(["--config", "config.yaml"]) == 0
         assert server.request_count == 2 * (3 + 10) + 6
         good, bad = (rows := rows_of(tmp_path))["openai/reader-good"], rows["openai/reader-bad"]

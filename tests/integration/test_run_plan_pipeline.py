@@ -11,7 +11,7 @@ import pytest
 
 import pipelines.inputs
 import run
-from ragbench.config import dry_run, plan, preflight
+from ragbench.config import plan, preflight
 from tests.fake_openai_server import FakeOpenAIServer
 from tests.projects import fake_llm_config, newest_run, write_knowledge_base
 
@@ -27,8 +27,6 @@ CASES = [
 # Every module of the client's path that could expand the grid or read an input, and what it imports.
 SPIED = [
     (plan, "expand_grid"),
-    (dry_run, "expand_grid"),
-    (preflight, "expand_grid"),
     (preflight, "load_corpus"),
     (preflight, "load_eval_suite_from"),
     (pipelines.inputs, "load_corpus"),

@@ -157,6 +157,7 @@ def test_preflight_checks_secrets_where_the_steps_run(project, secret_name, pod_
 
 
 def test_preflight_warns_when_no_database_password_reaches_the_steps(tmp_path, caplog):
+    from ragbench.config.expand import expand_grid
     from ragbench.config.model import load_config
     from ragbench.config.preflight import run_preflight
     from tests.projects import write_project
@@ -169,6 +170,7 @@ def test_preflight_warns_when_no_database_password_reaches_the_steps(tmp_path, c
         "reader: []}\nretrieval: {metrics_k: 1}\nllm_cache_url: postgresql+psycopg://ragbench@db:5432/x\n",
     )
     config = load_config(tmp_path / "config.yaml")
-    warned = run_preflight(config, step_environment={}).warnings
+    cells = expand_grid(config)
+    warned = run_preflight(config, cells=cells, step_environment={}).warnings
     assert any("no PGPASSWORD where the steps run" in warning for warning in warned)
-    assert not run_preflight(config, step_environment={"PGPASSWORD": "<secret>"}).warnings
+    assert not run_preflight(config, cells=cells, step_environment={"PGPASSWORD": "<secret>"}).warnings

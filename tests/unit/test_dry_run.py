@@ -8,6 +8,7 @@ import numpy as np
 from ragbench.analysis.labelled import CorrectedMetric, LabelCorrection
 from ragbench.analysis.uncertainty import compare_cells
 from ragbench.config.dry_run import ANSWER_ASSUMPTION, detection_lines, plan_rows
+from ragbench.config.expand import expand_grid
 from ragbench.config.model import load_config
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.scoring.metrics import MetricInfo
@@ -26,9 +27,8 @@ def estimate(tmp_path, max_tokens: int) -> dict:
         f"generation: {{reader: {{max_tokens: {max_tokens}}}}}\n"
         "evaluation: {rubrics: [correctness], judge_check: null}\n",
     )
-    (row,) = plan_rows(
-        load_config(tmp_path / "config.yaml"), [EvalCase.model_validate(c) for c in CASES], set()
-    )
+    config = load_config(tmp_path / "config.yaml")
+    (row,) = plan_rows(config, [EvalCase.model_validate(c) for c in CASES], set(), cells=expand_grid(config))
     return row
 
 
@@ -64,7 +64,8 @@ def detection_plan(
         + statistics,
     )
     config = load_config(tmp_path / "config.yaml")
-    return detection_lines(config, [EvalCase.model_validate(c) for c in cases], previous)
+    cases = [EvalCase.model_validate(c) for c in cases]
+    return detection_lines(config, cases, previous, cells=expand_grid(config))
 
 
 TWO_CELLS = "{chunk_size: [64, 128], embedding_model: [m], reader: [openai/r], judge: [openai/j]}"

@@ -81,7 +81,7 @@ def test_systems_alone_and_the_config_errors(tmp_path):
 def test_dry_run_counts_the_systems_calls_and_its_judges(tmp_path):
     config = config_with(tmp_path, "benchmark_grid: false\ngrid: {judge: [openai/j1]}\n" + SYSTEMS)
     cases = [EvalCase.model_validate(case) for case in CASES]
-    rows = plan_rows(config, cases, set())
+    rows = plan_rows(config, cases, set(), cells=expand_grid(config))
     assert [row["cell"] for row in rows] == ["external prod-rag", "external py-rag"]
     assert all(row["external_calls"] == 1 and row["status"] == "new" for row in rows)
     assert all(row["llm_calls"] == 2 for row in rows)  # correctness and context, one case
@@ -154,7 +154,7 @@ def test_the_shipped_nightly_example_plans_without_calling_anything():
 
     config = load_config(DEFAULT_CONFIG_PATH.parent / "external_nightly.yaml")
     cases = load_eval_suite_from(config.eval_cases).cases
-    (row,) = plan_rows(config, cases, set())
+    (row,) = plan_rows(config, cases, set(), cells=expand_grid(config))
     assert row["cell"] == "external prod-rag" and row["external_calls"] == len(cases)
     system = config.systems[0]
     assert system.source_match.source_id("https://docs.example.com/topics/assert.html") == "assert"
@@ -196,7 +196,7 @@ def test_pairwise_against_a_system_compares_every_other_answer_set_with_it(tmp_p
         "py-rag",
     ]
     cases = [EvalCase.model_validate(case) for case in CASES]
-    rows = {row["cell"]: row for row in plan_rows(config, cases, set())}
+    rows = {row["cell"]: row for row in plan_rows(config, cases, set(), cells=expand_grid(config))}
     # per candidate: its answers' judge calls (correctness, context) and 2 pairwise calls on the one case
     assert rows["external py-rag"]["llm_calls"] == 2 + 2
     assert rows["external prod-rag"]["llm_calls"] == 2

@@ -127,7 +127,7 @@ def test_a_registered_axis_is_in_the_grid_its_stage_keys_and_the_labels(toy_axis
 def test_the_dry_run_shows_a_registered_axis(toy_axis):
     config = load_config(None, ["grid.toy_mode=[a, b]", "grid.chunk_size=[64]", "grid.retriever=dense"])
     cases = [EvalCase(id="one", question="What is it?", expected_sources=["a.md"])]
-    rows = plan_rows(config, cases, set())
+    rows = plan_rows(config, cases, set(), cells=expand_grid(config))
     assert [row["cell"] for row in rows] == ["toy a", "toy b"]
     assert all(row["status"] == "new" for row in rows)
 

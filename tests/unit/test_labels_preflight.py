@@ -6,6 +6,7 @@ import json
 import pytest
 
 from ragbench.config import preflight
+from ragbench.config.expand import expand_grid
 from ragbench.config.model import load_config
 from ragbench.review.labels import LabelFileError, text_sha
 
@@ -22,10 +23,15 @@ def good_label(case_id: str, value=4) -> dict:
     }
 
 
+def checked(config):
+    """The dry run's checks of `config`, with its cells (the plan expands them before the checks)."""
+    return preflight.run_preflight(config, cells=expand_grid(config), plan_only=True)
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A config in `project/` naming `review_labels.jsonl`, run from `elsewhere/`; nothing after the labels
-    may run: the grid's expansion, the first step of the checks after them, raises."""
+    may run: the first step of the checks after them (the query rewrite's LLM settings) raises."""
     folder, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     folder.mkdir()
     elsewhere.mkdir()
@@ -38,7 +44,7 @@ def project(tmp_path, monkeypatch):
     def no_work(config):
         raise AssertionError("work started before the labels were read")
 
-    monkeypatch.setattr(preflight, "expand_grid", no_work)
+    monkeypatch.setattr(preflight, "rewriter_settings", no_work)
     return folder
 
 
@@ -46,7 +52,7 @@ def test_a_float_value_stops_the_preflight_with_one_sentence(project):
     lines = [good_label(f"c{k}") for k in range(6)] + [good_label("list-pop", 1.0)]
     (project / "review_labels.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     with pytest.raises(LabelFileError) as caught:
-        preflight.run_preflight(load_config(project / "config.yaml"), plan_only=True)
+        checked(load_config(project / "config.yaml"))
     assert str(caught.value).startswith(
         f"labels file {project / 'review_labels.jsonl'}, line 7 (case list-pop): value 1.0 is not an integer "
         "on the 1-5 scale"
@@ -56,7 +62,7 @@ def test_a_float_value_stops_the_preflight_with_one_sentence(project):
 
 def test_the_labels_file_is_looked_for_in_the_configs_folder(project):
     with pytest.raises(LabelFileError, match="not found") as caught:
-        preflight.run_preflight(load_config(project / "config.yaml"), plan_only=True)
+        checked(load_config(project / "config.yaml"))
     assert str(caught.value) == f"labels file {project / 'review_labels.jsonl'}: not found"
     (project / "review_labels.jsonl").write_text(json.dumps(good_label("c1")) + "\n")
     labels = preflight.review_labels_file(load_config(project / "config.yaml"))

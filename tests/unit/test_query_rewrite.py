@@ -176,9 +176,10 @@ def test_the_dry_run_counts_the_rewrite_calls_once_per_retrieve_key():
         ],
     )
     cases = [FOLLOW_UP, SINGLE]
-    rows = plan_rows(config, cases, set())
+    cells = expand_grid(config)
+    rows = plan_rows(config, cases, set(), cells=cells)
     by_mode = {}
-    for cell, row in zip(expand_grid(config), rows, strict=True):
+    for cell, row in zip(cells, rows, strict=True):
         by_mode.setdefault(cell.query_rewrite, []).append(row.get("rewrite_calls"))
     assert by_mode[None] == [None]
     assert by_mode["condense"] == [1]  # the follow-up only

@@ -44,7 +44,7 @@ def test_a_race_needs_two_cells_and_readers(tmp_path):
     one_cell = ["grid.chunk_size=[128]", "grid.retriever=[dense]"]
     config = load_config(overrides=[*one_cell, "search={strategy: race, metric: correctness_0to1}"])
     with pytest.raises(PreflightError, match="at least two cells"):  # before any model loads
-        run_preflight(config, plan_only=True)
+        run_preflight(config, cells=expand_grid(config), plan_only=True)
     with pytest.raises(ConfigError, match="needs readers"):
         load_config(overrides=["grid.reader=[]", "search={strategy: race, metric: correctness_0to1}"])
 

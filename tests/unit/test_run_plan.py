@@ -5,6 +5,7 @@ once; the dry run's text is rendered from the plan."""
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import pipelines.inputs
 from cli.benchmark import plan_text
 from ragbench import store
-from ragbench.config import dry_run, plan, preflight
+from ragbench.config import plan, preflight
 from ragbench.config.model import load_config
 from tests.projects import write_project
 from tests.unit.test_labels_preflight import good_label
@@ -59,8 +60,6 @@ def reads(tmp_path, monkeypatch) -> Counter:
     counted: Counter = Counter()
     for module, name in [
         (plan, "expand_grid"),
-        (dry_run, "expand_grid"),
-        (preflight, "expand_grid"),
         (preflight, "load_corpus"),
         (preflight, "load_eval_suite_from"),
         (preflight, "load_labels_file"),
@@ -95,3 +94,17 @@ def test_the_plan_reads_each_input_once_and_the_snapshots_are_made_from_what_it_
     cells = len(run_plan.cells)
     assert text.startswith("cell ") and f"\n{cells} cells: {cells} new, 0 reused" in text
     assert "\nLabel correction (" in text
+
+
+def test_only_the_plan_expands_the_grid_in_the_core():
+    """The dry run's and the checks' functions take the plan's cells (a required parameter): a second
+    expansion per command cannot come back by a default; the core expands the grid in the plan alone."""
+    import ragbench
+
+    root = Path(ragbench.__file__).parent
+    expanding = sorted(
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "expand_grid(" in path.read_text() and path.name != "expand.py"
+    )
+    assert expanding == ["config/plan.py"]

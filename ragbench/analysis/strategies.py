@@ -128,8 +128,8 @@ def cell_budget_error(search: Search, cells: Sequence[CellSpec]) -> str | None:
     """Why `search.max_cells` cannot be kept on these cells (None: it can): a staged search's budget must
     hold one retrieval key's cells, the first stage that answers (a model-based search's is checked against
     its startup trials by the section itself)."""
-    staged = isinstance(search, StagedSearch) and search.max_cells is not None
-    if staged and search.max_cells < (least := first_stage_cells(cells)):  # type: ignore[operator]
+    budget = search.max_cells if isinstance(search, StagedSearch) else None
+    if budget is not None and budget < (least := first_stage_cells(cells)):
         return (
             f"search.max_cells ({search.max_cells}) is smaller than the first stage that answers: one "
             f"retrieval key's cells are {least} (the answer and judge axes' combinations); raise it to at "

@@ -221,15 +221,18 @@ class Wiring:
         judge_cards: list,
         race: Any = None,
         planned: dict | None = None,
+        search: list | None = None,
     ) -> None:
-        """The results table and report, then the regression gate: the last steps of either pipeline.
-        `planned`: the plan the run started with, shown beside what it spent."""
+        """The results table and report, then the regression gate: the last steps of every pipeline.
+        `planned`: the plan the run started with, shown beside what it spent; `search`: a search's findings
+        (a model-based search's trials, its confirmation)."""
         settings = self.settings
         findings = [
             *pairwise,
             *judge_cards,
             *self.judge_alignments(),
             *([race] if race is not None else []),
+            *(search or []),
             *self.rewrites,
             self.references,
         ]

@@ -16,9 +16,13 @@ from typing import Any
 from zenml import pipeline
 
 from pipelines.benchmark import Wiring, wire_retrieval
+from ragbench.analysis.holdout import CaseSplit, split_order
 from ragbench.analysis.model_search import TrialSearch
+from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import TrialValues, batches, run_trials, search_space
 from ragbench.config.model import BenchmarkConfig
+from ragbench.generation.answers import case_order
+from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps.gate import alert_failed_run
 from steps.identity import CellIdentity
@@ -65,24 +69,26 @@ class Trials:
         return values.load()
 
 
+def search_split(suite: EvalSuite, search: ModelSearch, settings: BenchmarkConfig) -> CaseSplit:
+    """The search's cases and the held-out ones: the seeded order, cut to max_cases (default the fixed
+    sample's size), its tail held out."""
+    order = [case.id for case in case_order(suite.cases, settings.generation.seed)]
+    return split_order(order[: search.max_cases or settings.generation.sample_size], search.holdout)
+
+
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
 def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
     """The same run with `search: {strategy: tpe}`: TPE trials over the grid's cells on the search cases,
     then the finalists confirmed on the held-out cases. `planned` and `snapshots` as for `rag_benchmark`."""
     settings = BenchmarkConfig.model_validate(config)
     search = settings.search
-    if search is None or search.strategy != "tpe":
+    if not isinstance(search, ModelSearch):
         raise ValueError("rag_model_search needs a config with `search: {strategy: tpe, ...}`")
     wiring = wire_retrieval(settings, snapshots)
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
     metric = settings.race_metric()
-    split = split_cases(
-        wiring.suite,
-        search=search,
-        sample_size=settings.generation.sample_size,
-        seed=settings.generation.seed,
-    ).load()
+    split = search_split(wiring.suite.load(), search, settings)
     trials = Trials(wiring, search.metric)
     searcher = TrialSearch(
         search_space(cells),
@@ -100,4 +106,6 @@ def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[
         metric=metric,
         search_cases=len(split.search),
     )
-    wiring.results_and_gate(trials.answer_sets, trials.judged, [], judge_cards, race=record, planned=planned)
+    wiring.results_and_gate(
+        trials.answer_sets, trials.judged, [], judge_cards, planned=planned, search=[record]
+    )

@@ -8,6 +8,7 @@ from zenml import log_metadata
 
 from materializers.model_search import ModelSearchTraceMaterializer
 from ragbench.analysis.model_search import TrialSearch
+from ragbench.analysis.race_cells import trial_values
 from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import (
     ModelSearchTrace,
@@ -16,7 +17,6 @@ from ragbench.analysis.trials import (
     finalists_of,
     replay_trials,
     search_space,
-    trial_values,
 )
 from ragbench.generation.answers import AnswerSet
 from ragbench.inputs.eval_cases import EvalSuite

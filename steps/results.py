@@ -10,6 +10,7 @@ from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
 from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.analysis.searched import SearchedRecords, searched_records
+from ragbench.analysis.trials import ModelSearchTrace
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
@@ -59,7 +60,15 @@ T = TypeVar("T")
 
 # Every cell stage's result (one list, each kind picked out by its type) and every run-level finding.
 StageResult = RetrievalResult | RerankResult | AnswerSet | JudgeResult
-RunFinding = PairwiseResult | JudgeCard | JudgeAlignment | RaceTrace | RewrittenQueries | ReferenceResolutions
+RunFinding = (
+    PairwiseResult
+    | JudgeCard
+    | JudgeAlignment
+    | RaceTrace
+    | ModelSearchTrace
+    | RewrittenQueries
+    | ReferenceResolutions
+)
 
 
 def of_type(items: list, kind: type[T]) -> list[T]:
@@ -90,7 +99,8 @@ def build_results_table(
 ]:
     """Never cached: it marks which cells came from the cache, sums what the run spent and logs the run's
     metadata every time. `stage_results`: every retrieve, rerank, answer and judge step's result;
-    `findings`: the pairwise comparisons, judge cards and alignments, a race's trace, each query_rewrite
+    `findings`: the pairwise comparisons, judge cards and alignments, a race's trace or a model-based
+    search's trials, each query_rewrite
     mode's queries (recorded with what every cell found for every case in `searched`,
     `ragbench.analysis.searched`) and the fetched references. `review_labels`: a person's labels that
     correct the judge's numbers (an artifact version of its own, not a step's output)."""
@@ -98,6 +108,7 @@ def build_results_table(
     evaluation = settings.evaluation
     scoring = evaluation.scoring(settings.metrics_k)
     race = only_one(findings, RaceTrace)
+    model_search = only_one(findings, ModelSearchTrace)
     results = CellResults.collect(
         specs,
         of_type(stage_results, RetrievalResult),
@@ -112,7 +123,14 @@ def build_results_table(
         ResultsInputs(
             title=settings.title,
             scoring=scoring,
-            notes=run_notes(results, settings.sample_size, settings.seed, eval_suite, raced=race is not None),
+            notes=run_notes(
+                results,
+                settings.sample_size,
+                settings.seed,
+                eval_suite,
+                raced=race is not None,
+                searched=model_search is not None,
+            ),
             warnings=run_warnings(results, corpus.skipped),
             reused_cells=reused_cells(specs),
             statistics=settings.statistics,
@@ -121,6 +139,7 @@ def build_results_table(
             pairwise=of_type(findings, PairwiseResult),
             judge_cards=of_type(findings, JudgeCard),
             race=race,
+            model_search=model_search,
             judge_alignments=of_type(findings, JudgeAlignment),
             references=only_one(findings, ReferenceResolutions),
             labels_given=review_labels,

@@ -1,7 +1,8 @@
 """A model-based search in grid terms: the space TPE searches (each varying axis a categorical parameter),
-each trial's per-case values read from its answer sets and verdicts exactly as the results table reads
-them, and the loop that asks a cell, spends the search cases on it batch by batch and stops it when the
-pruner says so, until the cell budget is spent.
+each trial's per-case values (`TrialValues`, read from its answer sets and verdicts by
+`ragbench.analysis.race_cells.trial_values`, as the results table reads them), and the loop that asks a
+cell, spends the search cases on it batch by batch and stops it when the pruner says so, until the cell
+budget is spent.
 
 The loop (`run_trials`) is written once and run twice: by the pipeline, whose `evaluate` makes the answer,
 judge and values steps of a batch, and by the step that records the trials (`replay_trials`), whose
@@ -12,19 +13,12 @@ difference.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import BaseModel
 
 from ragbench.analysis.model_search import TrialSearch
-from ragbench.analysis.race_cells import cell_calls
-from ragbench.analysis.results import CellResults
-from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec, varying_axes
-from ragbench.inputs.eval_cases import EvalCase
-from ragbench.scoring.cells import JudgeResult
-from ragbench.scoring.keyword_tests import Suite
 
 # Calls a case costs before any trial has said: one reader call and one verdict.
 FIRST_GUESS_CALLS_PER_CASE = 2
@@ -39,29 +33,6 @@ class TrialValues(BaseModel):
     cell: str
     values: dict[str, float]
     calls: int
-
-
-def trial_values(
-    cell: CellSpec,
-    answer_sets: Sequence[AnswerSet],
-    judged: Sequence[JudgeResult],
-    cases: Sequence[EvalCase],
-    suites: Sequence[Suite],
-    metric: str,
-    *,
-    trial: int,
-    batch: int,
-) -> TrialValues:
-    """A trial's values after `batch`, from every batch's answers and verdicts of its cell so far."""
-    results = CellResults.collect([cell], [], answer_sets, judged, cases, suites)
-    by_case = results.case_values(cell).get(metric, {})
-    return TrialValues(
-        trial=trial,
-        batch=batch,
-        cell=cell.id,
-        values={case: value for case, value in by_case.items() if math.isfinite(value)},
-        calls=cell_calls(results, cell),
-    )
 
 
 def search_space(cells: Sequence[CellSpec]) -> dict[str, dict[str, str]]:
@@ -207,10 +178,25 @@ class ModelSearchTrace(BaseModel):
         winner = names.get(self.winner, self.winner) if self.winner else "none (no trial completed)"
         share = f"{self.calls_used / self.calls_full:.0%}" if self.calls_full else "n/a"
         return (
-            f"Model-based search (TPE): {len(self.trials)} of {self.grid_cells} cells tried, {pruned} pruned; "
+            f"Model-based search (TPE): {len(self.trials)} of {self.grid_cells} cells tried, {pruned} "
+            "pruned; "
             f"winner {winner}; {self.calls_used} calls, {share} of every cell answering the "
             f"{self.search_cases} search cases."
         )
+
+    def status(self, cell: str) -> str:
+        """A cell's part in the search, for its row: its trial and how it ended, or not tried."""
+        trial = next((trial for trial in self.trials if trial.cell == cell), None)
+        if trial is None:
+            return "not tried"
+        return f"trial {trial.number}: {self.outcome(trial)} (n={trial.cases})"
+
+    def outcome(self, trial: Trial) -> str:
+        if trial.pruned:
+            return f"pruned after batch {trial.batches}"
+        if trial.cell == self.winner:
+            return "winner"
+        return "finalist" if trial.cell in self.finalists else "complete"
 
     def rows(self, names: Mapping[str, str]) -> list[dict[str, object]]:
         """One row per trial, in the order asked."""
@@ -220,15 +206,7 @@ class ModelSearchTrace(BaseModel):
                 "cell": names.get(trial.cell, trial.cell),
                 "cases": trial.cases,
                 self.metric_label: "" if trial.mean is None else f"{trial.mean:.3f}",
-                "outcome": (
-                    f"pruned after batch {trial.batches}"
-                    if trial.pruned
-                    else "winner"
-                    if trial.cell == self.winner
-                    else "finalist"
-                    if trial.cell in self.finalists
-                    else "complete"
-                ),
+                "outcome": self.outcome(trial),
                 "calls": trial.calls,
             }
             for trial in self.trials

@@ -17,6 +17,7 @@ from ragbench.report.effects import (
     index_section,
     tradeoff_section,
 )
+from ragbench.report.model_search import model_search_section
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.report.race import race_section
 from ragbench.report.reranking import reranking_section
@@ -43,6 +44,7 @@ def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
         *([("race", "The race")] if report.race else []),
+        *([("search", "Search")] if report.model_search else []),
         ("significance", "Really better?"),
         *([("reranking", "Reranking")] if report.rerank_gains else []),
         *([("rewriting", "Query rewriting")] if report.rewrite_gains else []),
@@ -88,6 +90,7 @@ def render_report(report: ReportInput) -> str:
         _navigation(report),
         best_section(report),
         race_section(report.race, {row["cell"]: row["label"] for row in report.rows}),
+        model_search_section(report.model_search, {row["cell"]: row["label"] for row in report.rows}),
         significance_section(report),
         reranking_section(
             report.rerank_gains, {row["cell"]: row["label"] for row in report.rows}, report.confidence

@@ -6,6 +6,7 @@ import math
 import pytest
 
 from ragbench.analysis.model_search import TrialSearch
+from ragbench.analysis.race_cells import trial_values
 from ragbench.analysis.trials import (
     ModelSearchTrace,
     Trial,
@@ -15,7 +16,6 @@ from ragbench.analysis.trials import (
     replay_trials,
     run_trials,
     search_space,
-    trial_values,
 )
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import load_config

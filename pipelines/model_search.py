@@ -16,17 +16,15 @@ from typing import Any
 from zenml import pipeline
 
 from pipelines.benchmark import Wiring, wire_retrieval
-from ragbench.analysis.holdout import CaseSplit, split_order
-from ragbench.analysis.model_search import TrialSearch
 from ragbench.analysis.strategies import ModelSearch
-from ragbench.analysis.trials import TrialValues, batches, run_trials, search_space
+from ragbench.analysis.trials import TrialValues, batches, new_search, run_trials
 from ragbench.config.model import BenchmarkConfig
-from ragbench.generation.answers import case_order
-from ragbench.inputs.eval_cases import EvalSuite
+from ragbench.grid.cell import distinct_at
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps.gate import alert_failed_run
 from steps.identity import CellIdentity
 from steps.model_search import measure_trial, record_trials
+from steps.search import confirm_finalists, split_cases
 
 
 class Trials:
@@ -69,13 +67,6 @@ class Trials:
         return values.load()
 
 
-def search_split(suite: EvalSuite, search: ModelSearch, settings: BenchmarkConfig) -> CaseSplit:
-    """The search's cases and the held-out ones: the seeded order, cut to max_cases (default the fixed
-    sample's size), its tail held out."""
-    order = [case.id for case in case_order(suite.cases, settings.generation.seed)]
-    return split_order(order[: search.max_cases or settings.generation.sample_size], search.holdout)
-
-
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
 def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
     """The same run with `search: {strategy: tpe}`: TPE trials over the grid's cells on the search cases,
@@ -88,17 +79,20 @@ def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
     metric = settings.race_metric()
-    split = search_split(wiring.suite.load(), search, settings)
-    trials = Trials(wiring, search.metric)
-    searcher = TrialSearch(
-        search_space(cells),
-        higher_is_better=metric.higher_is_better,
-        max_cells=search.max_cells,
-        startup_trials=search.startup_trials,
-        seed=search.seed,
+    split_step = split_cases(
+        wiring.suite,
+        holdout=search.holdout,
+        cases=search.max_cases or settings.generation.sample_size,
+        seed=settings.generation.seed,
     )
-    spans = batches(len(split.search), search.batch)
-    run_trials(searcher, spans, trials.evaluate, budget_calls=search.budget_calls)
+    split = split_step.load()
+    trials = Trials(wiring, search.metric)
+    searcher = new_search(
+        cells, search, higher_is_better=metric.higher_is_better, search_cases=len(split.search)
+    )
+    run_trials(
+        searcher, batches(len(split.search), search.batch), trials.evaluate, budget_calls=search.budget_calls
+    )
     record = record_trials(
         trials.values,
         cells=[CellIdentity.of(cell) for cell in cells],
@@ -106,6 +100,32 @@ def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[
         metric=metric,
         search_cases=len(split.search),
     )
-    wiring.results_and_gate(
-        trials.answer_sets, trials.judged, [], judge_cards, planned=planned, search=[record]
-    )
+    found: list = [record]
+    answer_sets, judged = trials.answer_sets, trials.judged
+    finalists = [trials.cells[cell] for cell in record.load().finalists]
+    if split.held_out and finalists:
+        first, stop = len(split.search), len(split.search) + len(split.held_out)
+        answers = {
+            key.id: wiring.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_held_out")
+            for key in distinct_at(finalists, "answer")
+        }
+        answer_sets += answers.values()
+        judged += [
+            wiring.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_held_out")
+            for key in distinct_at(finalists, "judge")
+        ]
+        found.append(
+            confirm_finalists(
+                split_step,
+                wiring.suite,
+                answer_sets,
+                judged,
+                finalists=[CellIdentity.of(cell) for cell in finalists],
+                metric=metric,
+                evaluation=settings.evaluation,
+                metrics_k=settings.retrieval.metrics_k,
+                statistics=settings.statistics,
+                id="confirm_finalists",
+            )
+        )
+    wiring.results_and_gate(answer_sets, judged, [], judge_cards, planned=planned, search=found)

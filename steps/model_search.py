@@ -7,16 +7,14 @@ from typing import Annotated
 from zenml import log_metadata
 
 from materializers.model_search import ModelSearchTraceMaterializer
-from ragbench.analysis.model_search import TrialSearch
 from ragbench.analysis.race_cells import trial_values
 from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import (
     ModelSearchTrace,
     TrialValues,
     batches,
-    finalists_of,
+    new_search,
     replay_trials,
-    search_space,
 )
 from ragbench.generation.answers import AnswerSet
 from ragbench.inputs.eval_cases import EvalSuite
@@ -69,13 +67,7 @@ def record_trials(
     """Every trial, replayed from the values the run's steps recorded (the search asks again, and must ask
     the same cells and prune them after the same batches), the finalists and the calls used."""
     specs = [cell.cell() for cell in cells]
-    searcher = TrialSearch(
-        search_space(specs),
-        higher_is_better=metric.higher_is_better,
-        max_cells=search.max_cells,
-        startup_trials=search.startup_trials,
-        seed=search.seed,
-    )
+    searcher = new_search(specs, search, higher_is_better=metric.higher_is_better, search_cases=search_cases)
     spans = batches(search_cases, search.batch)
     trials = replay_trials(searcher, spans, recorded, budget_calls=search.budget_calls)
     calls = sum(trial.calls for trial in trials)
@@ -91,7 +83,7 @@ def record_trials(
         grid_cells=len(specs),
         search_cases=search_cases,
         trials=trials,
-        finalists=finalists_of(trials, search.finalists, higher_is_better=metric.higher_is_better),
+        finalists=searcher.finalists(search.finalists),
         calls_used=calls,
         calls_full=round(calls / answered * len(specs) * search_cases) if answered else 0,
     )

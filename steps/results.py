@@ -4,6 +4,7 @@ from pydantic import BaseModel
 from zenml import add_tags, get_step_context, log_metadata, step
 
 from materializers.results_table import ResultsTableMaterializer
+from ragbench.analysis.holdout import Confirmation
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
@@ -66,6 +67,7 @@ RunFinding = (
     | JudgeAlignment
     | RaceTrace
     | ModelSearchTrace
+    | Confirmation
     | RewrittenQueries
     | ReferenceResolutions
 )

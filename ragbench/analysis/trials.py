@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.analysis.model_search import TrialSearch
+from ragbench.analysis.racing import planned_looks
+from ragbench.analysis.strategies import ModelSearch
 from ragbench.grid.cell import CellSpec, varying_axes
 
 # Calls a case costs before any trial has said: one reader call and one verdict.
@@ -33,6 +35,22 @@ class TrialValues(BaseModel):
     cell: str
     values: dict[str, float]
     calls: int
+
+
+def new_search(
+    cells: Sequence[CellSpec], search: ModelSearch, *, higher_is_better: bool, search_cases: int
+) -> TrialSearch:
+    """The search a run starts with, the same in the pipeline and in the replay: TPE over the cells, the
+    race's rule as the pruner at alpha split over a full trial's batches."""
+    return TrialSearch(
+        search_space(cells),
+        higher_is_better=higher_is_better,
+        max_cells=search.max_cells,
+        startup_trials=search.startup_trials,
+        seed=search.seed,
+        alpha=search.alpha,
+        planned_looks=planned_looks(search_cases, search.batch),
+    )
 
 
 def search_space(cells: Sequence[CellSpec]) -> dict[str, dict[str, str]]:
@@ -137,16 +155,6 @@ def replay_trials(
     if (used := sum(trial.batches for trial in trials)) != len(by_batch):
         raise ValueError(f"the run recorded {len(by_batch)} batches, the search's replay used {used}")
     return trials
-
-
-def finalists_of(trials: Sequence[Trial], count: int, *, higher_is_better: bool) -> list[str]:
-    """The `count` best complete trials by their mean on the search cases, best first (a pruned trial's
-    mean rests on fewer cases, and the pruner judged it behind); the first is the search's winner."""
-    complete = [trial for trial in trials if not trial.pruned and trial.mean is not None]
-    ranked = sorted(
-        complete, key=lambda trial: (-trial.mean if higher_is_better else trial.mean, trial.number)
-    )
-    return [trial.cell for trial in ranked[:count]]
 
 
 class ModelSearchTrace(BaseModel):

@@ -19,8 +19,9 @@ def model_search_section(search: ModelSearchTrace | None, names: Mapping[str, st
         f"TPE (Optuna, seed {search.seed}) suggested cells of the grid, each axis a categorical parameter, "
         f"the first {search.startup_trials} at random, at most {search.max_cells} cells in all. Each trial "
         f"answered the {search.search_cases} search cases {search.batch} at a time in one seeded order, and "
-        f"after each batch its per-case {search.metric_label} was compared, paired, with the best trial's on "
-        "the same cases; a trial significantly behind was pruned. The winner is the best complete trial's "
+        f"after each batch its per-case {search.metric_label} was compared, paired, with the best complete "
+        "trial's on the same cases by the race's sign-flip test of the mean, at alpha split over a full "
+        "trial's batches; a trial significantly behind was pruned. The winner is the best complete trial's "
         "mean on the search cases, which picked it: the best of many noisy means is flattered, so the "
         "held-out cases, which no trial saw, give its confirmed estimate."
     )

@@ -7,12 +7,13 @@ import pytest
 
 from ragbench.analysis.model_search import TrialSearch
 from ragbench.analysis.race_cells import trial_values
+from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import (
     ModelSearchTrace,
     Trial,
     TrialValues,
     batches,
-    finalists_of,
+    new_search,
     replay_trials,
     run_trials,
     search_space,
@@ -96,10 +97,9 @@ def oracle(cells) -> dict[str, dict[str, float]]:
     }
 
 
-def searcher(cells, max_cells: int = 6) -> TrialSearch:
-    return TrialSearch(
-        search_space(cells), higher_is_better=True, max_cells=max_cells, startup_trials=3, seed=0
-    )
+def searcher(cells) -> TrialSearch:
+    search = ModelSearch(strategy="tpe", metric="correctness_0to1", batch=6, max_cells=6, startup_trials=3)
+    return new_search(cells, search, higher_is_better=True, search_cases=len(CASES))
 
 
 def evaluator(values: dict[str, dict[str, float]], asked: list):
@@ -116,7 +116,7 @@ def test_trials_stop_at_the_cell_budget_and_replay_from_their_values():
     recorded: list[TrialValues] = []
     spans = batches(len(CASES), 6)
     trials = run_trials(searcher(cells), spans, evaluator(oracle(cells), recorded))
-    assert len(trials) <= 6 and [t.number for t in trials] == list(range(1, len(trials) + 1))
+    assert len(trials) == 6 and [t.number for t in trials] == list(range(1, 7))
     assert len({t.cell for t in trials}) == len(trials)  # no cell tried twice
     assert replay_trials(searcher(cells), spans, recorded) == trials
     other = next(cell.id for cell in cells if cell.id != trials[1].cell)
@@ -135,12 +135,6 @@ def test_the_call_budget_stops_before_a_batch_that_would_pass_it():
 
 def trial(number: int, mean: float | None, pruned: bool = False) -> Trial:
     return Trial(number=number, cell=f"cell{number}", cases=6, mean=mean, pruned=pruned, batches=1, calls=12)
-
-
-def test_finalists_are_the_best_complete_trials_best_first():
-    trials = [trial(1, 0.5), trial(2, 0.9, pruned=True), trial(3, 0.7), trial(4, None), trial(5, 0.7)]
-    assert finalists_of(trials, 2, higher_is_better=True) == ["cell3", "cell5"]  # a tie: the earlier first
-    assert finalists_of(trials, 5, higher_is_better=False) == ["cell1", "cell3", "cell5"]
 
 
 def test_the_trace_names_every_trial_and_the_report_shows_it():

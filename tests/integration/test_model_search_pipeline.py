@@ -1,5 +1,5 @@
 """A model-based search through real ZenML (the dynamic pipeline) against the loopback fake OpenAI server:
-12 cells (3 readers x 2 top_n x 2 prompts), one reader answers well, two badly. TPE tries at most 6 cells,
+12 cells (3 readers x 2 top_n x 2 prompts), one reader answers well, two badly. TPE tries at most 4 cells,
 the pruner stops a bad reader's trial once the paired test allows, the good reader wins and is confirmed
 on the held-out cases, the report shows every trial, and a rerun asks nothing again."""
 
@@ -14,7 +14,7 @@ TOPICS = [f"topic{number:02d}" for number in range(24)]
 GOOD = "A correct answer."
 BAD = "A wrong answer."
 WORSE = "Another wrong answer."  # not BAD's text: the LLM cache would serve its verdicts from BAD's
-MAX_CELLS = 6
+MAX_CELLS = 4
 
 
 def reply(request: dict) -> str:
@@ -48,9 +48,9 @@ def write(tmp_path, server) -> None:
         "reader: [openai/reader-good, openai/reader-bad, openai/reader-worse], judge: [openai/fake-judge]}\n"
         f"generation: {{reader: {llm}}}\n"
         f"evaluation: {{judge: {llm}, judge_check: null, rubrics: [correctness]}}\n"
-        # 24 cases: 18 searched in batches of 6, 6 held out; 3 random trials, then TPE
-        f"search: {{strategy: tpe, metric: correctness_0to1, batch: 6, max_cells: {MAX_CELLS}, "
-        "startup_trials: 3, holdout: 0.25, finalists: 2}\n",
+        # 24 cases: 18 searched in batches of 9, 6 held out; 2 random trials, then TPE
+        f"search: {{strategy: tpe, metric: correctness_0to1, batch: 9, max_cells: {MAX_CELLS}, "
+        "startup_trials: 2, holdout: 0.25, finalists: 2}\n",
     )
 
 
@@ -78,13 +78,13 @@ def test_a_model_based_search_prunes_the_bad_readers_confirms_the_good_one_and_a
         assert 2 <= len(search.trials) <= MAX_CELLS == search.max_cells and search.grid_cells == 12
         good = {cell for cell in trials if "reader_good" in cell}
         assert search.winner in good
-        # A bad trial after a good one completed: 6 paired cases (p 2/2^6 = 0.031) are above alpha 0.05 over
-        # 3 planned batches; 12 cases (p 2/2^12) prune it after batch 2, short of the 18 search cases.
+        # A bad trial after a good one completed: its first 9 cases, paired with the good one's, all differ by
+        # -1 (p 2/2^9 = 0.0039, under alpha 0.05 over 2 planned batches): pruned after batch 1.
         first_good = min(trials[cell].number for cell in good)
         later_bad = [t for t in search.trials if t.cell not in good and t.number > first_good]
-        assert later_bad and all(t.pruned and t.batches == 2 and t.cases == 12 for t in later_bad)
+        assert later_bad and all(t.pruned and t.batches == 1 and t.cases == 9 for t in later_bad)
         assert all(not trials[cell].pruned and trials[cell].cases == 18 for cell in good)
-        assert f"trial_values_t{trials[search.winner].number}_b3" in pipeline_run.steps
+        assert f"trial_values_t{trials[search.winner].number}_b2" in pipeline_run.steps
 
         confirmation = pipeline_run.steps["confirm_finalists"].outputs["confirmation"][0].load()
         assert confirmation.winner == search.winner and confirmation.confirmed[search.winner].n == 6
@@ -95,7 +95,7 @@ def test_a_model_based_search_prunes_the_bad_readers_confirms_the_good_one_and_a
         assert sum(row["search"] == "not tried" for row in rows.values()) == 12 - len(search.trials)
         html = (tmp_path / "out" / "latest" / "results.html").read_text()
         assert '<h2 id="search">Search: model-based</h2>' in html
-        assert f"{len(search.trials)} of 12 cells tried" in html and "pruned after batch 2" in html
+        assert f"{len(search.trials)} of 12 cells tried" in html and "pruned after batch 1" in html
 
         before = server.request_count  # every trial's steps are cached: nothing asked again
         assert run.main(["--config", "config.yaml"]) == 0

@@ -36,7 +36,7 @@ PLAN = (
 
 # The pipeline function (`pipelines.PIPELINES`) a run with each `search.strategy` launches; a run without
 # `search` launches the fixed-sample `rag_benchmark`. Every one is registered under the same pipeline name.
-SEARCH_PIPELINES: dict[str, str] = {"race": "rag_race"}
+SEARCH_PIPELINES: dict[str, str] = {"race": "rag_race", "staged": "rag_staged"}
 
 
 class RunCommand(Command):

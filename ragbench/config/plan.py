@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from ragbench.analysis.strategies import searched_cases
 from ragbench.config.dry_run import (
     calls_beside_the_rows,
     detection_lines,
@@ -134,8 +135,7 @@ class RunPlan(BaseModel, frozen=True):
         """How a raced run spends the rows' calls, or None without `search`."""
         if (search := self.config.search) is None:
             return None
-        cases = len(self.cases)
-        most = min(cases, search.max_cases or self.config.generation.sample_size or cases)
+        most = searched_cases(search, len(self.cases), self.config.generation.sample_size)
         return (
             f"The cells race on {search.metric} in rounds of {search.batch} cases, at most {most}: the calls "
             "above are what every cell answering the fixed sample would make; the race stops the cells "

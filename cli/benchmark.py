@@ -189,7 +189,7 @@ def plan_text(plan: RunPlan) -> str:
     )
     parts += [*plan.notes, *plan.detection, plan.previous.line(), expected_line(plan.planned)]
     budget = budget_line(plan.config, rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
-    parts += [line for line in (budget, plan.race_line()) if line is not None]
+    parts += [line for line in (budget, plan.search_line()) if line is not None]
     return "\n".join(parts)
 
 

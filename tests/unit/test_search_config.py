@@ -108,3 +108,34 @@ def test_run_refuses_a_holdout_too_small_for_a_paired_test_before_any_model_load
             "search.holdout 0.3 of 10 case(s) holds out 3: a paired test on the held-out cases needs " in err
         )
         assert "use at least 20 cases at this share" in err
+
+
+def plan_of(*overrides: str):
+    from ragbench.config.search_plan import search_plan
+    from ragbench.inputs.eval_cases import load_eval_suite_from
+
+    config = load_config(
+        overrides=["grid.prompt=[default, plain]", "prompts={plain: {system: Answer.}}", *overrides]
+    )
+    return search_plan(config, expand_grid(config), load_eval_suite_from(config.eval_cases).cases)
+
+
+def test_the_dry_run_bounds_each_strategys_calls_against_the_full_grids():
+    # 12 cells (2 chunk sizes x 3 retrievers x 2 prompts), each 2 calls a case (reader, correctness judge)
+    staged = plan_of("search={strategy: staged, metric: correctness_0to1, max_cases: 40, max_cells: 4}")
+    assert (staged.cells, staged.cells_at_most, staged.cases, staged.held_out) == (12, 4, 40, 12)
+    assert staged.full_calls == 12 * 2 * 40
+    assert staged.calls_at_most == 4 * 2 * 28 + 3 * 2 * 12  # 4 cells race on 28, 3 finalists on 12
+    assert (
+        "at most 4 of 12 cells answer, at most 296 reader and judge calls on 40 cases, 28 search and 12 "
+        in (staged.line())
+    )
+    assert "(31%), against 960 for the full grid on the same cases" in staged.line()
+    race = plan_of("search={strategy: race, metric: correctness_0to1, max_cases: 40, budget_calls: 500}")
+    assert (race.cells_at_most, race.calls_at_most, race.full_calls) == (12, 500, 960)
+    tpe = plan_of(
+        "search={strategy: tpe, metric: correctness_0to1, max_cells: 8, max_cases: 40, holdout: 0.25, finalists: 2}"
+    )
+    assert (tpe.cells_at_most, tpe.cases, tpe.held_out) == (8, 40, 10)
+    assert tpe.calls_at_most == 8 * 2 * 30 + 2 * 2 * 10 and tpe.full_calls == 960
+    assert plan_of() is None

@@ -134,7 +134,8 @@ def test_the_dry_run_bounds_each_strategys_calls_against_the_full_grids():
     race = plan_of("search={strategy: race, metric: correctness_0to1, max_cases: 40, budget_calls: 500}")
     assert (race.cells_at_most, race.calls_at_most, race.full_calls) == (12, 500, 960)
     tpe = plan_of(
-        "search={strategy: tpe, metric: correctness_0to1, max_cells: 8, max_cases: 40, holdout: 0.25, finalists: 2}"
+        "search={strategy: tpe, metric: correctness_0to1, max_cells: 8, max_cases: 40, holdout: 0.25, "
+        "finalists: 2}"
     )
     assert (tpe.cells_at_most, tpe.cases, tpe.held_out) == (8, 40, 10)
     assert tpe.calls_at_most == 8 * 2 * 30 + 2 * 2 * 10 and tpe.full_calls == 960

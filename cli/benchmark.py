@@ -36,7 +36,7 @@ PLAN = (
 
 # The pipeline function (`pipelines.PIPELINES`) a run with each `search.strategy` launches; a run without
 # `search` launches the fixed-sample `rag_benchmark`. Every one is registered under the same pipeline name.
-SEARCH_PIPELINES: dict[str, str] = {"race": "rag_race", "tpe": "rag_model_search"}
+SEARCH_PIPELINES: dict[str, str] = {"race": "rag_race", "staged": "rag_staged", "tpe": "rag_model_search"}
 
 
 class RunCommand(Command):
@@ -189,7 +189,7 @@ def plan_text(plan: RunPlan) -> str:
     )
     parts += [*plan.notes, *plan.detection, plan.previous.line(), expected_line(plan.planned)]
     budget = budget_line(plan.config, rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
-    parts += [line for line in (budget, plan.race_line()) if line is not None]
+    parts += [line for line in (budget, plan.search_line()) if line is not None]
     return "\n".join(parts)
 
 

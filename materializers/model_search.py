@@ -16,12 +16,12 @@ class ModelSearchTraceMaterializer(JsonModelMaterializer):
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (ModelSearchTrace,)
 
     def save_visualizations(self, data: ModelSearchTrace) -> dict[str, VisualizationType]:
-        from ragbench.report.model_search import model_search_section  # presentation: no step depends on it
+        from ragbench.report.model_search import trials_html  # presentation: no step depends on it
         from ragbench.report.pages import html_page
 
         page = os.path.join(self.uri, "trials.html")
         with self.artifact_store.open(page, "w") as file:
-            file.write(html_page("Search: model-based", [model_search_section(data, {})], [], []))
+            file.write(html_page("Search: model-based", [trials_html(data, {})], [], []))
         return {page: VisualizationType.HTML}
 
     def extract_metadata(self, data: ModelSearchTrace) -> dict[str, Any]:

@@ -16,10 +16,10 @@ from typing import Any
 from zenml import pipeline
 
 from pipelines.benchmark import Wiring, wire_retrieval
+from pipelines.staged import held_out_round
 from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import TrialValues, batches, new_search, run_trials
 from ragbench.config.model import BenchmarkConfig
-from ragbench.grid.cell import distinct_at
 from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps.gate import alert_failed_run
 from steps.identity import CellIdentity
@@ -100,20 +100,14 @@ def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[
         metric=metric,
         search_cases=len(split.search),
     )
-    found: list = [record]
+    found: list = [split_step, record]
     answer_sets, judged = trials.answer_sets, trials.judged
     finalists = [trials.cells[cell] for cell in record.load().finalists]
     if split.held_out and finalists:
-        first, stop = len(split.search), len(split.search) + len(split.held_out)
-        answers = {
-            key.id: wiring.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_held_out")
-            for key in distinct_at(finalists, "answer")
-        }
-        answer_sets += answers.values()
-        judged += [
-            wiring.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_held_out")
-            for key in distinct_at(finalists, "judge")
-        ]
+        first = len(split.search)
+        answers, verdicts = held_out_round(wiring, finalists, first, first + len(split.held_out))
+        answer_sets += answers
+        judged += verdicts
         found.append(
             confirm_finalists(
                 split_step,

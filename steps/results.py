@@ -4,13 +4,15 @@ from pydantic import BaseModel
 from zenml import add_tags, get_step_context, log_metadata, step
 
 from materializers.results_table import ResultsTableMaterializer
-from ragbench.analysis.holdout import Confirmation
+from ragbench.analysis.holdout import CaseSplit, Confirmation
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
 from ragbench.analysis.results_inputs import ResultsInputs
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.searched import SearchedRecords, searched_records
+from ragbench.analysis.staged import StageDecision
 from ragbench.analysis.trials import ModelSearchTrace
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
@@ -67,9 +69,11 @@ RunFinding = (
     | JudgeAlignment
     | RaceTrace
     | ModelSearchTrace
-    | Confirmation
     | RewrittenQueries
     | ReferenceResolutions
+    | CaseSplit
+    | StageDecision
+    | Confirmation
 )
 
 
@@ -110,7 +114,18 @@ def build_results_table(
     evaluation = settings.evaluation
     scoring = evaluation.scoring(settings.metrics_k)
     race = only_one(findings, RaceTrace)
-    model_search = only_one(findings, ModelSearchTrace)
+    split = only_one(findings, CaseSplit)
+    search = (
+        SearchFindings.of(
+            split,
+            of_type(findings, StageDecision),
+            only_one(findings, Confirmation),
+            specs,
+            trials=only_one(findings, ModelSearchTrace),
+        )
+        if split is not None
+        else None
+    )
     results = CellResults.collect(
         specs,
         of_type(stage_results, RetrievalResult),
@@ -130,8 +145,8 @@ def build_results_table(
                 settings.sample_size,
                 settings.seed,
                 eval_suite,
-                raced=race is not None,
-                searched=model_search is not None,
+                raced=race is not None or (search is not None and search.trials is None),
+                searched=search is not None and search.trials is not None,
             ),
             warnings=run_warnings(results, corpus.skipped),
             reused_cells=reused_cells(specs),
@@ -141,7 +156,7 @@ def build_results_table(
             pairwise=of_type(findings, PairwiseResult),
             judge_cards=of_type(findings, JudgeCard),
             race=race,
-            model_search=model_search,
+            search=search,
             judge_alignments=of_type(findings, JudgeAlignment),
             references=only_one(findings, ReferenceResolutions),
             labels_given=review_labels,

@@ -75,12 +75,6 @@ class RaceRules(Section):
         "±margin (in the metric's units) at the look's level: equivalent for the decision at hand",
     )
 
-    def race(self, max_cases: int | None = None) -> RaceConfig:
-        """These rules as a plain race's settings (a strategy's race stage), over `max_cases` cases at
-        most when given."""
-        fields = {name: getattr(self, name) for name in RaceRules.model_fields if name != "strategy"}
-        return RaceConfig(**(fields | {"strategy": "race"} | ({"max_cases": max_cases} if max_cases else {})))
-
 
 class RaceConfig(RaceRules):
     """`search:` in a config: race the grid's cells instead of answering a fixed sample in every cell."""

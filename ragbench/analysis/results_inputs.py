@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.racing import RaceTrace
-from ragbench.analysis.trials import ModelSearchTrace
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.review.alignment import JudgeAlignment
@@ -35,7 +35,7 @@ class ResultsInputs:
     pairwise: Sequence[PairwiseResult] = ()
     judge_cards: Sequence[JudgeCard] = ()
     race: RaceTrace | None = None
-    model_search: ModelSearchTrace | None = None
+    search: SearchFindings | None = None  # a search's decisions and confirmation (staged)
     judge_alignments: Sequence[JudgeAlignment] = ()
     references: ReferenceResolutions | None = None
     labels_given: ReviewLabels | None = None

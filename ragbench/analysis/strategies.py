@@ -118,6 +118,13 @@ def stage_metric(column: str, metrics_k: int) -> MetricInfo:
     return known[column]
 
 
+def searched_cases(search: RaceRules, cases: int, sample_size: int | None) -> int:
+    """How many cases of the seeded order a search spends (the held-out ones included): the first
+    `max_cases`, by default `generation.sample_size`, else every case."""
+    most = search.max_cases or sample_size
+    return min(cases, most) if most else cases
+
+
 def first_stage_cells(cells: Sequence[CellSpec]) -> int:
     """The most cells that share one retrieval key (`upto("rerank")`): a staged search's answer stage
     answers at least these, whatever the retrieval stages keep."""

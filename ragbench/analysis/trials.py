@@ -13,12 +13,10 @@ difference.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from ragbench.analysis.holdout import held_out_count
 from ragbench.analysis.model_search import TrialSearch
 from ragbench.analysis.racing import planned_looks
 from ragbench.analysis.strategies import ModelSearch
@@ -221,21 +219,3 @@ class ModelSearchTrace(BaseModel):
             }
             for trial in self.trials
         ]
-
-
-def plan_line(search: ModelSearch, *, cells: int, cases: int, calls_per_case: float) -> str:
-    """The dry run's line for a model-based search: the cells it tries at most, the calls at most (every
-    trial answering every search case, the finalists the held-out ones) and the full grid's calls on the
-    same cases, at `calls_per_case` (the most a cell of the plan's rows makes per case)."""
-    held_out = held_out_count(cases, search.holdout)
-    tried = min(search.max_cells, cells)
-    finalists = min(search.finalists, tried) if held_out else 0
-    most = math.ceil(calls_per_case * (tried * (cases - held_out) + finalists * held_out))
-    full = math.ceil(calls_per_case * cells * cases)
-    share = f"{most / full:.0%}" if full else "n/a"
-    return (
-        f"Model-based search (tpe) on {search.metric}: at most {tried} of {cells} cells, at most {most} LLM "
-        f"calls, {share} of the full grid's {full} on the same {cases} cases ({tried} trials x "
-        f"{cases - held_out} search cases + {finalists} finalists x {held_out} held-out cases, at "
-        f"{calls_per_case:g} calls per case); pruned trials spend less."
-    )

@@ -1,7 +1,7 @@
-"""The report's "Search: model-based" section: how the search ran (TPE over the grid's cells, a cell
-budget, the pruner on paired per-case values), every trial in the order it was asked with its cases, mean
-and whether it was pruned, and the winner. The confirmation on held-out cases has its own lines beside it
-(`ragbench.analysis.holdout.Confirmation`). Escaped like every table of the report."""
+"""The trials of the report's "Search: model-based" section: how the search ran (TPE over the grid's cells,
+a cell budget, the pruner on paired per-case values), every trial in the order it was asked with its
+cases, mean and whether it was pruned, and the winner. The confirmation on held-out cases follows them,
+as for any search (`ragbench.report.search`). Escaped like every table of the report."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from ragbench.analysis.trials import ModelSearchTrace
 from ragbench.report.pages import rows_to_html_table
 
 
-def model_search_section(search: ModelSearchTrace | None, names: Mapping[str, str]) -> str:
-    if search is None:
-        return ""
+def trials_html(search: ModelSearchTrace, names: Mapping[str, str]) -> str:
+    """The trials' summary, how the search ran, and one row per trial: the body of the report's search
+    section for a model-based search (`ragbench.report.search`), and the trials artifact's page."""
     how = (
         f"TPE (Optuna, seed {search.seed}) suggested cells of the grid, each axis a categorical parameter, "
         f"the first {search.startup_trials} at random, at most {search.max_cells} cells in all. Each trial "
@@ -26,7 +26,6 @@ def model_search_section(search: ModelSearchTrace | None, names: Mapping[str, st
         "held-out cases, which no trial saw, give its confirmed estimate."
     )
     return (
-        '<h2 id="search">Search: model-based</h2>'
         f"<p><b>{escape(search.summary(names))}</b></p>"
         f'<p class="note">{escape(how)}</p>'
         "<h3>Trials</h3>" + rows_to_html_table(search.rows(names))

@@ -17,11 +17,11 @@ from ragbench.report.effects import (
     index_section,
     tradeoff_section,
 )
-from ragbench.report.model_search import model_search_section
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.report.race import race_section
 from ragbench.report.reranking import reranking_section
 from ragbench.report.rewriting import rewriting_section
+from ragbench.report.search import search_section
 from ragbench.report.sections import (
     bar_chart_section,
     best_section,
@@ -43,8 +43,8 @@ from ragbench.report.view import ReportInput
 def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
+        *([("search", "Search")] if report.search else []),
         *([("race", "The race")] if report.race else []),
-        *([("search", "Search")] if report.model_search else []),
         ("significance", "Really better?"),
         *([("reranking", "Reranking")] if report.rerank_gains else []),
         *([("rewriting", "Query rewriting")] if report.rewrite_gains else []),
@@ -89,8 +89,8 @@ def render_report(report: ReportInput) -> str:
         page_header(report.title, report.notes, report.warnings),
         _navigation(report),
         best_section(report),
+        search_section(report.search, {row["cell"]: row["label"] for row in report.rows}),
         race_section(report.race, {row["cell"]: row["label"] for row in report.rows}),
-        model_search_section(report.model_search, {row["cell"]: row["label"] for row in report.rows}),
         significance_section(report),
         reranking_section(
             report.rerank_gains, {row["cell"]: row["label"] for row in report.rows}, report.confidence

@@ -14,7 +14,6 @@ from ragbench.analysis.trials import (
     TrialValues,
     batches,
     new_search,
-    plan_line,
     replay_trials,
     run_trials,
     search_space,
@@ -162,16 +161,3 @@ def test_the_trace_names_every_trial_and_the_report_shows_it():
     assert '<h2 id="search">Search: model-based</h2>' in html and "correctness &lt;b&gt;" in html
     assert model_search_section(None, names) == ""
     assert not math.isnan(ModelSearchTrace.model_validate_json(trace.model_dump_json()).trials[0].mean)
-
-
-def test_the_plan_bounds_the_calls_by_the_cell_budget_and_the_held_out_finalists():
-    search = ModelSearch(
-        strategy="tpe", metric="correctness_0to1", max_cells=4, startup_trials=2, holdout=0.25, finalists=2
-    )
-    line = plan_line(search, cells=12, cases=24, calls_per_case=2)
-    # 4 trials x 18 search cases + 2 finalists x 6 held-out cases, 2 calls each; the grid: 12 x 24 x 2
-    assert "at most 4 of 12 cells, at most 168 LLM calls, 29% of the full grid's 576" in line
-    unconfirmed = search.model_copy(update={"holdout": 0.0, "max_cells": 20})
-    assert "at most 12 of 12 cells, at most 576 LLM calls, 100%" in plan_line(
-        unconfirmed, cells=12, cases=24, calls_per_case=2
-    )

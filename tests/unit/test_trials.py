@@ -5,8 +5,10 @@ import math
 
 import pytest
 
+from ragbench.analysis.holdout import CaseSplit
 from ragbench.analysis.model_search import TrialSearch
 from ragbench.analysis.race_cells import trial_values
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import (
     ModelSearchTrace,
@@ -23,7 +25,7 @@ from ragbench.config.model import load_config
 from ragbench.generation.answers import AnswerSet
 from ragbench.generation.reader import ReaderAnswer
 from ragbench.inputs.eval_cases import EvalCase
-from ragbench.report.model_search import model_search_section
+from ragbench.report.search import search_section
 from ragbench.scoring.cells import JudgeResult
 from ragbench.scoring.judge import Judgement
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS
@@ -157,7 +159,15 @@ def test_the_trace_names_every_trial_and_the_report_shows_it():
     assert trace.winner == "cell3"
     assert [row["outcome"] for row in trace.rows(names)] == ["finalist", "pruned after batch 1", "winner"]
     assert "3 of 12 cells tried, 1 pruned; winner reader · good; 36 calls, 8%" in trace.summary(names)
-    html = model_search_section(trace, names)
+    assert [trace.status(cell) for cell in ("cell2", "cell3", "cell9")] == [
+        "trial 2: pruned after batch 1 (n=6)",
+        "trial 3: winner (n=6)",
+        "not tried",
+    ]
+    findings = SearchFindings(
+        split=CaseSplit(search=CASES[:18], held_out=CASES[18:], share=0.25), decisions=[], trials=trace
+    )
+    html = search_section(findings, names)
     assert '<h2 id="search">Search: model-based</h2>' in html and "correctness &lt;b&gt;" in html
-    assert model_search_section(None, names) == ""
+    assert "<h3>Stages</h3>" not in html and "Not confirmed" in html  # no confirmation in these findings
     assert not math.isnan(ModelSearchTrace.model_validate_json(trace.model_dump_json()).trials[0].mean)

@@ -64,7 +64,7 @@ class SearchFindings(BaseModel):
             if key in decision.cut:
                 return f"cut at the {decision.stage} stage to fit search.max_cells (tied with the best)"
         if self.trials is not None:
-            status = self.trials.status(cell.id)
+            status = self.trials.status(cell.id, roles=self.confirmation is None)
         elif race is not None and cell.id in race.cells:
             status = race.status(cell.id, names)
         else:

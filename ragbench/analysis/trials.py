@@ -192,16 +192,19 @@ class ModelSearchTrace(BaseModel):
             f"{self.search_cases} search cases."
         )
 
-    def status(self, cell: str) -> str:
-        """A cell's part in the search, for its row: its trial and how it ended, or not tried."""
+    def status(self, cell: str, *, roles: bool = True) -> str:
+        """A cell's part in the search, for its row: its trial and how it ended, or not tried; `roles`:
+        name the winner and the finalists (False: the confirmation names them)."""
         trial = next((trial for trial in self.trials if trial.cell == cell), None)
         if trial is None:
             return "not tried"
-        return f"trial {trial.number}: {self.outcome(trial)} (n={trial.cases})"
+        return f"trial {trial.number}: {self.outcome(trial, roles=roles)} (n={trial.cases})"
 
-    def outcome(self, trial: Trial) -> str:
+    def outcome(self, trial: Trial, *, roles: bool = True) -> str:
         if trial.pruned:
             return f"pruned after batch {trial.batches}"
+        if not roles:
+            return "complete"
         if trial.cell == self.winner:
             return "winner"
         return "finalist" if trial.cell in self.finalists else "complete"

@@ -91,7 +91,10 @@ def test_a_model_based_search_prunes_the_bad_readers_confirms_the_good_one_and_a
         assert confirmation.confirmed[search.winner].mean == 1.0
 
         rows = rows_of(tmp_path)
-        assert rows[search.winner]["search"] == f"trial {trials[search.winner].number}: winner (n=18)"
+        number = trials[search.winner].number
+        assert rows[search.winner]["search"] == (
+            f"trial {number}: complete (n=18); winner, confirmed 1 on 6 held-out case(s)"
+        )
         assert sum(row["search"] == "not tried" for row in rows.values()) == 12 - len(search.trials)
         html = (tmp_path / "out" / "latest" / "results.html").read_text()
         assert '<h2 id="search">Search: model-based</h2>' in html

@@ -53,16 +53,19 @@ def kept_cells(cells: list[CellSpec], decision: StageDecision) -> list[CellSpec]
     return [cell for cell in cells if cell.upto(decision.stage).id in kept]  # type: ignore[arg-type]
 
 
-def held_out_round(wiring: Wiring, finalists: list[CellSpec], first: int, stop: int) -> tuple[list, list]:
-    """The finalists' answer and judge steps on the held-out cases, positions `first` to `stop` of the
-    seeded order (`<step id>_held_out`)."""
+def answer_round(
+    wiring: Wiring, cells: list[CellSpec], first: int, stop: int, suffix: str
+) -> tuple[list, list]:
+    """The cells' answer and judge steps on positions `first` to `stop` of the seeded order, outside a
+    race (`<step id>_<suffix>`): the finalists on the held-out cases, or the one cell the retrieval stages
+    left on the search cases."""
     answers = {
-        key.id: wiring.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_held_out")
-        for key in distinct_at(finalists, "answer")
+        key.id: wiring.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_{suffix}")
+        for key in distinct_at(cells, "answer")
     }
     judged = [
-        wiring.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_held_out")
-        for key in distinct_at(finalists, "judge")
+        wiring.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_{suffix}")
+        for key in distinct_at(cells, "judge")
     ]
     return list(answers.values()), judged
 
@@ -93,19 +96,19 @@ def rag_staged(config: dict, planned: dict | None = None, snapshots: dict[str, A
         decisions.append(decide(wiring, split_step, "rerank", raced, search.max_cells))
         raced = kept_cells(raced, decisions[-1].load())
     steps: list = [split_step, *decisions]
-    answer_sets: list = []
-    judged: list = []
     trace = None
     finalist_ids = [raced[0].id]
     if len(raced) > 1:
         race = race_settings(search).model_copy(update={"max_cases": len(split.search)})
         trace, answer_sets, judged = wiring.race(raced, race)
         finalist_ids = race_decision(trace.load()).kept[: search.finalists]
+    else:  # nothing to race: the one cell left answers the search cases, its estimate
+        answer_sets, judged = answer_round(wiring, raced, 0, len(split.search), "search")
     finalists = [cell for cell in raced if cell.id in set(finalist_ids)]
     finalists.sort(key=lambda cell: finalist_ids.index(cell.id))
     if split.held_out:
         first = len(split.search)
-        answers, verdicts = held_out_round(wiring, finalists, first, first + len(split.held_out))
+        answers, verdicts = answer_round(wiring, finalists, first, first + len(split.held_out), "held_out")
         answer_sets += answers
         judged += verdicts
         steps.append(

@@ -83,6 +83,13 @@ def test_a_staged_search_drops_keys_races_the_rest_and_confirms_on_held_out_case
         assert winner.n == 6 and winner.mean == 1.0 and confirmation.flattery == 0.0
         assert "reader_bad" not in confirmation.winner
 
+        table = pipeline_run.steps["build_results_table"].outputs["results"][0].load()
+        verdict = next(v for v in table.verdicts if v.column == "correctness_0to1")
+        # the headline verdict on the search's metric: the finalists on the held-out cases, the winner best
+        assert verdict.best == confirmation.winner
+        assert {c.candidate for c in verdict.comparisons} <= set(confirmation.finalists)
+        assert all(c.n == 6 for c in verdict.comparisons)
+
         rows = {row["cell"]: row for row in rows_of(tmp_path)}
         assert len(rows) == 8
         bm25 = [row for row in rows.values() if row["retriever"] == "bm25"]

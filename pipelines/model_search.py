@@ -16,7 +16,7 @@ from typing import Any
 from zenml import pipeline
 
 from pipelines.benchmark import Wiring, wire_retrieval
-from pipelines.staged import held_out_round
+from pipelines.staged import answer_round
 from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import TrialValues, batches, new_search, run_trials
 from ragbench.config.model import BenchmarkConfig
@@ -105,7 +105,7 @@ def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[
     finalists = [trials.cells[cell] for cell in record.load().finalists]
     if split.held_out and finalists:
         first = len(split.search)
-        answers, verdicts = held_out_round(wiring, finalists, first, first + len(split.held_out))
+        answers, verdicts = answer_round(wiring, finalists, first, first + len(split.held_out), "held_out")
         answer_sets += answers
         judged += verdicts
         found.append(

@@ -36,6 +36,10 @@ PLAN = (
     "download nothing"
 )
 
+# The pipeline function (`pipelines.PIPELINES`) a run with each `search.strategy` launches; a run without
+# `search` launches the fixed-sample `rag_benchmark`. Every one is registered under the same pipeline name.
+SEARCH_PIPELINES: dict[str, str] = {"race": "rag_race", "staged": "rag_staged", "tpe": "rag_model_search"}
+
 
 class RunCommand(Command):
     name = "run"
@@ -266,7 +270,7 @@ def plan_text(plan: RunPlan) -> str:
     )
     parts += [*plan.notes, *plan.detection, plan.previous.line(), expected_line(plan.planned)]
     budget = budget_line(plan.config, rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
-    parts += [line for line in (budget, plan.race_line()) if line is not None]
+    parts += [line for line in (budget, plan.search_line()) if line is not None]
     return "\n".join(parts)
 
 
@@ -277,7 +281,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
     from ragbench.runs.gate import GateResult
 
     tags = [config_tag(config.name), *config.tags]
-    function = "rag_race" if config.search is not None else None
+    function = SEARCH_PIPELINES[config.search.strategy] if config.search is not None else None
     preflight = functools.partial(benchmark_preflight, use_cache=use_cache)
     pipeline_run = launch(BENCHMARK_PIPELINE, config, use_cache, preflight, tags, function=function)
     results_step = pipeline_run.steps[RESULTS_STEP]

@@ -11,6 +11,8 @@ from ragbench import submodules_as_attributes
 PIPELINES = {
     "rag_benchmark": "pipelines.benchmark",
     "rag_race": "pipelines.benchmark",
+    "rag_staged": "pipelines.staged",
+    "rag_model_search": "pipelines.model_search",
     "rag_testset": "pipelines.testset",
     "rag_train_reranker": "pipelines.train_reranker",
 }

@@ -18,6 +18,7 @@ from zenml import pipeline
 from materializers.inputs import EvalSuiteMaterializer, RerankerChoiceMaterializer
 from pipelines.inputs import client_inputs
 from ragbench.analysis.judge_check import card_rubric
+from ragbench.analysis.racing import RaceConfig
 from ragbench.config.expand import rewriter_settings
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.plan import planned_cells
@@ -151,6 +152,49 @@ class Wiring:
             id=id or key.step_id("answer"),
         )
 
+    def race(self, cells: list[CellSpec], search: RaceConfig) -> tuple[Any, list, list]:
+        """Race `cells` on the first `search.max_cases` cases of the seeded order, round by round until
+        the race stops: every survivor answers and is judged on the round's cases, one step per key and
+        round (`<step id>_r<round>`, cached like any step), then a look stops the cells significantly
+        behind. Returns the last look's trace and every round's answer sets and verdicts."""
+        settings = self.settings
+        trace = start_cell_race(
+            self.suite,
+            cells=[cell.id for cell in cells],
+            search=search,
+            metric=settings.race_metric(),
+            seed=settings.generation.seed,
+        )
+        state = trace.load()
+        answer_sets: list = []
+        judged: list = []
+        while (span := state.next_cases()) is not None:
+            first, stop = span
+            number = len(state.looks) + 1
+            racing = [cell for cell in cells if cell.id in set(state.survivors)]
+            answers = {
+                key.id: self.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_r{number}")
+                for key in distinct_at(racing, "answer")
+            }
+            answer_sets += answers.values()
+            judged += [
+                self.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_r{number}")
+                for key in distinct_at(racing, "judge")
+            ]
+            trace = look_at_race(
+                trace,
+                self.suite,
+                answer_sets,
+                judged,
+                cells=[CellIdentity.of(cell) for cell in cells],
+                evaluation=settings.evaluation,
+                metrics_k=settings.retrieval.metrics_k,
+                statistics=settings.statistics,
+                id=f"race_look_r{number}",
+            )
+            state = trace.load()
+        return trace, answer_sets, judged
+
     def judge(self, key: CellSpec, answers: Any, *, id: str | None = None) -> Any:
         """The judge step of one judge key over `answers`."""
         scoring = self.settings.scoring()
@@ -221,15 +265,18 @@ class Wiring:
         judge_cards: list,
         race: Any = None,
         planned: dict | None = None,
+        search: list | None = None,
     ) -> None:
-        """The results table and report, then the regression gate: the last steps of either pipeline.
-        `planned`: the plan the run started with, shown beside what it spent."""
+        """The results table and report, then the regression gate: the last steps of every pipeline.
+        `planned`: the plan the run started with, shown beside what it spent; `search`: a search's
+        decisions, trials and confirmation (its artifacts), for the report's search section."""
         settings = self.settings
         findings = [
             *pairwise,
             *judge_cards,
             *self.judge_alignments(),
             *([race] if race is not None else []),
+            *(search or []),
             *self.rewrites,
             self.references,
         ]
@@ -408,39 +455,5 @@ def rag_race(config: dict, planned: dict | None = None, snapshots: dict[str, Any
     wiring = wire_retrieval(settings, snapshots)
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
-    trace = start_cell_race(
-        wiring.suite,
-        cells=[cell.id for cell in cells],
-        search=search,
-        metric=settings.race_metric(),
-        seed=settings.generation.seed,
-    )
-    state = trace.load()
-    answer_sets: list = []
-    judged: list = []
-    while (span := state.next_cases()) is not None:
-        first, stop = span
-        number = len(state.looks) + 1
-        racing = [cell for cell in cells if cell.id in set(state.survivors)]
-        answers = {
-            key.id: wiring.answer(key, first=first, stop=stop, id=f"{key.step_id('answer')}_r{number}")
-            for key in distinct_at(racing, "answer")
-        }
-        answer_sets += answers.values()
-        judged += [
-            wiring.judge(key, answers[key.upto("answer").id], id=f"{key.step_id('judge')}_r{number}")
-            for key in distinct_at(racing, "judge")
-        ]
-        trace = look_at_race(
-            trace,
-            wiring.suite,
-            answer_sets,
-            judged,
-            cells=[CellIdentity.of(cell) for cell in cells],
-            evaluation=settings.evaluation,
-            metrics_k=settings.retrieval.metrics_k,
-            statistics=settings.statistics,
-            id=f"race_look_r{number}",
-        )
-        state = trace.load()
+    trace, answer_sets, judged = wiring.race(cells, search)
     wiring.results_and_gate(answer_sets, judged, [], judge_cards, race=trace, planned=planned)

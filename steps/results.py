@@ -4,12 +4,16 @@ from pydantic import BaseModel
 from zenml import add_tags, get_step_context, log_metadata, step
 
 from materializers.results_table import ResultsTableMaterializer
+from ragbench.analysis.holdout import CaseSplit, Confirmation
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.notes import run_notes, run_warnings
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.results import CaseRecords, CellResults, ResultsTable, build_results
 from ragbench.analysis.results_inputs import ResultsInputs
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.searched import SearchedRecords, searched_records
+from ragbench.analysis.staged import StageDecision
+from ragbench.analysis.trials import ModelSearchTrace
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalSuite
@@ -59,7 +63,18 @@ T = TypeVar("T")
 
 # Every cell stage's result (one list, each kind picked out by its type) and every run-level finding.
 StageResult = RetrievalResult | RerankResult | AnswerSet | JudgeResult
-RunFinding = PairwiseResult | JudgeCard | JudgeAlignment | RaceTrace | RewrittenQueries | ReferenceResolutions
+RunFinding = (
+    PairwiseResult
+    | JudgeCard
+    | JudgeAlignment
+    | RaceTrace
+    | ModelSearchTrace
+    | RewrittenQueries
+    | ReferenceResolutions
+    | CaseSplit
+    | StageDecision
+    | Confirmation
+)
 
 
 def of_type(items: list, kind: type[T]) -> list[T]:
@@ -90,7 +105,8 @@ def build_results_table(
 ]:
     """Never cached: it marks which cells came from the cache, sums what the run spent and logs the run's
     metadata every time. `stage_results`: every retrieve, rerank, answer and judge step's result;
-    `findings`: the pairwise comparisons, judge cards and alignments, a race's trace, each query_rewrite
+    `findings`: the pairwise comparisons, judge cards and alignments, a race's trace or a model-based
+    search's trials, each query_rewrite
     mode's queries (recorded with what every cell found for every case in `searched`,
     `ragbench.analysis.searched`) and the fetched references. `review_labels`: a person's labels that
     correct the judge's numbers (an artifact version of its own, not a step's output)."""
@@ -98,6 +114,18 @@ def build_results_table(
     evaluation = settings.evaluation
     scoring = evaluation.scoring(settings.metrics_k)
     race = only_one(findings, RaceTrace)
+    split = only_one(findings, CaseSplit)
+    search = (
+        SearchFindings.of(
+            split,
+            of_type(findings, StageDecision),
+            only_one(findings, Confirmation),
+            specs,
+            trials=only_one(findings, ModelSearchTrace),
+        )
+        if split is not None
+        else None
+    )
     results = CellResults.collect(
         specs,
         of_type(stage_results, RetrievalResult),
@@ -112,7 +140,14 @@ def build_results_table(
         ResultsInputs(
             title=settings.title,
             scoring=scoring,
-            notes=run_notes(results, settings.sample_size, settings.seed, eval_suite, raced=race is not None),
+            notes=run_notes(
+                results,
+                settings.sample_size,
+                settings.seed,
+                eval_suite,
+                raced=race is not None or (search is not None and search.trials is None),
+                searched=search is not None and search.trials is not None,
+            ),
             warnings=run_warnings(results, corpus.skipped),
             reused_cells=reused_cells(specs),
             statistics=settings.statistics,
@@ -121,6 +156,7 @@ def build_results_table(
             pairwise=of_type(findings, PairwiseResult),
             judge_cards=of_type(findings, JudgeCard),
             race=race,
+            search=search,
             judge_alignments=of_type(findings, JudgeAlignment),
             references=only_one(findings, ReferenceResolutions),
             labels_given=review_labels,

@@ -16,9 +16,11 @@ def run_notes(
     seed: int,
     eval_suite: EvalSuite | None = None,
     raced: bool = False,
+    searched: bool = False,
 ) -> list[str]:
     """What the numbers rest on, worded for this run (a retrieval-only run has no answers to describe),
-    first which eval set it used; `raced`: the cells raced, each answered as many cases as it lasted."""
+    first which eval set it used; `raced`: the cells raced, each answered as many cases as it lasted;
+    `searched`: a model-based search tried some cells, each on as many cases as its trial lasted."""
     notes = []
     if eval_suite is not None:
         notes.append(
@@ -37,7 +39,14 @@ def run_notes(
             "reranker; an external system's cell has only the sources it returned). hit_rate@top_n: an "
             "expected source among the reader's top_n passages."
         )
-    if results.answer_sets and raced:
+    if results.answer_sets and searched:
+        notes.append(
+            f"A model-based search tried some of the cells: each tried cell answered the first cases of one "
+            f"seeded order (seed {seed}) until its trial was pruned or done, the finalists also the held-out "
+            "cases (the search's section); each *_cases column gives the number of cases behind its "
+            "metric, and a cell not tried has retrieval metrics only."
+        )
+    elif results.answer_sets and raced:
         notes.append(
             f"The cells raced: each answered the first cases of one seeded order (seed {seed}) until it "
             "stopped or the race ended (the race's section); each *_cases column gives the number of cases "

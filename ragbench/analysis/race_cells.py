@@ -1,12 +1,15 @@
-"""A race's round in grid terms: the per-case values of the race's metric and the calls of every surviving
-cell, read from the answer sets and verdicts made so far exactly as the results table reads them."""
+"""A race's round, and a model-based search's trial, in grid terms: the per-case values of the search's
+metric and the calls of a cell, read from the answer sets and verdicts made so far exactly as the results
+table reads them."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ragbench.analysis.racing import RaceTrace, look
 from ragbench.analysis.results import CellResults
+from ragbench.analysis.trials import TrialValues
 from ragbench.generation.answers import AnswerSet
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase
@@ -46,4 +49,27 @@ def look_at_round(
         calls,
         seed=statistics.seed,
         resamples=statistics.resamples,
+    )
+
+
+def trial_values(
+    cell: CellSpec,
+    answer_sets: Sequence[AnswerSet],
+    judged: Sequence[JudgeResult],
+    cases: Sequence[EvalCase],
+    suites: Sequence[Suite],
+    metric: str,
+    *,
+    trial: int,
+    batch: int,
+) -> TrialValues:
+    """A trial's values after `batch`, from every batch's answers and verdicts of its cell so far."""
+    results = CellResults.collect([cell], [], answer_sets, judged, cases, suites)
+    by_case = results.case_values(cell).get(metric, {})
+    return TrialValues(
+        trial=trial,
+        batch=batch,
+        cell=cell.id,
+        values={case: value for case, value in by_case.items() if math.isfinite(value)},
+        calls=cell_calls(results, cell),
     )

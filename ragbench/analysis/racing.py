@@ -43,10 +43,12 @@ STOP_REASONS: dict[str, str] = {
 }
 
 
-class RaceConfig(Section):
-    """`search:` in a config: race the grid's cells instead of answering a fixed sample in every cell."""
+class RaceRules(Section):
+    """The race's rules, shared by every search strategy (each ends in a race, or races its trials): the
+    base of `RaceConfig` and of the strategies in `ragbench.analysis.strategies`. `strategy` is each
+    strategy's own literal, the tag `search:` is told apart by."""
 
-    strategy: Literal["race"] = Field(description="race: rounds of shared cases, losing cells stop")
+    strategy: str
     metric: str = Field(
         description="the end-to-end metric the race decides on (a rubric criterion, a scorer's metric or a "
         "suite's fail_<name>); retrieval metrics cost no call and are computed on every case anyway"
@@ -72,6 +74,12 @@ class RaceConfig(Section):
         description="the race also ends when every survivor's difference from the leader lies within "
         "±margin (in the metric's units) at the look's level: equivalent for the decision at hand",
     )
+
+
+class RaceConfig(RaceRules):
+    """`search:` in a config: race the grid's cells instead of answering a fixed sample in every cell."""
+
+    strategy: Literal["race"] = Field(description="race: rounds of shared cases, losing cells stop")
 
 
 class RaceComparison(BaseModel):

@@ -20,6 +20,7 @@ from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain, rerank_gains
 from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.spend import RunSpend
 from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
@@ -342,6 +343,7 @@ class ResultsTable(BaseModel):
     configured_metrics: list[str] = []  # the tracked metric keys the config asked for, computed or not
     judge_cards: list[JudgeCard] = []  # each judge on planted errors (evaluation.judge_check)
     race: RaceTrace | None = None  # search: race, the elimination trace (rows say each cell's outcome)
+    search: SearchFindings | None = None  # a staged search's decisions and confirmation
     judge_alignments: list[JudgeAlignment] = []  # each judge against a person's labels, before/after aligned
     references: ReferenceResolutions | None = None  # what this run fetched for reference_from cases
     spend: RunSpend | None = None  # what the run sent per role, beside its plan (the results step's)
@@ -414,12 +416,19 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
     labels = {row["cell"]: row["label"] for row in rows}
     incomplete = results.incomplete(labels)
     warnings += [f"INCOMPLETE: {why}" for why in incomplete.values()]
-    if inputs.race is not None:
+    if inputs.search is not None:
+        specs = {cell.id: cell for cell in results.cells}
+        rows = [
+            row | {"search": inputs.search.status(specs[row["cell"]], inputs.race, labels)} for row in rows
+        ]
+    elif inputs.race is not None:
         rows = [row | {"race": inputs.race.status(row["cell"], labels)} for row in rows]
     headline = present(scoring.headline(), rows)
     ranking = present(ranking_metrics(scoring.metrics_k), rows)
     records = results.case_records()
     verdicts = compare_cells(headline, case_values, statistics, labels)
+    if inputs.search is not None:  # the search's metric judged on the held-out cases alone
+        verdicts = inputs.search.confirmed_verdicts(verdicts, headline, case_values, statistics, labels)
     correction, judge_only = None, []
     if label_correction is not None and inputs.labels_given is not None:
         correction = correct_with_labels(
@@ -475,6 +484,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         configured_metrics=scoring.tracked_keys() + corrected_keys(headline, scoring, label_correction),
         judge_cards=list(inputs.judge_cards),
         race=inputs.race,
+        search=inputs.search,
         judge_alignments=list(inputs.judge_alignments),
         references=inputs.references,
         label_correction=correction,

@@ -1,6 +1,6 @@
 """What `build_results` reads beside the cells' stage results, as one typed bundle: the run's title and
 scoring, its notes and warnings so far, and the run-level findings (pairwise comparisons, judge cards,
-judge alignments, a race's trace, fetched references, a person's labels)."""
+judge alignments, a race's trace, a model-based search's trials, fetched references, a person's labels)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.racing import RaceTrace
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.review.alignment import JudgeAlignment
@@ -34,6 +35,7 @@ class ResultsInputs:
     pairwise: Sequence[PairwiseResult] = ()
     judge_cards: Sequence[JudgeCard] = ()
     race: RaceTrace | None = None
+    search: SearchFindings | None = None  # a search's decisions and confirmation (staged)
     judge_alignments: Sequence[JudgeAlignment] = ()
     references: ReferenceResolutions | None = None
     labels_given: ReviewLabels | None = None

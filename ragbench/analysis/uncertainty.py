@@ -227,9 +227,10 @@ def compare_cells(
     values_by_cell: Mapping[str, CaseValues],
     settings: StatisticsConfig,
     names: Mapping[str, str] | None = None,
+    best_of: Mapping[str, str] | None = None,
 ) -> list[MetricVerdict]:
     """One verdict per headline metric that at least two cells have values for; cells by id (`names`:
-    their labels, for people)."""
+    their labels, for people; `best_of`: column -> the cell that is the best on it, chosen elsewhere)."""
     verdicts = []
     for metric in headline:
         values = {cell: v[metric.column] for cell, v in values_by_cell.items() if v.get(metric.column)}
@@ -240,6 +241,7 @@ def compare_cells(
             seed=settings.seed,
             resamples=settings.resamples,
             confidence=settings.confidence,
+            best=(best_of or {}).get(metric.column),
         )
         if compared is None:
             continue

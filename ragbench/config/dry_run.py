@@ -132,6 +132,17 @@ def _usage(
     return estimate_cost(cell.judge, requests)
 
 
+def calls_per_case(config: BenchmarkConfig, cell: CellSpec, case: EvalCase) -> int:
+    """A cell's reader and judge calls on one case (its generated turns included): what a search's plan
+    multiplies by the cases each cell may answer."""
+    scoring = config.scoring()
+    reader = _usage("reader", cell, [case], scoring)["calls"] if cell.reader is not None else 0
+    judge = (
+        _usage("judge", cell, [case], scoring, config.evaluation.judge_samples)["calls"] if cell.judge else 0
+    )
+    return reader + judge
+
+
 def plan_rows(
     config: BenchmarkConfig,
     cases: list[EvalCase],

@@ -10,7 +10,8 @@ from typing import Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ragbench.analysis.columns import is_results_column
-from ragbench.analysis.racing import RaceConfig, race_metric
+from ragbench.analysis.racing import race_metric
+from ragbench.analysis.strategies import SearchConfig, StagedSearch, stage_metric
 from ragbench.config.grid import GridConfig
 from ragbench.config.orchestration import OrchestrationConfig
 from ragbench.config.paths import resolve_override_paths, resolve_paths
@@ -121,8 +122,11 @@ class BenchmarkConfig(Section):
     generation: GenerationConfig = GenerationConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
     statistics: StatisticsConfig = StatisticsConfig()
-    search: RaceConfig | None = Field(
-        default=None, description="race the cells in rounds of shared cases (docs/concepts/racing.md)"
+    search: SearchConfig | None = Field(
+        default=None,
+        description="how the sweep spends its calls, by `strategy`: race (rounds of shared cases, "
+        "docs/concepts/racing.md), staged (retrieval decided first, then a race, the winner confirmed on "
+        "held-out cases: docs/concepts/search.md) or tpe (model-based trials)",
     )
     regression: RegressionConfig = RegressionConfig()
     budget: BudgetConfig = BudgetConfig()  # the most a run of any pipeline may spend
@@ -230,7 +234,8 @@ class BenchmarkConfig(Section):
 
     @model_validator(mode="after")
     def _check_search(self) -> BenchmarkConfig:
-        """A race needs readers, an end-to-end metric and parts that work in rounds (two cells: preflight)."""
+        """A search needs readers, an end-to-end metric (a staged one also a retrieval metric its stages
+        compute) and parts that work in rounds (two cells, a cell budget, a holdout: the preflight)."""
         if self.search is not None:
             if not self.grid.reader:
                 raise ValueError("search: a race needs readers in grid.reader (retrieval costs no call)")
@@ -239,11 +244,20 @@ class BenchmarkConfig(Section):
                     "search: external systems and pairwise judging are not raced; leave them out"
                 )
             self.race_metric()  # raises for an unknown or a retrieval metric
+            if isinstance(self.search, StagedSearch):
+                self.stage_metric()
         return self
 
     def race_metric(self) -> MetricInfo:
+        """The end-to-end metric the search races on."""
         assert self.search is not None
         return race_metric(self.scoring().metrics(), self.search.metric)
+
+    def stage_metric(self) -> MetricInfo:
+        """The retrieval metric a staged search's retrieve and rerank stages decide on."""
+        assert isinstance(self.search, StagedSearch)
+        metrics_k = self.retrieval.metrics_k
+        return stage_metric(self.search.retrieval_column(metrics_k), metrics_k)
 
     @model_validator(mode="after")
     def _check_systems(self) -> BenchmarkConfig:

@@ -31,6 +31,7 @@ from ragbench.config.dry_run import (
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.preflight import run_preflight
+from ragbench.config.search_plan import search_plan
 from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
@@ -130,16 +131,23 @@ class RunPlan(BaseModel, frozen=True):
     def knowledge_base_fingerprint(self) -> str:
         return self.corpus.fingerprint
 
-    def race_line(self) -> str | None:
-        """How a raced run spends the rows' calls, or None without `search`."""
-        if (search := self.config.search) is None:
+    def search_line(self) -> str | None:
+        """How a run with `search` spends the rows' calls (`search_plan`), or None without one."""
+        if (search := self.config.search) is None or (
+            planned := search_plan(self.config, self.cells, self.cases)
+        ) is None:
             return None
-        cases = len(self.cases)
-        most = min(cases, search.max_cases or self.config.generation.sample_size or cases)
+        how = {
+            "race": f"the cells race on {search.metric} in rounds of {search.batch} cases, the ones "
+            "significantly behind stop after each round",
+            "staged": "the retrieval stages keep their best keys' tie sets (no LLM call), the survivors race "
+            f"on {search.metric}, the best finalists answer the held-out cases",
+            "tpe": f"trials of the cells TPE proposes, each pruned on {search.metric} by the race's rule, "
+            "the best finalists answer the held-out cases",
+        }[search.strategy]
         return (
-            f"The cells race on {search.metric} in rounds of {search.batch} cases, at most {most}: the calls "
-            "above are what every cell answering the fixed sample would make; the race stops the cells "
-            "significantly behind after each round, and its report says how many calls it used."
+            f"{planned.line()} The rows above are every cell answering the fixed sample; {how}; the report "
+            "says how many calls it used."
         )
 
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragbench.analysis.holdout import holdout_error
+from ragbench.analysis.strategies import Confirmed, cell_budget_error, searched_cases
 from ragbench.config.dry_run import placeholder_answer
 from ragbench.config.expand import rewriter_settings
 from ragbench.config.model import BenchmarkConfig
@@ -148,6 +150,8 @@ def run_preflight(
     labels = review_labels_file(config)  # a broken labels file fails in a second, before any model loads
     if config.search is not None and len(cells) < 2:
         raise PreflightError("search: a race needs at least two cells in the grid")
+    if config.search is not None and (error := cell_budget_error(config.search, cells)):
+        raise PreflightError(error)
     if config.evaluation.pairwise is not None:
         try:
             pairwise_pairs(cells, config.evaluation.pairwise.baseline)
@@ -195,6 +199,7 @@ def run_preflight(
         warnings += size_warnings(config, corpus.total_characters)
         unchecked += check_indexes(config, corpus.total_characters)
     suite = load_eval_suite_from(config.eval_cases)
+    check_holdout(config, len(suite.cases))
     known_sources = {document.source for document in corpus.documents}
     unknown = sorted({source for case in suite.cases for source in case.expected_sources} - known_sources)
     if unknown:
@@ -239,6 +244,16 @@ def run_preflight(
         warnings=warnings,
         unchecked=list(dict.fromkeys(unchecked)),  # one line per model, not per role
     )
+
+
+def check_holdout(config: BenchmarkConfig, cases: int) -> None:
+    """A search that confirms its winner must hold out enough of the cases it spends for a paired test on
+    them, and leave the search its own (`holdout_error`)."""
+    search = config.search
+    if isinstance(search, Confirmed):
+        spent = searched_cases(search, cases, config.generation.sample_size)
+        if error := holdout_error(spent, search.holdout):
+            raise PreflightError(error)
 
 
 def check_systems(

@@ -109,23 +109,72 @@ def _entries(annotation: Any) -> tuple[type[BaseModel], str] | None:
     return None
 
 
+def _variants(annotation: Any) -> list[type[BaseModel]]:
+    """The sections of a block that is one of several, told apart by a tag field (`search:` by its
+    `strategy`), else []."""
+    arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if len(arguments) == 1 and typing.get_origin(arguments[0]) is typing.Annotated:
+        arguments = list(typing.get_args(typing.get_args(arguments[0])[0]))
+    sections = [a for a in arguments if _section(a)]
+    return sections if len(sections) > 1 and len(sections) == len(arguments) else []
+
+
+def _tag(model: type[BaseModel], field: str) -> str:
+    return str(typing.get_args(model.model_fields[field].annotation)[0])
+
+
+def _variant_rows(variants: list[type[BaseModel]], prefix: str) -> list[dict[str, str]]:
+    """The keys of a block that is one of `variants`: the tag field first, listing every tag, then each
+    other key once where every variant that has it declares it alike, its description saying which
+    variants have it when not all do."""
+    tag = next(iter(variants[0].model_fields))
+    found = [
+        {
+            "key": f"{prefix}{tag}",
+            "type": "one of: " + ", ".join(json.dumps(_tag(v, tag)) for v in variants),
+            "default": "(required)",
+            "description": "; ".join(f"{v.model_fields[tag].description}" for v in variants),
+        }
+    ]
+    by_row: dict[str, dict[str, list[str]]] = {}  # key -> its row as JSON -> the tags declaring it so
+    for variant in variants:
+        for row in rows(variant, prefix)[1:]:
+            by_row.setdefault(row["key"], {}).setdefault(json.dumps(row), []).append(_tag(variant, tag))
+    for shapes in by_row.values():
+        for shape, tags in shapes.items():
+            row = json.loads(shape)
+            if len(tags) < len(variants):
+                row["description"] = f"({tag} {', '.join(tags)}) {row['description']}"
+            found.append(row)
+    return found
+
+
 def rows(model: type[BaseModel], prefix: str = "") -> list[dict[str, str]]:
     """One row per key, sections first-level then their keys, in declaration order; the fields of a
-    list's entries (`key[].field`) and of an optional block follow their key."""
+    list's entries (`key[].field`), of an optional block and of a block that is one of several sections
+    (`_variants`) follow their key."""
     found = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
         section = _section(field.annotation)  # type: ignore[arg-type]
+        variants = _variants(field.annotation)
+        if variants:
+            shown = "section by " + next(iter(variants[0].model_fields))
+            kind = shown + (" or null" if type(None) in typing.get_args(field.annotation) else "")
+        else:
+            kind = "section" if section else type_text(field.annotation)
         found.append(
             {
                 "key": key,
-                "type": "section" if section else type_text(field.annotation),
+                "type": kind,
                 "default": "" if section else default_text(field),
                 "description": field.description or (section.__doc__ or "").strip().split("\n\n")[0],
             }
         )
         if section is not None:
             found += rows(section, f"{key}.")
+        elif variants:
+            found += _variant_rows(variants, f"{key}.")
         elif (entries := _entries(field.annotation)) is not None:
             found += rows(entries[0], f"{key}{entries[1]}")
     return found

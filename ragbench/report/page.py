@@ -21,6 +21,7 @@ from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.report.race import race_section
 from ragbench.report.reranking import reranking_section
 from ragbench.report.rewriting import rewriting_section
+from ragbench.report.search import search_section
 from ragbench.report.sections import (
     bar_chart_section,
     best_section,
@@ -42,6 +43,7 @@ from ragbench.report.view import ReportInput
 def _navigation(report: ReportInput) -> str:
     links = [
         ("best", "Best"),
+        *([("search", "Search")] if report.search else []),
         *([("race", "The race")] if report.race else []),
         ("significance", "Really better?"),
         *([("reranking", "Reranking")] if report.rerank_gains else []),
@@ -87,6 +89,7 @@ def render_report(report: ReportInput) -> str:
         page_header(report.title, report.notes, report.warnings),
         _navigation(report),
         best_section(report),
+        search_section(report.search, {row["cell"]: row["label"] for row in report.rows}),
         race_section(report.race, {row["cell"]: row["label"] for row in report.rows}),
         significance_section(report),
         reranking_section(

@@ -41,6 +41,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             case_type_rows=table.case_type_rows,
             pairwise=table.pairwise,
             race=table.race,
+            search=table.search,
             references=table.references.rows() if table.references is not None else [],
             label_correction=table.label_correction,
             judge_only_verdicts=table.judge_only_verdicts,
@@ -57,7 +58,7 @@ def summary_rows(table: ResultsTable) -> list[dict]:
     """
     failures = ["reader_failures", "judge_parse_failures"]  # always shown: a failure is never silent
     headline = [m.column for m in table.headline]
-    columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check", "race"]
+    columns = [*headline, "latency_p95_s", "cost_usd", *failures, "judge_check", "search", "race"]
     rows = []
     for row in table.rows:
         kept = {"cell": row["label"]}

@@ -16,6 +16,8 @@ def run_summary(table: ResultsTable, folder: str) -> str:
     """What `run.py` prints of a finished run before its gate: `folder` holds its report files."""
     names = {row["cell"]: row["label"] for row in table.rows}
     lines = ["", rows_to_text(summary_rows(table)), f"(all columns: {folder}/results.csv)"]
+    if table.search is not None:
+        lines.append("\n" + "\n".join(table.search.summary(names)))
     if table.race is not None:
         lines.append("\n" + table.race.summary(names))
     if table.verdicts:

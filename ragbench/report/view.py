@@ -13,6 +13,7 @@ from ragbench.analysis.labelled import LabelCorrection
 from ragbench.analysis.racing import RaceTrace
 from ragbench.analysis.reranking import RerankGain
 from ragbench.analysis.rewriting import RewriteGain
+from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.uncertainty import MetricVerdict
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
@@ -69,6 +70,7 @@ class ReportInput(BaseModel):
     case_type_rows: list[dict] = []
     pairwise: list[PairwiseResult] = []
     race: RaceTrace | None = None  # search: race, its elimination trace
+    search: SearchFindings | None = None  # a staged search's decisions and confirmation
     # references fetched at run time (`reference_from`): case, field, source, value, time, error
     references: list[dict] = []
     label_correction: LabelCorrection | None = None  # judged metrics corrected by a person's sampled labels

@@ -257,8 +257,10 @@ def compare_to_best(
     seed: int = 0,
     resamples: int = 2000,
     confidence: float = CONFIDENCE,
+    best: str | None = None,
 ) -> tuple[str, list[PairedComparison]] | None:
-    """The best cell by mean (ties by label) against every other cell on the cases both scored, by the
+    """The best cell by mean (ties by label; `best`: this cell instead, chosen elsewhere, e.g. a search's
+    winner measured on cases its choice never saw) against every other cell on the cases both scored, by the
     sign-flip permutation test of the mean paired difference, Holm-corrected over the comparisons.
     `values`: cell -> case id -> value. None with < 2 cells.
 
@@ -283,7 +285,7 @@ def compare_to_best(
     if len(means) < 2:
         return None
     sign = -1.0 if higher_is_better else 1.0
-    best = min(sorted(means), key=lambda cell: sign * means[cell])
+    best = best if best in means else min(sorted(means), key=lambda cell: sign * means[cell])
     groups: dict[tuple[tuple[str, float], ...], list[str]] = {}
     for cell in sorted(means):
         key = tuple(sorted((case, v) for case, v in values[cell].items() if not math.isnan(v)))

@@ -129,7 +129,8 @@ def benchmark_preflight(
     measured included); with `statistics.detect`, what the run can decide is printed, so a sample that
     cannot detect that difference says so before anything is spent; a plan over the budget is refused.
     Returns the pipeline's parameters besides `config`: the planned spend (the report shows it beside what
-    the run spent) and the stored snapshots of the inputs the plan read (`pipelines.inputs`)."""
+    the run spent), the stored snapshots of the inputs the plan read (`pipelines.inputs`) and the git
+    checkout it was planned from (the run records it)."""
     from pipelines.inputs import plan_snapshots
     from ragbench.config.plan import make_run_plan
 
@@ -140,6 +141,7 @@ def benchmark_preflight(
     return {
         "planned": plan.planned.as_metadata(),
         "snapshots": plan_snapshots(plan).model_dump(mode="json"),
+        "checkout": plan.checkout.model_dump(mode="json"),
     }
 
 

@@ -14,6 +14,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from ragbench.analysis.labelled import is_corrected_key
+from ragbench.provenance import CodeVersion
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.runs.compare import Comparison, compare_runs, comparison_text
 from ragbench.runs.record import GATE_STATUS, RunRecord
@@ -37,6 +38,9 @@ class GateResult(BaseModel):
     status: GateStatus
     reasons: list[str]
     comparison: Comparison | None = None
+    cells: list[str] = []  # the run's cells, each gated for completeness
+    incomplete: dict[str, str] = {}  # cell id -> why the run could not score it (an error, not a regression)
+    code: CodeVersion | None = None  # the code the run ran
 
     @property
     def passed(self) -> bool:
@@ -73,6 +77,7 @@ class GateResult(BaseModel):
             f"Run {self.run} of config {self.config} against its {self.baseline_mode} baseline "
             f"({self.baseline_run or 'none'})."
         ]
+        notes += [self.code.line()] if self.code is not None else []
         warnings = [] if self.passed else self.reasons
         body = page_header(title, notes, warnings)
         if self.passed and self.reasons:
@@ -84,6 +89,9 @@ class GateResult(BaseModel):
             body += (
                 "<h2>Cases whose reference changed (left out of the paired tests)</h2>"
                 + rows_to_html_table([{"case": case} for case in self.comparison.changed_references])
+            )
+            body += "<h2>Code: how the baseline's differs from this run's</h2>" + rows_to_html_table(
+                [{"difference": change} for change in self.comparison.code_changes]
             )
             body += "<h2>Cells</h2>" + rows_to_html_table(
                 [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
@@ -115,6 +123,9 @@ def judge_run(
         "run": current.name,
         "baseline_mode": baseline_mode,
         "baseline_run": baseline.name if baseline else None,
+        "cells": sorted(current.cells),
+        "incomplete": current.incomplete,
+        "code": current.code,
     }
     if failure is not None:
         return GateResult(
@@ -153,6 +164,12 @@ def judge_run(
                 f"reference changed since {comparison.baseline} for {len(comparison.changed_references)} "
                 f"case(s): {', '.join(comparison.changed_references)}; they are scored against the fresh "
                 "reference and left out of the paired tests (reported, not a regression)"
+            )
+        if comparison.code_changes:
+            reasons.append(
+                f"{comparison.baseline} ran other code than this run ({len(comparison.code_changes)} "
+                "difference(s), listed below): a change in the numbers may come from the code as well "
+                "as from the inputs (reported, not a regression by itself)"
             )
         if not comparison.same_eval_set:
             change = (

@@ -19,7 +19,7 @@ from cli.command import (
     config_of,
 )
 from cli.launch import check_output_dir, give_store_on_use, launch, open_store
-from cli.outputs import write_outputs
+from cli.outputs import append_step_summary, write_outputs
 from ragbench.config.model import BenchmarkConfig, ConfigError
 from ragbench.report.pages import rows_to_text
 from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
@@ -212,10 +212,11 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         "cases.jsonl": records.jsonl(),
         "searched.jsonl": searched.jsonl(),
         "case_values.csv": table.case_values_csv(),
-        "gate.html": gate.html(),
+        **gate.files(),  # the verdict page, its Markdown summary and JUnit XML
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
+    append_step_summary(files["gate.md"])
     print(run_summary(table, str(folder)))
     print(f"\n{gate.text()}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html  gate: {folder}/gate.html")

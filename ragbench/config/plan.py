@@ -106,7 +106,8 @@ class RunPlan(BaseModel, frozen=True):
     references); `detection`: what the run can decide (a real run plans it only with
     `statistics.detect`); `planned`: the spend the budget is checked against and the report shows beside
     what the run spent; `unchecked`: what only a real run can check; `checkout`: the client's git checkout
-    of ragbench, read here because a step on another machine has none (`ragbench.provenance`)."""
+    of ragbench (none for a dry run), read here because a step on another machine has none
+    (`ragbench.provenance`)."""
 
     config: BenchmarkConfig
     cells: list[CellSpec]
@@ -196,7 +197,7 @@ def make_run_plan(
         planned=previous.plan(rows),
         warnings=preflight.warnings,
         unchecked=preflight.unchecked,
-        checkout=read_checkout(),
+        checkout=Checkout() if plan_only else read_checkout(),  # a dry run records nothing
     )
     return _newest
 

@@ -138,12 +138,14 @@ MARKDOWN_SYNTAX = frozenset("\\`*_{}[]()#+-.!|~")
 
 def markdown_text(value: object) -> str:
     """A value as Markdown text that renders as exactly that text: no link, image, code, emphasis, raw
-    HTML (`<`, `>` and `&` as entities) or table cell break, and on one line (a newline would end a table
-    row or a list item). Every value of a Markdown page goes through it: it may quote documents, answers,
-    judges or config."""
+    HTML (`<`, `>` and `&` as entities) or table cell break, on one line (a newline would end a table row
+    or a list item) and without control characters. Every value of a Markdown page goes through it: it
+    may quote documents, answers, judges or config."""
     out = []
     for char in " ".join(format_value(value).splitlines()):
-        if char in MARKDOWN_SYNTAX:
+        if ord(char) < 32 or 127 <= ord(char) < 160:  # a terminal's escape codes, quoted from an error
+            out.append("\ufffd")
+        elif char in MARKDOWN_SYNTAX:
             out.append("\\" + char)
         else:
             out.append({"&": "&amp;", "<": "&lt;", ">": "&gt;"}.get(char, char))

@@ -17,6 +17,7 @@ from ragbench.analysis.labelled import is_corrected_key
 from ragbench.provenance import CodeVersion
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.runs.compare import Comparison, compare_runs, comparison_text
+from ragbench.runs.gate_formats import junit_xml, markdown_summary
 from ragbench.runs.record import GATE_STATUS, RunRecord
 from ragbench.section import Section
 from ragbench.stats.inference import StatisticsConfig
@@ -70,6 +71,16 @@ class GateResult(BaseModel):
         if self.comparison is not None:
             lines.append(comparison_text(self.comparison))
         return "\n".join(lines)
+
+    def files(self) -> dict[str, str]:
+        """The verdict as the files a run's folder holds (the gate artifact holds the same): the page, the
+        Markdown summary (linking the report and the page beside it) and the JUnit XML."""
+        links = {"report": "results.html", "gate page": "gate.html"}
+        return {
+            "gate.html": self.html(),
+            "gate.md": markdown_summary(self, links),
+            "gate.xml": junit_xml(self),
+        }
 
     def html(self) -> str:
         title = f"Regression gate: {self.status}"

@@ -150,14 +150,6 @@ def markdown_summary(gate: GateResult, links: Mapping[str, str]) -> str:
             key=lambda row: not row["regression"],
         )
         lines += ["", rows_to_markdown_table([_summary_row(row) for row in rows], SUMMARY_COLUMNS)]
-    if gate.incomplete:
-        lines += [
-            "",
-            *[
-                f"- Cell {markdown_text(c)} is incomplete: {markdown_text(w)}"
-                for c, w in gate.incomplete.items()
-            ],
-        ]
     if comparison is not None and comparison.code_changes:
         changes = "; ".join(markdown_text(change) for change in comparison.code_changes)
         lines += ["", f"Other code than the baseline: {changes}."]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from cli.budget import budget_line, expected_line, previous_spend, refuse_over_budget
+from cli.budget import budget_line, dry_run_exit_code, expected_line, previous_spend, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -149,7 +149,8 @@ def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     """The dry run: every check that needs no model, key or server (config, knowledge base, eval cases,
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence.
-    Imports no step nor pipeline, and where ZenML never ran opens no store."""
+    Imports no step nor pipeline, and where ZenML never ran opens no store. Exit code 0, or
+    `OVER_BUDGET_EXIT_CODE` when the plan is over the budget."""
     from pipelines.options import run_options, step_environment
     from ragbench.config.plan import make_run_plan
 
@@ -158,7 +159,7 @@ def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     plan = make_run_plan(config, earlier, plan_only=True, step_environment=step_environment(config))
     check_output_dir(config)
     print(plan_text(plan))  # preflight has logged its warnings (size estimate included) above
-    return 0
+    return dry_run_exit_code(config, plan.rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
 
 
 def plan_text(plan: RunPlan) -> str:

@@ -59,10 +59,11 @@ class Checkout(BaseModel, frozen=True):
     changes: str | None = None
 
 
-def read_checkout(root: Path = SOURCE_ROOT) -> Checkout:
-    """The checkout `root` is the top of, read with `git`; none when `root` is not a checkout's top (a
-    ragbench installed into site-packages inside some other project's repository is not that project's
-    code), when `git` is missing or fails."""
+def read_checkout(root: Path | None = None) -> Checkout:
+    """The checkout `root` (default: the folder holding this ragbench, `SOURCE_ROOT`) is the top of, read
+    with `git`; none when `root` is not a checkout's top (a ragbench installed into site-packages inside
+    some other project's repository is not that project's code), when `git` is missing or fails."""
+    root = SOURCE_ROOT if root is None else root
     environment = os.environ | {
         "GIT_OPTIONAL_LOCKS": "0"
     }  # `status` must not write the index of a tree in use

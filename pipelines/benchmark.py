@@ -417,7 +417,8 @@ def rag_race(
     case order, one step per key and round (cached like any step), then a look stops the cells that are
     significantly behind. Retrieval runs on every case as in the fixed-sample pipeline. Registered under
     the same pipeline name, so history, compare and the gate see a raced run like any other. `planned`,
-    `snapshots` and `checkout` as for `rag_benchmark`."""
+    `snapshots` and `checkout` as for `rag_benchmark` (a checkout not given is read where this body runs:
+    a dynamic pipeline's runs on its orchestrator, the client's machine for the local one)."""
     settings = BenchmarkConfig.model_validate(config)
     search = settings.search
     if search is None:

@@ -63,6 +63,7 @@ class GateResult(BaseModel):
             "missing_metrics": len(comparison.missing) if comparison else 0,
             "compared_metrics": len(comparison.compared) if comparison else 0,
             "not_comparable_metrics": len(comparison.not_comparable) if comparison else 0,
+            "baseline_code_changes": comparison.code_changes if comparison else [],
         }
 
     def text(self) -> str:

@@ -85,6 +85,7 @@ def test_two_commits_show_as_other_code_in_metadata_gate_and_compare(tmp_path, c
     other_code = f"OTHER CODE than the baseline: commit {first_commit[:12]} -> commit {second_commit[:12]}"
     assert other_code in out and "ran other code than this run" in out
     assert any("ran other code" in reason for reason in second["gate_reasons"])
+    assert second["baseline_code_changes"] == [f"commit {first_commit[:12]} -> commit {second_commit[:12]}"]
     assert run.main(["compare", "--config", "config.yaml"]) == 0
     assert other_code in capsys.readouterr().out
 

@@ -38,6 +38,7 @@ KEY_PACKAGES = (
 )
 # The folder holding the ragbench package: a checkout's top level when ragbench runs from one.
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
+READ_AT_MOST = 1 << 20  # bytes of an untracked file whose content the modified tree's digest reads
 COMMIT_SHOWN = 12  # characters of a commit a line shows (the metadata keeps all 40)
 
 # Run-level metadata keys (flat and ':'-free, as `ragbench.runs.record` writes every key).
@@ -95,7 +96,17 @@ def read_checkout(root: Path | None = None) -> Checkout:
     for name in sorted(filter(None, untracked.split("\0"))):
         digest.update(b"\0" + name.encode())
         with contextlib.suppress(OSError):  # a file removed since git listed it
-            digest.update(b"\0" + (root / name).read_bytes())
+            path = root / name
+            stat = path.stat()
+            # a large file (documents copied into the clone, say) by its size and time, not read every run
+            digest.update(
+                b"\0"
+                + (
+                    path.read_bytes()
+                    if stat.st_size <= READ_AT_MOST
+                    else f"{stat.st_size}:{stat.st_mtime_ns}".encode()
+                )
+            )
     return Checkout(commit=commit.strip(), dirty=True, changes=digest.hexdigest())
 
 

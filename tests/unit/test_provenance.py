@@ -10,6 +10,7 @@ import pytest
 import ragbench
 from ragbench.provenance import (
     KEY_PACKAGES,
+    READ_AT_MOST,
     Checkout,
     CodeVersion,
     package_versions,
@@ -58,6 +59,8 @@ def test_an_ignored_file_leaves_the_tree_clean_an_edit_or_a_new_file_does_not(ch
     assert added.dirty and added.changes != edited.changes
     (checkout / "new_scorer.py").write_text("y = 2\n")  # an untracked file's content counts, not its name
     assert read_checkout(checkout).changes != added.changes
+    (checkout / "documents.bin").write_bytes(b"x" * (READ_AT_MOST + 1))  # by its size and time, not read
+    assert read_checkout(checkout).changes not in (added.changes, None)
 
 
 def test_no_checkout_where_the_folder_is_not_a_repository_top_or_git_is_missing(

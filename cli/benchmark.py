@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from cli.budget import budget_line, expected_line, previous_spend, refuse_over_budget
+from cli.budget import budget_line, dry_run_exit_code, expected_line, previous_spend, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -20,7 +20,7 @@ from cli.command import (
     config_of,
 )
 from cli.launch import check_output_dir, give_store_on_use, launch
-from cli.outputs import write_outputs
+from cli.outputs import append_step_summary, write_outputs
 from ragbench.config.model import BenchmarkConfig, ConfigError
 from ragbench.report.pages import rows_to_text
 from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
@@ -211,7 +211,8 @@ def benchmark_preflight(
     measured included); with `statistics.detect`, what the run can decide is printed, so a sample that
     cannot detect that difference says so before anything is spent; a plan over the budget is refused.
     Returns the pipeline's parameters besides `config`: the planned spend (the report shows it beside what
-    the run spent) and the stored snapshots of the inputs the plan read (`pipelines.inputs`)."""
+    the run spent), the stored snapshots of the inputs the plan read (`pipelines.inputs`) and the git
+    checkout it was planned from (the run records it)."""
     from pipelines.inputs import plan_snapshots
     from ragbench.config.plan import make_run_plan
 
@@ -222,6 +223,7 @@ def benchmark_preflight(
     return {
         "planned": plan.planned.as_metadata(),
         "snapshots": plan_snapshots(plan).model_dump(mode="json"),
+        "checkout": plan.checkout.model_dump(mode="json"),
     }
 
 
@@ -230,7 +232,8 @@ def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     index parameters, model names this machine can resolve, docker settings, named secrets, the output
     folder), then the plan; what only a real run can check is listed, never passed over in silence.
     Imports no step nor pipeline; where ZenML never ran it opens no store, and where the store is provably
-    unchanged since its answers were remembered (`cli.store_memo`) it imports no ZenML."""
+    unchanged since its answers were remembered (`cli.store_memo`) it imports no ZenML. Exit code 0, or
+    `OVER_BUDGET_EXIT_CODE` when the plan is over the budget."""
     from pipelines.options import run_options, step_environment, store_exists
     from ragbench.config.plan import make_run_plan
 
@@ -241,7 +244,7 @@ def print_plan(config: BenchmarkConfig, use_cache: bool = True) -> int:
     plan = make_run_plan(config, earlier, plan_only=True, step_environment=environment)
     check_output_dir(config)
     print(plan_text(plan))  # preflight has logged its warnings (size estimate included) above
-    return 0
+    return dry_run_exit_code(config, plan.rows, retry_rate=plan.previous.retry_rate, beside=plan.beside)
 
 
 def plan_text(plan: RunPlan) -> str:
@@ -295,11 +298,12 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         "cases.jsonl": records.jsonl(),
         "searched.jsonl": searched.jsonl(),
         "case_values.csv": table.case_values_csv(),
-        "gate.html": gate.html(),
+        **gate.files(),  # the verdict page, its Markdown summary and JUnit XML
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
     remember_for_the_next_plan(config, pipeline_run)
+    append_step_summary(files["gate.md"])
     print(run_summary(table, str(folder)))
     print(f"\n{gate.text()}")
     print(f"\nZenML run: {pipeline_run.name}  report: {folder}/results.html  gate: {folder}/gate.html")

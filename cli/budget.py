@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cli.command import OVER_BUDGET_EXIT_CODE
 from ragbench.config.model import BenchmarkConfig
 from ragbench.config.preflight import PreflightError
 from ragbench.runs.names import BENCHMARK_PIPELINE
@@ -95,6 +96,19 @@ def budget_line(
         f"{planned.tokens} tokens, {cost}. Every call sent (retries included) is charged before it is sent; "
         "the run stops calling at the cap."
     )
+
+
+def dry_run_exit_code(
+    config: BenchmarkConfig,
+    rows: list[dict],
+    knobs: str = BENCHMARK_KNOBS,
+    retry_rate: float = 0.0,
+    beside: int = 0,
+) -> int:
+    """A dry run's exit code: `OVER_BUDGET_EXIT_CODE` when its plan is over the budget (as `budget_line`
+    says), else 0."""
+    over = config.budget.capped and _checked_plan(rows, retry_rate, beside).over(config.budget, knobs)
+    return OVER_BUDGET_EXIT_CODE if over else 0
 
 
 def refuse_over_budget(

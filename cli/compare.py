@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cli.command import Command, RunStopped, add_config_options, config_of
 from cli.launch import open_store
+from cli.outputs import append_step_summary
 from ragbench.config.model import BenchmarkConfig
 from ragbench.runs.gate import BASELINE_MODES
 
@@ -36,6 +37,7 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
     the config's `regression.baseline`). Exit 1 when the gate fails, 0 when it passes, 2 (via
     RunStopped) on bad input."""
     from ragbench.runs.gate import judge_run
+    from ragbench.runs.gate_formats import junit_xml, markdown_summary
     from steps.history import config_runs, failure_of, find_baseline, run_record
     from steps.store import ZenMLStore
 
@@ -71,11 +73,16 @@ def compare_command(config: BenchmarkConfig, against: str | None, last: int, tag
         folder = Path(config.output_dir) / "compare"
         folder.mkdir(parents=True, exist_ok=True)
         stem = f"{current.name}__vs__{comparison.baseline}"
+        links = {"gate page": f"{stem}.html", "report": f"../{current.name}/results.html"}
+        markdown = markdown_summary(verdict, links)
         for suffix, content in (
             ("html", verdict.html()),
             ("csv", comparison.csv()),
             ("json", comparison.json()),
+            ("md", markdown),
+            ("xml", junit_xml(verdict)),
         ):
             (folder / f"{stem}.{suffix}").write_text(content, encoding="utf-8")
-        print(f"(written: {folder / stem}.html, .csv, .json)")
+        append_step_summary(markdown)
+        print(f"(written: {folder / stem}.html, .csv, .json, .md, .xml)")
     return verdict.exit_code

@@ -1,4 +1,5 @@
-"""The files a run leaves beside the ZenML store: written whole or not at all."""
+"""The files a run leaves beside the ZenML store (written whole or not at all), and the Markdown summary a
+CI job shows."""
 
 from __future__ import annotations
 
@@ -32,3 +33,18 @@ def write_outputs(config: BenchmarkConfig, run_name: str, files: dict[str, str])
     latest_tmp.symlink_to(final.name)
     latest_tmp.replace(output_root / "latest")  # atomic: another run never sees it missing
     return final
+
+
+# The file GitHub Actions shows as a job's summary: each step appends Markdown to the one it is given.
+STEP_SUMMARY_ENV_VAR = "GITHUB_STEP_SUMMARY"
+
+
+def append_step_summary(markdown: str) -> Path | None:
+    """Append the gate's Markdown summary to `$GITHUB_STEP_SUMMARY` when it is set (a GitHub Actions step),
+    where the job's page shows it; None elsewhere."""
+    if not (target := os.environ.get(STEP_SUMMARY_ENV_VAR)):
+        return None
+    path = Path(target)
+    with path.open("a", encoding="utf-8") as summary:
+        summary.write(markdown + "\n")
+    return path

@@ -12,6 +12,7 @@ from typing import Any
 from cli.budget import (
     TESTSET_KNOBS,
     budget_line,
+    dry_run_exit_code,
     expected_line,
     previous_spend,
     refuse_over_budget,
@@ -68,7 +69,7 @@ def print_testset_plan(config: BenchmarkConfig) -> int:
     print(expected_line(previous.plan(rows), "its summary shows them"))
     if (budget := budget_line(config, rows, TESTSET_KNOBS, previous.retry_rate)) is not None:
         print(budget)
-    return 0
+    return dry_run_exit_code(config, rows, TESTSET_KNOBS, previous.retry_rate)
 
 
 def testset_preflight(

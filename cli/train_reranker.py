@@ -9,6 +9,7 @@ from typing import Any
 from cli.budget import (
     TRAINING_KNOBS,
     budget_line,
+    dry_run_exit_code,
     expected_line,
     previous_spend,
     refuse_over_budget,
@@ -59,7 +60,7 @@ def print_training_plan(config: BenchmarkConfig) -> int:
     print(expected_line(previous.plan(rows), "its summary shows them"))
     if (budget := budget_line(config, rows, TRAINING_KNOBS, previous.retry_rate)) is not None:
         print(budget)
-    return 0
+    return dry_run_exit_code(config, rows, TRAINING_KNOBS, previous.retry_rate)
 
 
 def training_preflight(

@@ -160,6 +160,7 @@ def option_row(action: argparse.Action) -> list[str]:
 
 
 def cli_page() -> str:
+    from cli.command import EXIT_CODES
     from cli.main import DEFAULT_COMMAND
 
     parser, commands = cli_commands()
@@ -214,6 +215,14 @@ def cli_page() -> str:
             lines += [table(["argument", "meaning"], rows), ""]
         if options:
             lines += [table(["option", "value", "default", "meaning"], [option_row(a) for a in options]), ""]
+    lines += [
+        *anchored("## Exit codes", "exit-codes"),
+        "",
+        "What every command's exit code means (`cli.command.EXIT_CODES`), so a CI job can act on it:",
+        "",
+        table(["code", "meaning"], [[code(str(n)), cell(meaning)] for n, meaning in EXIT_CODES.items()]),
+        "",
+    ]
     lines += ["## `run.py --help`", "", block(parser.format_help()), ""]
     return "\n".join(lines)
 

@@ -32,6 +32,7 @@ from ragbench.grid.cell import (
     reranker_numbers,
     varying_axes,
 )
+from ragbench.provenance import Checkout, read_checkout
 from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
 from ragbench.retrieval.rewriter import RewriteSetup
 from ragbench.runs.names import BENCHMARK_PIPELINE
@@ -266,10 +267,13 @@ class Wiring:
         race: Any = None,
         planned: dict | None = None,
         search: list | None = None,
+        checkout: dict | None = None,
     ) -> None:
         """The results table and report, then the regression gate: the last steps of every pipeline.
         `planned`: the plan the run started with, shown beside what it spent; `search`: a search's
-        decisions, trials and confirmation (its artifacts), for the report's search section."""
+        decisions, trials and confirmation (its artifacts), for the report's search section; `checkout`:
+        the client's git checkout it was planned from (`ragbench.provenance.Checkout`), read here when not
+        given."""
         settings = self.settings
         findings = [
             *pairwise,
@@ -291,6 +295,7 @@ class Wiring:
                 seed=settings.generation.seed,
                 statistics=settings.statistics,
                 planned=planned,
+                checkout=Checkout.model_validate(checkout) if checkout is not None else read_checkout(),
             ),
             self.corpus,
             self.suite,
@@ -407,12 +412,19 @@ def wire_retrieval(settings: BenchmarkConfig, snapshots: dict[str, Any] | None) 
 
 
 @pipeline(name=BENCHMARK_PIPELINE, on_failure=alert_failed_run)
-def rag_benchmark(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
+def rag_benchmark(
+    config: dict,
+    planned: dict | None = None,
+    snapshots: dict[str, Any] | None = None,
+    checkout: dict | None = None,
+):
     """`config` is a `BenchmarkConfig` as JSON: the whole run follows from it, so a run started from
     Python or by a schedule makes the same artifacts as `run.py`. Every cell answers the fixed sample.
     What the CLI's run plan (`ragbench.config.plan`) hands on: `planned`, its spend (`PlannedSpend`),
     read only by the never-cached results step; `snapshots`, the artifact version ids of the inputs it
-    read on the client (`pipelines.inputs.InputSnapshots`; read and stored here when not given)."""
+    read on the client (`pipelines.inputs.InputSnapshots`; read and stored here when not given);
+    `checkout`, the client's git commit and modified flag (`ragbench.provenance.Checkout`; read here, on
+    the client that compiles the pipeline, when not given)."""
     settings = BenchmarkConfig.model_validate(config)
     wiring = wire_retrieval(settings, snapshots)
     cells = wiring.cells
@@ -436,17 +448,25 @@ def rag_benchmark(config: dict, planned: dict | None = None, snapshots: dict[str
                         id=f"pairwise_{judge_key.id}",
                     )
                 )
-    wiring.results_and_gate(list(answers.values()), judged, pairwise, judge_cards, planned=planned)
+    wiring.results_and_gate(
+        list(answers.values()), judged, pairwise, judge_cards, planned=planned, checkout=checkout
+    )
 
 
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
-def rag_race(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
+def rag_race(
+    config: dict,
+    planned: dict | None = None,
+    snapshots: dict[str, Any] | None = None,
+    checkout: dict | None = None,
+):
     """The same run with `search` set: the cells race. Dynamic (ZenML decides the next round from the last
     look's output): each round, every surviving cell answers and is judged on the next batch of the seeded
     case order, one step per key and round (cached like any step), then a look stops the cells that are
     significantly behind. Retrieval runs on every case as in the fixed-sample pipeline. Registered under
-    the same pipeline name, so history, compare and the gate see a raced run like any other. `planned`
-    and `snapshots` as for `rag_benchmark`."""
+    the same pipeline name, so history, compare and the gate see a raced run like any other. `planned`,
+    `snapshots` and `checkout` as for `rag_benchmark` (a checkout not given is read where this body runs:
+    a dynamic pipeline's runs on its orchestrator, the client's machine for the local one)."""
     settings = BenchmarkConfig.model_validate(config)
     search = settings.search
     if search is None:
@@ -456,4 +476,6 @@ def rag_race(config: dict, planned: dict | None = None, snapshots: dict[str, Any
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
     trace, answer_sets, judged = wiring.race(cells, search)
-    wiring.results_and_gate(answer_sets, judged, [], judge_cards, race=trace, planned=planned)
+    wiring.results_and_gate(
+        answer_sets, judged, [], judge_cards, race=trace, planned=planned, checkout=checkout
+    )

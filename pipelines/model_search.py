@@ -68,9 +68,15 @@ class Trials:
 
 
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
-def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
+def rag_model_search(
+    config: dict,
+    planned: dict | None = None,
+    snapshots: dict[str, Any] | None = None,
+    checkout: dict | None = None,
+):
     """The same run with `search: {strategy: tpe}`: TPE trials over the grid's cells on the search cases,
-    then the finalists confirmed on the held-out cases. `planned` and `snapshots` as for `rag_benchmark`."""
+    then the finalists confirmed on the held-out cases. `planned`, `snapshots` and `checkout` as for
+    `rag_race`."""
     settings = BenchmarkConfig.model_validate(config)
     search = settings.search
     if not isinstance(search, ModelSearch):
@@ -122,4 +128,6 @@ def rag_model_search(config: dict, planned: dict | None = None, snapshots: dict[
                 id="confirm_finalists",
             )
         )
-    wiring.results_and_gate(answer_sets, judged, [], judge_cards, planned=planned, search=found)
+    wiring.results_and_gate(
+        answer_sets, judged, [], judge_cards, planned=planned, search=found, checkout=checkout
+    )

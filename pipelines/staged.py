@@ -71,10 +71,15 @@ def answer_round(
 
 
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
-def rag_staged(config: dict, planned: dict | None = None, snapshots: dict[str, Any] | None = None):
+def rag_staged(
+    config: dict,
+    planned: dict | None = None,
+    snapshots: dict[str, Any] | None = None,
+    checkout: dict | None = None,
+):
     """The same run with `search: {strategy: staged}`: retrieval decided stage by stage on the search
-    cases, the surviving cells raced, the race's best confirmed on the held-out cases. `planned` and
-    `snapshots` as for `rag_benchmark`."""
+    cases, the surviving cells raced, the race's best confirmed on the held-out cases. `planned`,
+    `snapshots` and `checkout` as for `rag_race`."""
     settings = BenchmarkConfig.model_validate(config)
     search = settings.search
     if not isinstance(search, StagedSearch):
@@ -125,4 +130,6 @@ def rag_staged(config: dict, planned: dict | None = None, snapshots: dict[str, A
                 id="confirm_finalists",
             )
         )
-    wiring.results_and_gate(answer_sets, judged, [], judge_cards, race=trace, planned=planned, search=steps)
+    wiring.results_and_gate(
+        answer_sets, judged, [], judge_cards, race=trace, planned=planned, search=steps, checkout=checkout
+    )

@@ -1,7 +1,8 @@
 """Framework-free core of the RAG benchmark: everything here is importable and testable without ZenML."""
 
-# The release docs/project/changelog.md describes; `run.py --version` prints it and every run records it.
-__version__ = "0.1.0"
+# The release docs/project/changelog.md describes; `run.py --version` prints it and every run records it
+# (with its commit and key packages, `ragbench.provenance`).
+__version__ = "0.2.0"
 
 import importlib
 from collections.abc import Callable

@@ -9,8 +9,8 @@ Imports nothing, so every module (and the tests) may read it.
 from __future__ import annotations
 
 # Imported from anywhere: modules that import nothing of ragbench but each other. Every top-level module
-# (the section base, the store protocol, the plugin registry, hashing, the cache folders, these rules) and
-# table and URI reading.
+# (the section base, the store protocol, the plugin registry, hashing, the cache folders, the code a run ran,
+# these rules) and table and URI reading.
 FOUNDATION = frozenset(
     {
         "ragbench.section",
@@ -19,6 +19,7 @@ FOUNDATION = frozenset(
         "ragbench.hashing",
         "ragbench.cache_home",
         "ragbench.layering",
+        "ragbench.provenance",
         "ragbench.inputs.tables",
         "ragbench.inputs.uris",
     }

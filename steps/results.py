@@ -20,6 +20,7 @@ from ragbench.inputs.eval_cases import EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.llm.budget import PlannedSpend
+from ragbench.provenance import Checkout, CodeVersion
 from ragbench.report.run_page import run_report
 from ragbench.retrieval.rerank_stage import RerankResult
 from ragbench.retrieval.retrievers import row_step_ids
@@ -46,7 +47,8 @@ def reused_cells(cells: list[CellSpec]) -> set[str]:
 
 class ResultsSettings(BaseModel):
     """The results step's parameters: the run's cells and the config sections its table is made with.
-    `planned`: the plan the run started with, shown beside what it spent."""
+    `planned`: the plan the run started with, shown beside what it spent; `checkout`: the client's git
+    checkout the run was planned from (the code this step runs records its own release and packages)."""
 
     cells: list[CellSpec]
     title: str
@@ -57,6 +59,7 @@ class ResultsSettings(BaseModel):
     seed: int
     statistics: StatisticsConfig
     planned: PlannedSpend | None = None
+    checkout: Checkout = Checkout()
 
 
 T = TypeVar("T")
@@ -164,7 +167,8 @@ def build_results_table(
         ),
     )
     spend = spent_this_run(settings.planned)
-    table = table.model_copy(update={"spend": spend, "notes": [*table.notes, *spend.lines()]})
+    code = CodeVersion.here(settings.checkout)  # read where the step runs: its packages, not the client's
+    table = table.model_copy(update={"spend": spend, "code": code, "notes": [*table.notes, *spend.lines()]})
     table = table.model_copy(update={"report_html": run_report(table, records, scoring.rubrics)})
     run_id = get_step_context().pipeline_run.id
     log_metadata(run_metadata(table), run_id_name_or_prefix=run_id)

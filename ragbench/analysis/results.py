@@ -30,6 +30,7 @@ from ragbench.inputs.eval_cases import EvalCase
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
 from ragbench.llm.budget import BUDGET_ADVICE
+from ragbench.provenance import CodeVersion
 from ragbench.retrieval.rerank_stage import RerankResult, ranking_case_values, ranking_columns
 from ragbench.retrieval.search import RetrievalResult
 from ragbench.review.alignment import JudgeAlignment, aligned_judge
@@ -351,6 +352,7 @@ class ResultsTable(BaseModel):
     judge_only_verdicts: list[
         MetricVerdict
     ] = []  # the judge's own verdicts where corrected ones replace them
+    code: CodeVersion | None = None  # the code the run ran (release, client's commit, packages)
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)

@@ -36,6 +36,7 @@ from ragbench.grid.cell import CellSpec
 from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.knowledge_base import Corpus
 from ragbench.llm.budget import PlannedSpend
+from ragbench.provenance import Checkout, read_checkout
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker
 from ragbench.review.labels import ReviewLabels
 
@@ -105,7 +106,9 @@ class RunPlan(BaseModel, frozen=True):
     dry run's lines on the work beside the rows (rerank stage, judge card, alignment, label correction,
     references); `detection`: what the run can decide (a real run plans it only with
     `statistics.detect`); `planned`: the spend the budget is checked against and the report shows beside
-    what the run spent; `unchecked`: what only a real run can check."""
+    what the run spent; `unchecked`: what only a real run can check; `checkout`: the client's git checkout
+    of ragbench (none for a dry run), read here because a step on another machine has none
+    (`ragbench.provenance`)."""
 
     config: BenchmarkConfig
     cells: list[CellSpec]
@@ -122,6 +125,7 @@ class RunPlan(BaseModel, frozen=True):
     planned: PlannedSpend
     warnings: list[str]
     unchecked: list[str]
+    checkout: Checkout = Checkout()
 
     @property
     def cases(self) -> list[EvalCase]:
@@ -201,6 +205,7 @@ def make_run_plan(
         planned=previous.plan(rows),
         warnings=preflight.warnings,
         unchecked=preflight.unchecked,
+        checkout=Checkout() if plan_only else read_checkout(),  # a dry run records nothing
     )
     return _newest
 

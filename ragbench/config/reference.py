@@ -40,8 +40,9 @@ def config_schema_text() -> str:
 HEADER = """\
 # Config reference
 
-Generated from the config model (`ragbench/config/model.py`) by `run.py config --reference` and by the
-docs build, so it cannot disagree with the model. A config file is YAML; every key is optional and a key
+Generated from the config model (`ragbench/config/model.py`): `run.py config --reference` prints it and
+`make reference` writes this page, which a test checks against the model (the docs build only renders
+it), so it cannot disagree with the model. A config file is YAML; every key is optional and a key
 left out takes the default below, which is the model's default, not `configs/default.yaml`'s (that file is one
 config among others: copy it, or start from nothing). Unknown keys are refused. Relative paths resolve
 against the config file's folder (`--set` values against the current directory). A config without

@@ -129,3 +129,35 @@ def rows_to_text(rows: list[dict]) -> str:
     lines.append("  ".join("-" * width for width in widths))
     lines += ["  ".join(value.ljust(widths[i]) for i, value in enumerate(line)) for line in cells]
     return "\n".join(lines)
+
+
+# Characters that start Markdown syntax (emphasis, code, links and images, headings, lists, tables,
+# strikethrough) where they stand: each is backslash-escaped, which CommonMark allows for any punctuation.
+MARKDOWN_SYNTAX = frozenset("\\`*_{}[]()#+-.!|~")
+
+
+def markdown_text(value: object) -> str:
+    """A value as Markdown text that renders as exactly that text: no link, image, code, emphasis, raw
+    HTML (`<`, `>` and `&` as entities) or table cell break, on one line (a newline would end a table row
+    or a list item) and without control characters. Every value of a Markdown page goes through it: it
+    may quote documents, answers, judges or config."""
+    out = []
+    for char in " ".join(format_value(value).splitlines()):
+        if ord(char) < 32 or 127 <= ord(char) < 160:  # a terminal's escape codes, quoted from an error
+            out.append("\ufffd")
+        elif char in MARKDOWN_SYNTAX:
+            out.append("\\" + char)
+        else:
+            out.append({"&": "&amp;", "<": "&lt;", ">": "&gt;"}.get(char, char))
+    return "".join(out)
+
+
+def rows_to_markdown_table(rows: list[dict], columns: Sequence[str]) -> str:
+    """A GitHub-flavoured Markdown table of `columns` (each a key of the rows and the header), every value
+    escaped (`markdown_text`)."""
+    lines = [
+        "| " + " | ".join(markdown_text(column) for column in columns) + " |",
+        "|" + "---|" * len(columns),
+    ]
+    lines += ["| " + " | ".join(markdown_text(row.get(column)) for column in columns) + " |" for row in rows]
+    return "\n".join(lines)

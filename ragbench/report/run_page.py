@@ -20,7 +20,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
     return render_report(
         ReportInput(
             title=table.title,
-            notes=table.notes,
+            notes=[*table.notes, *([table.code.line()] if table.code is not None else [])],
             warnings=table.warnings,
             axes=CellSpec.axes(),
             varying_axes=table.varying_axes,

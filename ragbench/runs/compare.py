@@ -56,6 +56,9 @@ class Comparison(BaseModel):
     # cases whose fetched reference (`reference_from`) differs from the baseline's: scored against a changed
     # truth, so left out of every paired test (reported, never a regression by themselves)
     changed_references: list[str] = []
+    # how the code the baseline ran differs from this run's (commit, modified tree, ragbench and key package
+    # versions; `CodeVersion.changes_from`): reported beside the verdict, never a regression by itself
+    code_changes: list[str] = []
 
     @property
     def regressions(self) -> list[dict]:
@@ -163,7 +166,16 @@ def compare_runs(
         removed_cells=sorted(baseline.cells - current.cells),
         dropped_metrics=dropped,
         changed_references=changed,
+        code_changes=code_changes(current, baseline),
     )
+
+
+def code_changes(current: RunRecord, baseline: RunRecord) -> list[str]:
+    """How the baseline's code differs from the current run's; nothing when neither run recorded its code
+    (two runs from before runs recorded it)."""
+    if current.code is None:
+        return ["this run recorded no code (a run from before runs recorded it)"] if baseline.code else []
+    return current.code.changes_from(baseline.code)
 
 
 def changed_references(current: RunRecord, baseline: RunRecord) -> list[str]:
@@ -291,6 +303,8 @@ def comparison_text(comparison: Comparison) -> str:
     lines = [f"{comparison.current} against {comparison.baseline}:"]
     if not comparison.same_eval_set:
         lines.append("the two runs used different eval sets (see the gate's verdict)")
+    if comparison.code_changes:
+        lines.append(f"OTHER CODE than the baseline: {'; '.join(comparison.code_changes)}")
     for row in comparison.regressions:
         if row["kind"] == MISSING:
             before = format_value(row["baseline"])

@@ -14,8 +14,10 @@ from typing import Literal, get_args
 from pydantic import BaseModel, Field, field_validator
 
 from ragbench.analysis.labelled import is_corrected_key
+from ragbench.provenance import CodeVersion
 from ragbench.report.pages import document, page_header, rows_to_html_table
 from ragbench.runs.compare import Comparison, compare_runs, comparison_text
+from ragbench.runs.gate_formats import junit_xml, markdown_summary
 from ragbench.runs.record import GATE_STATUS, RunRecord
 from ragbench.section import Section
 from ragbench.stats.inference import StatisticsConfig
@@ -37,6 +39,9 @@ class GateResult(BaseModel):
     status: GateStatus
     reasons: list[str]
     comparison: Comparison | None = None
+    cells: list[str] = []  # the run's cells, each gated for completeness
+    incomplete: dict[str, str] = {}  # cell id -> why the run could not score it (an error, not a regression)
+    code: CodeVersion | None = None  # the code the run ran
 
     @property
     def passed(self) -> bool:
@@ -58,6 +63,7 @@ class GateResult(BaseModel):
             "missing_metrics": len(comparison.missing) if comparison else 0,
             "compared_metrics": len(comparison.compared) if comparison else 0,
             "not_comparable_metrics": len(comparison.not_comparable) if comparison else 0,
+            "baseline_code_changes": comparison.code_changes if comparison else [],
         }
 
     def text(self) -> str:
@@ -67,12 +73,23 @@ class GateResult(BaseModel):
             lines.append(comparison_text(self.comparison))
         return "\n".join(lines)
 
+    def files(self) -> dict[str, str]:
+        """The verdict as the files a run's folder holds (the gate artifact holds the same): the page, the
+        Markdown summary (linking the report and the page beside it) and the JUnit XML."""
+        links = {"report": "results.html", "gate page": "gate.html"}
+        return {
+            "gate.html": self.html(),
+            "gate.md": markdown_summary(self, links),
+            "gate.xml": junit_xml(self),
+        }
+
     def html(self) -> str:
         title = f"Regression gate: {self.status}"
         notes = [
             f"Run {self.run} of config {self.config} against its {self.baseline_mode} baseline "
             f"({self.baseline_run or 'none'})."
         ]
+        notes += [self.code.line()] if self.code is not None else []
         warnings = [] if self.passed else self.reasons
         body = page_header(title, notes, warnings)
         if self.passed and self.reasons:
@@ -84,6 +101,9 @@ class GateResult(BaseModel):
             body += (
                 "<h2>Cases whose reference changed (left out of the paired tests)</h2>"
                 + rows_to_html_table([{"case": case} for case in self.comparison.changed_references])
+            )
+            body += "<h2>Code: how the baseline's differs from this run's</h2>" + rows_to_html_table(
+                [{"difference": change} for change in self.comparison.code_changes]
             )
             body += "<h2>Cells</h2>" + rows_to_html_table(
                 [{"cell": cell, "change": "added"} for cell in self.comparison.added_cells]
@@ -115,6 +135,9 @@ def judge_run(
         "run": current.name,
         "baseline_mode": baseline_mode,
         "baseline_run": baseline.name if baseline else None,
+        "cells": sorted(current.cells),
+        "incomplete": current.incomplete,
+        "code": current.code,
     }
     if failure is not None:
         return GateResult(
@@ -153,6 +176,12 @@ def judge_run(
                 f"reference changed since {comparison.baseline} for {len(comparison.changed_references)} "
                 f"case(s): {', '.join(comparison.changed_references)}; they are scored against the fresh "
                 "reference and left out of the paired tests (reported, not a regression)"
+            )
+        if comparison.code_changes:
+            reasons.append(
+                f"{comparison.baseline} ran other code than this run ({len(comparison.code_changes)} "
+                "difference(s), listed below): a change in the numbers may come from the code as well "
+                "as from the inputs (reported, not a regression by itself)"
             )
         if not comparison.same_eval_set:
             change = (

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from ragbench import __version__
 from ragbench.analysis.labelled import corrected_key, is_corrected_key
+from ragbench.provenance import VERSION_KEY, CodeVersion
 from ragbench.scoring.metrics import LATENCY, metric_key
 from ragbench.stats.inference import Test
 
@@ -50,8 +51,10 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     `best_<metric>`, numbers as numbers; `metric_directions` tells `compare` which way each tracked metric
     gets worse, `configured_metrics` which metrics the config asked for (scored or not), `incomplete_cells`
     which cells could not score one of them, `judge_cards` each judge's detection of planted errors, and
-    the eval and knowledge-base fingerprints what it was measured on, `ragbench_version` by which release."""
-    flat: dict[str, Any] = {"ragbench_version": __version__}
+    the eval and knowledge-base fingerprints what it was measured on, and the code that measured it: the
+    release (`ragbench_version`), the client's commit and modified flag, the key packages' versions
+    (`ragbench.provenance`; the release alone for a table made without them)."""
+    flat: dict[str, Any] = table.code.metadata() if table.code is not None else {VERSION_KEY: __version__}
     # a latency that rounds to 0.0 (a fast system) is a value: tracked like any other, never "missing"
     timed = any(row.get(LATENCY.column) is not None for row in table.rows)
     tracked = [*table.headline, *([LATENCY] if timed else [])]
@@ -176,6 +179,7 @@ class RunRecord(BaseModel):
     reference_failures: dict[str, str] = {}  # case id -> why its reference could not be fetched
     # corrected key -> the labels it used and why others were left out (`CorrectedMetric.label_use`)
     label_correction: dict[str, dict[str, Any]] = {}
+    code: CodeVersion | None = None  # the code the run ran; None for a run from before runs recorded it
 
     @classmethod
     def from_metadata(
@@ -220,6 +224,7 @@ class RunRecord(BaseModel):
             reference_digests=metadata.get("reference_digests") or {},
             reference_failures=metadata.get("reference_failures") or {},
             label_correction=metadata.get("label_correction") or {},
+            code=CodeVersion.from_metadata(metadata),
         )
 
     def missing_reason(self, metric: str, cell: str, full: bool = False) -> str | None:

@@ -10,6 +10,7 @@ refused before anything runs.
 
 import pytest
 
+from cli.budget import OVER_BUDGET_EXIT_CODE
 from tests.projects import (
     newest_run,
     printed,
@@ -42,7 +43,10 @@ def test_a_plan_over_the_cap_is_refused_before_anything_runs(project):
     assert "lower generation.sample_size" in err
     assert newest_run_id() == before  # no run was started
     code, out, _ = printed("--dry-run", "--set=budget.max_calls=5")
-    assert code == 0 and "Budget (max_calls 5): OVER, a real run is refused" in out
+    # the dry run says so in words and in its documented exit code, which a CI job can act on
+    assert code == OVER_BUDGET_EXIT_CODE == 3 and "Budget (max_calls 5): OVER, a real run is refused" in out
+    code, out, _ = printed("--dry-run", "--set=budget.max_calls=8")
+    assert code == 0 and "Budget (max_calls 8): within" in out
 
 
 def test_a_cap_cuts_the_run_sends_nothing_past_it_and_a_higher_cap_pays_only_for_the_rest(project):

@@ -1,5 +1,7 @@
 """Runs over time: `run.py compare` flags metrics that moved the wrong way, `promote` names a champion."""
 
+from junitparser import JUnitXml
+
 import ragbench
 import run
 from ragbench.runs.compare import compare_runs, comparison_text
@@ -149,6 +151,10 @@ def test_an_edited_document_is_a_regression_and_an_unchanged_rerun_is_not(tmp_pa
     )
     edited = Client().get_pipeline("rag_benchmark").last_run
     assert edited.run_metadata["gate_status"] == "regressed" and edited.run_metadata["regressions"] >= 2
+    # CI's formats, beside gate.html: one JUnit failure per regressed metric and cell, and the summary
+    suite = next(iter(JUnitXml.fromstring((tmp_path / "out" / "latest" / "gate.xml").read_text())))
+    assert suite.failures == edited.run_metadata["regressions"] and suite.errors == 0
+    assert "| REGRESSION |" in (tmp_path / "out" / "latest" / "gate.md").read_text()
     # unchanged since the edit: still judged against the last run that passed, never the regressed one
     assert run.main(["--config", "config.yaml"]) == 1
     assert Client().get_pipeline("rag_benchmark").last_run.run_metadata["baseline_run"] == first

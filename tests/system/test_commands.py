@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import cli.launch
 import ragbench
@@ -117,6 +118,79 @@ def test_every_documented_invocation_parses():
             assert exited.code == 0, f"documented `run.py {arguments}` does not parse"
             continue
         assert args.command == (argv[0] if argv and argv[0] in names else "run"), arguments
+
+
+CI_PAGE = REPO_ROOT / "docs" / "how-to" / "ci.md"
+
+
+def ci_workflows() -> list[dict]:
+    """The CI workflows the CI page shows (its YAML blocks), loaded as YAML."""
+    blocks = re.findall(r"```yaml\n(.*?)```", CI_PAGE.read_text(encoding="utf-8"), re.DOTALL)
+    return [yaml.safe_load(block) for block in blocks]
+
+
+def workflow_commands(node: object) -> list[str]:
+    """Every shell command in a workflow: GitHub's `run:` lines and GitLab's `script:` items."""
+    if isinstance(node, dict):
+        found = []
+        for key, value in node.items():
+            if key == "run" and isinstance(value, str):
+                found += [line for line in value.splitlines() if line.strip()]
+            elif key == "script" and isinstance(value, list):
+                found += [str(line) for line in value]
+            else:
+                found += workflow_commands(value)
+        return found
+    return [command for item in node for command in workflow_commands(item)] if isinstance(node, list) else []
+
+
+def cached_paths(node: object) -> list[str]:
+    """The folders a workflow caches between jobs (GitHub's `actions/cache` paths, GitLab's cache paths)."""
+    if isinstance(node, dict):
+        if str(node.get("uses", "")).startswith("actions/cache"):
+            return node["with"]["path"].split()
+        if isinstance(node.get("paths"), list) and "key" in node:
+            return list(node["paths"])
+        return [path for value in node.values() for path in cached_paths(value)]
+    return [path for item in node for path in cached_paths(item)] if isinstance(node, list) else []
+
+
+WORKSPACE = Path("/workspace")  # where a job's checkout is: GitHub's `github.workspace`, GitLab's project dir
+
+
+def in_workspace(path: str) -> Path:
+    """A path as a workflow names it (relative, or under its CI system's checkout variable), resolved."""
+    return WORKSPACE / re.sub(r"^(\$\{\{ github.workspace \}\}|\$CI_PROJECT_DIR)/", "", path)
+
+
+def test_the_ci_workflows_load_and_every_command_in_them_parses_and_they_keep_the_caches(monkeypatch):
+    from ragbench.cache_home import CACHE_ENV_VAR, cache_dir
+    from ragbench.models.provision import MODEL_CACHE_ENV_VAR, cache_root
+
+    workflows = ci_workflows()
+    assert len(workflows) == 2  # GitHub Actions and GitLab CI
+    github = next(workflow for workflow in workflows if "jobs" in workflow)
+    gitlab = next(workflow for workflow in workflows if "benchmark" in workflow)
+    assert gitlab["benchmark"]["artifacts"]["reports"]["junit"] == "output/latest/gate.xml"
+    environments = [github["jobs"]["benchmark"]["env"], gitlab["benchmark"]["variables"]]
+    for workflow, environment in zip([github, gitlab], environments, strict=True):
+        commands = workflow_commands(workflow)
+        invocations = [command for command in commands if re.search(RUN_PY, command)]
+        assert any("--dry-run" in command for command in invocations) and len(invocations) >= 2
+        for command in invocations:
+            argv = shlex.split(re.split(RUN_PY, command, maxsplit=1)[1])
+            assert parse_args(argv).command == "run", command
+        for command in (command for command in commands if command.startswith("make ")):
+            done = subprocess.run(
+                ["make", "-n", *shlex.split(command)[1:]], cwd=REPO_ROOT, capture_output=True
+            )
+            assert done.returncode == 0, f"{command}: {done.stderr.decode()}"
+        # what is cached is where the code keeps the packaged models, the LLM cache (configs/default.yaml
+        # names no llm_cache_dir) and the ZenML store
+        monkeypatch.setenv(CACHE_ENV_VAR, str(in_workspace(environment[CACHE_ENV_VAR])))
+        monkeypatch.delenv(MODEL_CACHE_ENV_VAR, raising=False)
+        expected = {cache_root(), cache_dir("llm"), in_workspace(environment["ZENML_CONFIG_PATH"])}
+        assert {in_workspace(path) for path in cached_paths(workflow)} == expected
 
 
 def test_every_kind_of_pipeline_run_is_marked_failed_when_interrupted(monkeypatch):

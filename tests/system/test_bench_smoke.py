@@ -265,7 +265,9 @@ def check_small_intervals(stdout: str) -> None:
     for row in rows:
         assert all(0 <= float(row[column]) <= 1 for column in ("new_cover", "old_cover", "ref_cover")), row
         assert float(row["new_width"]) > 0 and row["ref"] == ("wilson" if row["kind"] == "rate" else "t"), row
-    assert any(float(row["old_width"]) == 0 for row in rows), "the point masses should show the old intervals' zero widths"
+    assert any(float(row["old_width"]) == 0 for row in rows), (
+        "the point masses should show the old intervals' zero widths"
+    )
     assert re.search(r"^lowest new coverage \d\.\d{3} \(target >= 0\.93\)$", stdout, re.M), stdout
 
 

@@ -333,3 +333,24 @@ def test_the_percentile_bootstrap_draws_as_scipys_and_leaves_out_undefined_draws
     low, high = percentile_bootstrap(undefined_without_item_0, 3, seed=1, resamples=400)
     assert low <= high
     assert percentile_bootstrap(lambda draws: np.full(len(draws), np.nan), 30, resamples=400) is None
+
+
+def test_bounded_comparisons_use_the_betting_test_and_agree_with_their_intervals():
+    """On a metric with known bounds the comparison with the best is the betting test on the scale of a
+    difference: never a zero-width interval from differences that do not vary, and "tied" exactly when the
+    Holm-level interval holds zero, as for the sign-flip test."""
+    rng = np.random.default_rng(5)
+    base = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], 40)
+    values = {
+        "best": {str(i): min(1.0, v + 0.25) for i, v in enumerate(base)},
+        "same_step": {str(i): v for i, v in enumerate(base)},
+        "close": {str(i): min(1.0, v + 0.25) - (0.25 if i < 3 else 0.0) for i, v in enumerate(base)},
+    }
+    best, comparisons = compare_to_best(values, higher_is_better=True, bounds=(0.0, 1.0))
+    assert best == "best" and {c.test for c in comparisons} == {"betting"}
+    for c in comparisons:
+        assert c.adjusted_low < c.difference < c.adjusted_high and c.low < c.high
+        assert (c.verdict == "tied") == (c.adjusted_low <= 0.0 <= c.adjusted_high), c
+    three = {"a": {"1": 0.25, "2": 0.25, "3": 0.25}, "b": {"1": 0.5, "2": 0.5, "3": 0.5}}
+    _, (only,) = compare_to_best(three, higher_is_better=True, bounds=(0.0, 1.0))
+    assert only.verdict == "tied" and only.low < -0.5 and only.high > 0.5  # three cases: most of [-1, 1]

@@ -40,7 +40,8 @@ from ragbench.retrieval.lexical import build_lexical_index  # noqa: E402
 from ragbench.retrieval.rerank import RerankerChoice, resolve_reranker  # noqa: E402
 from ragbench.retrieval.search import RetrievedChunk, ranked_chunks, retrieval_metrics  # noqa: E402
 from ragbench.stats.formatting import interval_text  # noqa: E402
-from ragbench.stats.inference import mean_interval, paired_difference_test  # noqa: E402
+from ragbench.stats.inference import paired_difference_test  # noqa: E402
+from ragbench.stats.intervals import mean_interval  # noqa: E402
 from ragbench.training.colbert import train_colbert  # noqa: E402
 from ragbench.training.prepare import training_pairs, training_questions  # noqa: E402
 from ragbench.training.questions import (  # noqa: E402
@@ -151,7 +152,7 @@ def main() -> int:
     for name, columns in values.items():
         row = {"reranker": name}
         for column in COLUMNS:
-            interval = mean_interval(columns[column])
+            interval = mean_interval(columns[column], bounds=(0.0, 1.0))  # retrieval metrics: on 0-1
             row[column] = f"{interval.mean:.3f} {interval_text(interval.low, interval.high, digits=3)}"
             row[f"{column} gain vs off"] = (
                 "" if name == "off" else paired_gain(values["off"], columns, column)

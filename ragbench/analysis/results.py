@@ -393,8 +393,9 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
     cases = eval_suite.cases if eval_suite is not None else []
     varying = varying_axes(results.cells)
     case_values = {cell.id: results.case_values(cell) for cell in results.cells}
+    scales = {metric.column: metric for metric in [*scoring.metrics(), *ranking_metrics(scoring.metrics_k)]}
     rows = [
-        with_intervals(row, case_values[row["cell"]], statistics)
+        with_intervals(row, case_values[row["cell"]], statistics, scales)
         | {"reused": row["cell"] in inputs.reused_cells}
         for row in results.rows(varying)
     ]

@@ -21,9 +21,9 @@ from ragbench.stats.inference import (
     PairedComparison,
     StatisticsConfig,
     compare_to_best,
-    mean_interval,
     tie_set,
 )
+from ragbench.stats.intervals import Interval
 from ragbench.stats.ppi import labels_plan_text
 
 TEST_NAMES: dict[str, str] = {
@@ -31,25 +31,37 @@ TEST_NAMES: dict[str, str] = {
     "wilcoxon": "Wilcoxon signed-rank test",
     "prediction_powered": "label-corrected (prediction-powered) t-test",
     "labels_alone": "labels-alone t-test (the judge would have widened this interval)",
+    "betting": "betting test on the metric's scale",
 }
 
 # column -> case id -> value, for one cell
 CaseValues = dict[str, dict[str, float]]
 
 
-def with_intervals(row: dict, values: CaseValues, settings: StatisticsConfig) -> dict:
-    """`<column>_low` and `<column>_high` beside every column that has per-case values."""
+def with_intervals(
+    row: dict, values: CaseValues, settings: StatisticsConfig, metrics: Mapping[str, MetricInfo]
+) -> dict:
+    """`<column>_low` and `<column>_high` beside every column that has per-case values, each by its
+    metric's scale (`metrics`: column -> its metric; a column without one is taken as unbounded). Under
+    `MIN_CASES` cases there is no interval, and `<column>_cases` says how few there were."""
     out = dict(row)
     for column, by_case in values.items():
-        interval = mean_interval(
-            list(by_case.values()),
-            resamples=settings.resamples,
-            seed=settings.seed,
-            confidence=settings.confidence,
-        )
-        if interval is not None:
+        interval = column_interval(column, list(by_case.values()), settings, metrics)
+        if interval is None:
+            continue
+        if interval.low is None or interval.high is None:
+            out.setdefault(f"{column}_cases", interval.n)
+        else:
             out[f"{column}_low"], out[f"{column}_high"] = round(interval.low, 4), round(interval.high, 4)
     return out
+
+
+def column_interval(
+    column: str, values: Sequence[float], settings: StatisticsConfig, metrics: Mapping[str, MetricInfo]
+) -> Interval | None:
+    """The interval of a column's mean by its metric's scale, unbounded when no metric declares it."""
+    metric = metrics.get(column) or MetricInfo(column=column, label=column, higher_is_better=True)
+    return metric.interval(values, settings)
 
 
 class MetricVerdict(BaseModel):
@@ -242,6 +254,7 @@ def compare_cells(
             resamples=settings.resamples,
             confidence=settings.confidence,
             best=(best_of or {}).get(metric.column),
+            bounds=metric.bounds,
         )
         if compared is None:
             continue

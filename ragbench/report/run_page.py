@@ -11,6 +11,7 @@ from ragbench.report.page import render_report
 from ragbench.report.view import CasePassage, CaseView, ReportInput
 from ragbench.scoring.rubrics import Rubric, score_text
 from ragbench.stats.formatting import interval_text
+from ragbench.stats.intervals import MIN_CASES, too_few_text
 
 
 def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubric]) -> str:
@@ -68,6 +69,9 @@ def summary_rows(table: ResultsTable) -> list[dict]:
                 kept[column] = value
                 continue
             low, high = row.get(f"{column}_low"), row.get(f"{column}_high")
+            if low is None and tested is not None and tested < MIN_CASES:
+                kept[column] = f"{value:.2f} {too_few_text(tested)}"
+                continue
             text = f"{value:.2f}" + (f" {interval_text(low, high, digits=2)}" if low is not None else "")
             kept[column] = text + (f" n={tested}" if tested is not None else "")
             if (corrected := row.get(f"{column}_corrected")) is not None:  # the number decided on

@@ -17,6 +17,7 @@ from ragbench.report.view import ReportInput
 from ragbench.review.alignment import JudgeAlignment
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.stats.inference import PairedComparison
+from ragbench.stats.intervals import MIN_CASES, too_few_text
 
 
 def row_label(row: dict) -> str:
@@ -222,12 +223,23 @@ def all_zero(rows: list[dict], column: str) -> bool:
 
 
 def value_with_interval(row: dict, column: str) -> str:
-    """A score and, below it, its interval: ``0.75`` and ``[0.50, 1.00]``; both escaped."""
+    """A score and, below it, its interval: ``0.75`` and ``[0.50, 1.00]`` (or that its cases were too few
+    for one); both escaped."""
     value = escape(format_value(numeric(row.get(column))))
     interval = row_interval(row, column)
     if interval is None:
+        if (few := too_few(row, column)) is not None:
+            return f"{value}<br><small>{escape(few)}</small>"
         return value
     return f"{value}<br><small>{escape(interval_cell(*interval))}</small>"
+
+
+def too_few(row: dict, column: str) -> str | None:
+    """``n=2: too few for an interval`` where the row has a value without an interval for that reason."""
+    cases = row.get(f"{column}_cases")
+    if row_interval(row, column) is None and isinstance(cases, int) and cases < MIN_CASES:
+        return too_few_text(cases)
+    return None
 
 
 def case_type_cell(row: dict, column: str) -> str:
@@ -238,7 +250,9 @@ def case_type_cell(row: dict, column: str) -> str:
     text = format_value(value)
     if (interval := row_interval(row, column)) is not None:
         text += f" {interval_cell(*interval)}"
-    if (cases := row.get(f"{column}_cases")) is not None:
+    if (few := too_few(row, column)) is not None:
+        text += f" {few}"
+    elif (cases := row.get(f"{column}_cases")) is not None:
         text += f" n={cases}"
     return escape(text)
 

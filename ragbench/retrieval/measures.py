@@ -22,6 +22,7 @@ class RetrievalMeasure:
     higher_is_better: bool = True
     complement: bool = False  # the value is 1 - the measure (a miss rate from a hit rate)
     headline: bool = False  # among the scores a configuration is chosen by (table, gate, charts)
+    binary: bool = False  # every case's value is 0 or 1 (a hit or a miss)
 
     def column_at(self, metrics_k: int) -> str:
         return self.column.format(k=metrics_k)
@@ -40,9 +41,14 @@ class RetrievalMeasure:
 
 RETRIEVAL_MEASURES: tuple[RetrievalMeasure, ...] = (
     RetrievalMeasure("mrr", "MRR", "RR", headline=True),  # first expected source, within top_k chunks
-    RetrievalMeasure("hit_rate@{k}", "hit rate@{k}", "Success@{k}", headline=True),
+    RetrievalMeasure("hit_rate@{k}", "hit rate@{k}", "Success@{k}", headline=True, binary=True),
     RetrievalMeasure(
-        "failure_rate@{k}", "failure rate@{k}", "Success@{k}", higher_is_better=False, complement=True
+        "failure_rate@{k}",
+        "failure rate@{k}",
+        "Success@{k}",
+        higher_is_better=False,
+        complement=True,
+        binary=True,
     ),
     RetrievalMeasure("recall@{k}", "recall@{k}", "R@{k}"),
     RetrievalMeasure("ndcg@10", "nDCG@10", "nDCG@10"),
@@ -80,6 +86,13 @@ def ranking_measures(metrics_k: int) -> list[tuple[str, str, bool]]:
         (m.column_at(metrics_k), m.label_at(metrics_k), m.higher_is_better) for m in RETRIEVAL_MEASURES
     ]
     return [*declared, (TOP_N_HIT, TOP_N_HIT_LABEL, True)]
+
+
+def binary_column(column: str) -> bool:
+    """Whether a ranking's `column` (`ranking_measures`) is a hit or miss per case, whatever k is."""
+    return column == TOP_N_HIT or any(
+        measure.binary and column.startswith(measure.column_prefix) for measure in RETRIEVAL_MEASURES
+    )
 
 
 def is_retrieval_column(column: str) -> bool:

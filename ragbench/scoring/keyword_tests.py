@@ -119,7 +119,9 @@ class Suite(BaseModel):
 
     @property
     def metric(self) -> MetricInfo:
-        return MetricInfo(column=self.column, label=self.label, higher_is_better=False)
+        return MetricInfo(
+            column=self.column, label=self.label, higher_is_better=False, bounds=(0.0, 1.0), binary=True
+        )
 
     def tests_case(self, case: EvalCase) -> bool:
         """Whether the suite takes part on `case`; a suite limited to tags tests only cases with one."""

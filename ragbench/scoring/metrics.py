@@ -8,10 +8,13 @@ registry.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel
 
-from ragbench.retrieval.measures import RETRIEVAL_MEASURES, first_stage, ranking_measures
-from ragbench.stats.inference import Test
+from ragbench.retrieval.measures import RETRIEVAL_MEASURES, binary_column, first_stage, ranking_measures
+from ragbench.stats.inference import StatisticsConfig, Test
+from ragbench.stats.intervals import Interval, mean_interval
 
 
 class MetricInfo(BaseModel):
@@ -24,6 +27,24 @@ class MetricInfo(BaseModel):
     label: str
     higher_is_better: bool
     paired_test: Test = "paired_permutation"
+    # the lowest and highest value a case can have (None: unbounded, e.g. latency): what a mean's interval
+    # and a paired difference's are guaranteed from (ragbench.stats.intervals)
+    bounds: tuple[float, float] | None = None
+    binary: bool = False  # every case value is 0 or 1 (a rate): its mean's interval is exact
+
+    def interval(self, values: Sequence[float], settings: StatisticsConfig) -> Interval | None:
+        """The interval of the mean of this metric's case values, by its scale."""
+        return mean_interval(
+            values,
+            resamples=settings.resamples,
+            seed=settings.seed,
+            confidence=settings.confidence,
+            bounds=self.bounds,
+            binary=self.binary,
+        )
+
+
+UNIT = (0.0, 1.0)  # the scale of a rate and of every retrieval metric
 
 
 # Tracked across runs beside the headline scores (the gate reads it).
@@ -38,6 +59,8 @@ def retrieval_metrics(metrics_k: int) -> list[MetricInfo]:
             column=measure.column_at(metrics_k),
             label=measure.label_at(metrics_k),
             higher_is_better=measure.higher_is_better,
+            bounds=UNIT,
+            binary=measure.binary,
         )
         for measure in RETRIEVAL_MEASURES
         if measure.headline
@@ -49,11 +72,11 @@ def ranking_metrics(metrics_k: int) -> list[MetricInfo]:
     the ranking the reader reads under the plain names (the headline ones among them are
     `retrieval_metrics`), then the first stage's (`ragbench.retrieval.measures.first_stage`)."""
     measures = ranking_measures(metrics_k)
+    plain = [(column, label, higher, column) for column, label, higher in measures]
+    first = [(first_stage(c), f"{label} (first stage)", higher, c) for c, label, higher in measures]
     return [
-        MetricInfo(column=column, label=label, higher_is_better=higher) for column, label, higher in measures
-    ] + [
-        MetricInfo(column=first_stage(column), label=f"{label} (first stage)", higher_is_better=higher)
-        for column, label, higher in measures
+        MetricInfo(column=name, label=text, higher_is_better=up, bounds=UNIT, binary=binary_column(measured))
+        for name, text, up, measured in [*plain, *first]
     ]
 
 

@@ -35,6 +35,7 @@ class RagasScorer(Scorer):
                 label=f"{self.name} (0-1)",
                 higher_is_better=True,
                 paired_test="paired_permutation",
+                bounds=(0.0, 1.0),
             ),
         )
 

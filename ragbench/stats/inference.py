@@ -1,9 +1,10 @@
-"""The statistics behind every number people decide on: intervals, paired tests, multiple-comparison
-correction and rater agreement (what a sample can detect, and how many cases a difference needs, are
-planned in ragbench.analysis.planning). Thin, seeded wrappers over scipy, statsmodels and scikit-learn,
-so the estimators are maintained code, not ours; the exceptions are checked against scipy: the paired test
-and its interval (ragbench.stats.permutation) reproduce its p-values, and `percentile_bootstrap` (rater
-agreement's one bootstrap) draws as its percentile bootstrap does, leaving out draws kappa is undefined on.
+"""The statistics behind every number people decide on: paired tests and their intervals,
+multiple-comparison correction and rater agreement (a mean's interval is ragbench.stats.intervals'; what a
+sample can detect, and how many cases a difference needs, are planned in ragbench.analysis.planning). Thin,
+seeded wrappers over scipy, statsmodels and scikit-learn, so the estimators are maintained code, not ours;
+the exceptions are checked against scipy: the paired test and its interval (ragbench.stats.permutation)
+reproduce its p-values, and `percentile_bootstrap` (rater agreement's one bootstrap) draws as its
+percentile bootstrap does, leaving out draws kappa is undefined on.
 Values that are NaN are cases a cell did not score: every function here drops them (pairs where either
 side is NaN).
 """
@@ -19,60 +20,17 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ragbench.section import Section
+from ragbench.stats.betting import BettingTest
+from ragbench.stats.intervals import CONFIDENCE
 from ragbench.stats.permutation import SignFlipTest
 
-CONFIDENCE = 0.95
 # `paired_permutation`: the sign-flip permutation test of the mean paired difference, every raw metric's
 # test (ragbench.stats.permutation). `wilcoxon`: the signed-rank test 1-5 scores had before; nothing
 # makes it any more, it stays so that results tables and race traces stored with it still load.
 # `prediction_powered`: a t-test of a label-corrected difference (ragbench.stats.ppi)
-Test = Literal["paired_permutation", "wilcoxon", "prediction_powered", "labels_alone"]
-
-
-class Interval(BaseModel):
-    mean: float
-    low: float
-    high: float
-    n: int
-
-
-def mean_interval(
-    values: Sequence[float], *, resamples: int = 2000, seed: int = 0, confidence: float = CONFIDENCE
-) -> Interval | None:
-    """Bootstrap interval of the mean: BCa (bias-corrected and accelerated), because per-case scores
-    are bounded and skewed (hit rates near 1, 1-5 scores piled at the ends), which BCa corrects for
-    and the percentile method does not; percentile where BCa is undefined (degenerate resamples).
-    Clipped to the observed range, which a mean cannot leave, and always containing the mean.
-
-    No spread can be estimated from one value or identical values: the interval is the mean itself."""
-    data = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
-    if data.size == 0:
-        return None
-    mean = float(data.mean())
-    if data.size == 1 or np.all(data == data[0]):
-        return Interval(mean=mean, low=mean, high=mean, n=int(data.size))
-    from scipy import stats
-
-    low = high = math.nan
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            # degenerate resamples make BCa divide by zero and warn; the fallback below handles them
-            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-            warnings.simplefilter("ignore", RuntimeWarning)
-            result = stats.bootstrap(
-                (data,),
-                np.mean,
-                n_resamples=resamples,
-                confidence_level=confidence,
-                method=method,
-                vectorized=True,
-                rng=np.random.default_rng(seed),
-            )
-        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-        if math.isfinite(low) and math.isfinite(high):
-            break
-    low, high = max(low, float(data.min())), min(high, float(data.max()))
-    return Interval(mean=mean, low=min(low, mean), high=max(high, mean), n=int(data.size))
+# `betting`: the betting test of the mean paired difference on its known scale (ragbench.stats.betting),
+# every bounded metric's test since intervals had to hold at a handful of cases
+Test = Literal["paired_permutation", "wilcoxon", "prediction_powered", "labels_alone", "betting"]
 
 
 def percentile_bootstrap(
@@ -84,7 +42,7 @@ def percentile_bootstrap(
     seed: int = 0,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of a statistic of `n` items that is not a mean of one sample (rater
-    agreement: kappa, a paired kappa difference), where `mean_interval`'s BCa does not apply. `statistic`
+    agreement: kappa, a paired kappa difference), where `mean_interval` does not apply. `statistic`
     takes a resamples x n matrix of item indices (the items of every rating drawn together) and gives one
     value per row; NaN rows (kappa undefined on a draw) are left out, and None is returned when fewer than
     half the draws give a value."""
@@ -158,6 +116,22 @@ def sign_flip_tests(
         both = np.concatenate(kept[i])
         found[i] = (test, float(both.max() - both.min()))
     return found
+
+
+def betting_test(
+    reference: Sequence[float],
+    candidate: Sequence[float],
+    bounds: tuple[float, float],
+    confidence: float,
+    seed: int,
+) -> BettingTest | None:
+    """The betting test of candidate - reference on the pairs without NaN (None without pairs), on the
+    scale a difference of values on `bounds` can take."""
+    kept_reference, kept_candidate = _pairs(reference, candidate)
+    if not kept_reference.size:
+        return None
+    width = bounds[1] - bounds[0]
+    return BettingTest(kept_candidate - kept_reference, -width, width, confidence=confidence, seed=seed)
 
 
 def smallest_attainable_p(pairs: int, resamples: int | None = None) -> float:
@@ -258,11 +232,14 @@ def compare_to_best(
     resamples: int = 2000,
     confidence: float = CONFIDENCE,
     best: str | None = None,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[str, list[PairedComparison]] | None:
     """The best cell by mean (ties by label; `best`: this cell instead, chosen elsewhere, e.g. a search's
-    winner measured on cases its choice never saw) against every other cell on the cases both scored, by the
-    sign-flip permutation test of the mean paired difference, Holm-corrected over the comparisons.
-    `values`: cell -> case id -> value. None with < 2 cells.
+    winner measured on cases its choice never saw) against every other cell on the cases both scored, by a
+    test of the mean paired difference, Holm-corrected over the comparisons: on a metric with known
+    `bounds` [a, b] the betting test on the scale of a difference, [a - b, b - a] (ragbench.stats.betting,
+    which holds at any number of cases), else the sign-flip permutation test. `values`: cell -> case id ->
+    value. None with < 2 cells.
 
     Cells with exactly the same values on the same cases (say a flat and an HNSW index that return the
     same lists) are one comparison, not one each, which would only make Holm stricter for nothing: the
@@ -292,17 +269,23 @@ def compare_to_best(
         groups.setdefault(key, []).append(cell)
     twins = next(cells for cells in groups.values() if best in cells)  # best comes first: equal mean
     family = len(groups) - 1
-    common = {"reference": best, "test": "paired_permutation", "family": family, "adjustment": "holm"}
+    test_name = "paired_permutation" if bounds is None else "betting"
+    common = {"reference": best, "test": test_name, "family": family, "adjustment": "holm"}
     candidates = [cells for cells in groups.values() if cells is not twins]
     shared = [[case for case in values[best] if case in values[cells[0]]] for cells in candidates]
-    tests = sign_flip_tests(
-        [
-            ([values[best][case] for case in cases], [values[cells[0]][case] for case in cases])
-            for cells, cases in zip(candidates, shared, strict=True)
-        ],
-        seed=seed,
-        resamples=resamples,
-    )
+    pairs = [
+        ([values[best][case] for case in cases], [values[cells[0]][case] for case in cases])
+        for cells, cases in zip(candidates, shared, strict=True)
+    ]
+    if bounds is None:
+        tests: list[tuple[SignFlipTest | BettingTest | None, float]] = list(
+            sign_flip_tests(pairs, seed=seed, resamples=resamples)
+        )
+    else:
+        tests = [
+            (betting_test(reference, candidate, bounds, confidence, seed), 0.0)
+            for reference, candidate in pairs
+        ]
     p_values = [test.p_value() if test is not None else 1.0 for test, _ in tests]
     comparisons = []
     for cells, (test, bound), p_value, p_holm, level in zip(
@@ -312,8 +295,14 @@ def compare_to_best(
             difference, n, low, high, adjusted_low, adjusted_high = 0.0, 0, 0.0, 0.0, 0.0, 0.0
         else:
             difference, n = test.mean, test.n
-            low, high = test.interval(1 - confidence, bound)
-            adjusted_low, adjusted_high = test.interval(level, bound)
+            if isinstance(test, BettingTest):
+                (low, high), (adjusted_low, adjusted_high) = (
+                    test.interval(1 - confidence),
+                    test.interval(level),
+                )
+            else:
+                low, high = test.interval(1 - confidence, bound)
+                adjusted_low, adjusted_high = test.interval(level, bound)
         verdict = verdict_of(difference, p_holm, alpha=alpha, higher_is_better=higher_is_better)
         comparisons.append(
             PairedComparison(

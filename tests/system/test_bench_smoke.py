@@ -258,6 +258,21 @@ def check_dry_run(stdout: str) -> None:
         assert re.search(goal, stdout, re.M), stdout
 
 
+def check_small_intervals(stdout: str) -> None:
+    """Every kind of metric at every size, each with old, new and reference coverages in [0, 1]; no new
+    interval of width zero (the point masses included); the lowest coverage reported, not enforced."""
+    rows = parse_table(stdout)
+    assert {row["kind"] for row in rows} == {"score", "rate", "difference"}, stdout
+    assert {row["n"] for row in rows} == {"3", "5", "10", "20", "40"}, stdout
+    for row in rows:
+        assert all(0 <= float(row[column]) <= 1 for column in ("new_cover", "old_cover", "ref_cover")), row
+        assert float(row["new_width"]) > 0 and row["ref"] == ("wilson" if row["kind"] == "rate" else "t"), row
+    assert any(float(row["old_width"]) == 0 for row in rows), (
+        "the point masses should show the old intervals' zero widths"
+    )
+    assert re.search(r"^lowest new coverage \d\.\d{3} \(target >= 0\.93\)$", stdout, re.M), stdout
+
+
 def check_label_replay(stdout: str) -> None:
     """Both sample plans, 20 labels, a row per reader whose corrected mean lies in its interval."""
     rows = parse_table(stdout)
@@ -310,6 +325,8 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # A one-cell project of one document and one case: one cheap real run (BM25, no reader: no model but
     # the chunking tokenizer) fills a store, then one run of each measure.
     "bench_dry_run.py": (["--smoke"], check_dry_run),
+    # a few replications of every setting: coverages printed, widths never zero (bench_small_intervals.py)
+    "bench_small_intervals.py": (["--smoke"], check_small_intervals),
 }
 
 

@@ -27,8 +27,16 @@ from ragbench.scoring.registry import present
 from ragbench.stats.inference import StatisticsConfig
 
 STATS = StatisticsConfig(resamples=999)
-CORRECTNESS = MetricInfo(column="correctness_0to1", label="correctness (0-1)", higher_is_better=True)
-FAIL_GOOD = MetricInfo(column="fail_good_answers", label="missing good words (rate)", higher_is_better=False)
+CORRECTNESS = MetricInfo(
+    column="correctness_0to1", label="correctness (0-1)", higher_is_better=True, bounds=(0.0, 1.0)
+)
+FAIL_GOOD = MetricInfo(
+    column="fail_good_answers",
+    label="missing good words (rate)",
+    higher_is_better=False,
+    bounds=(0.0, 1.0),
+    binary=True,
+)
 HEADLINE = [CORRECTNESS, FAIL_GOOD]
 LABELS = {"cell-1": "cs128", "cell-2": "cs256"}
 HOSTILE_TYPE = "<script>x</script>"
@@ -76,10 +84,15 @@ def test_breakdown_values_are_the_per_type_means_of_the_case_values():
     assert reasoning["correctness_0to1"] == 0.25 and reasoning["correctness_0to1_cases"] == 3
     assert simple["fail_good_answers"] == 1.0 and simple["fail_good_answers_cases"] == 1
     assert reasoning["fail_good_answers"] == 0.5 and reasoning["fail_good_answers_cases"] == 2
-    for row, column in ((simple, "correctness_0to1"), (reasoning, "correctness_0to1")):
-        assert row[f"{column}_low"] <= row[column] <= row[f"{column}_high"]
-    # one case, or identical values: no spread, the interval is the mean itself
-    assert (simple["fail_good_answers_low"], simple["fail_good_answers_high"]) == (1.0, 1.0)
+    # three cases on a known scale: an interval, wider than the values; under three: none (too few)
+    assert reasoning["correctness_0to1_low"] <= 0.25 <= reasoning["correctness_0to1_high"]
+    assert reasoning["correctness_0to1_high"] > 0.5
+    for row, column in (
+        (simple, "correctness_0to1"),
+        (simple, "fail_good_answers"),
+        (reasoning, "fail_good_answers"),
+    ):
+        assert row[f"{column}_low"] is None and row[f"{column}_high"] is None
     untyped = found["cell-1", UNTYPED]
     assert untyped["correctness_0to1"] == 1.0 and untyped["correctness_0to1_cases"] == 1
     assert "fail_good_answers" not in untyped  # h1 was not keyword-tested
@@ -133,12 +146,11 @@ def test_the_report_shows_value_interval_and_cases_per_cell_and_case_type():
     page = render_report(report_input(rows))
     assert '<h2 id="case-types">Scores by case type</h2>' in page
     assert '<a href="#case-types">By case type</a>' in page
-    untyped = by_key(rows)["cell-1", UNTYPED]
-    assert untyped["correctness_0to1_low"] == untyped["correctness_0to1_high"] == 1.0
-    assert '<td class="number">1 [1, 1] n=1</td>' in page  # h1: value [low, high] n=cases
-    simple = by_key(rows)["cell-1", "simple"]
-    low, high = simple["correctness_0to1_low"], simple["correctness_0to1_high"]
-    assert f"0.75 [{low:.4g}, {high:.4g}] n=2" in page
+    assert '<td class="number">1 n=1: too few for an interval</td>' in page  # h1: one case
+    assert "0.75 n=2: too few for an interval" in page
+    reasoning = by_key(rows)["cell-1", "reasoning"]
+    low, high = reasoning["correctness_0to1_low"], reasoning["correctness_0to1_high"]
+    assert f"0.25 [{low:.4g}, {high:.4g}] n=3" in page  # value [low, high] n=cases
     assert "<td>cs256</td><td>reasoning</td>" in page
 
 

@@ -21,12 +21,12 @@ from ragbench.stats.inference import (
     compare_to_best,
     confusion,
     holm,
-    mean_interval,
     paired_difference_test,
     percentile_bootstrap,
     tie_set,
     weighted_kappa,
 )
+from ragbench.stats.intervals import mean_interval
 from ragbench.stats.permutation import SignFlipTest
 
 SIMS = 1000
@@ -47,11 +47,11 @@ def judge_scores(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.choice([1, 2, 3, 4, 5], n, p=[0.05, 0.1, 0.15, 0.3, 0.4]).astype(float)
 
 
-def coverage_rate(draw, true_mean: float, n: int = 40, seed: int = 1) -> float:
+def coverage_rate(draw, true_mean: float, n: int = 40, seed: int = 1, **scale) -> float:
     rng = np.random.default_rng(seed)
     covered = 0
     for sim in range(SIMS):
-        interval = mean_interval(draw(rng, n).tolist(), resamples=RESAMPLES, seed=sim)
+        interval = mean_interval(draw(rng, n).tolist(), resamples=RESAMPLES, seed=sim, **scale)
         covered += interval.low <= true_mean <= interval.high
     return covered / SIMS
 
@@ -103,13 +103,25 @@ def detection_rate(n: int, seed: int = 4) -> float:
     return detected / SIMS
 
 
-@pytest.mark.parametrize("draw, true_mean", [(hits, 0.7), (judge_scores, 3.9)], ids=["hits", "judge-scores"])
-def test_intervals_cover_the_true_mean_at_about_the_nominal_rate(draw, true_mean):
-    # allowance 0.02: a bootstrap interval's coverage at n = 40 is only approximately 95%, and on
-    # lattice data (40 hits can only average k/40) it moves with where the ends fall: enumerating every
-    # k for Bernoulli(0.7) gives 0.944 to 0.985 over 20 resampling seeds, 0.970 on average
+@pytest.mark.parametrize(
+    "draw, true_mean, scale",
+    [(hits, 0.7, {"binary": True}), (judge_scores, 3.9, {"bounds": (1.0, 5.0)})],
+    ids=["hits-exact", "judge-scores-betting"],
+)
+@pytest.mark.parametrize("n", [3, 40])
+def test_intervals_cover_the_true_mean_at_least_at_the_nominal_rate(draw, true_mean, scale, n):
+    """Exact and betting intervals are guaranteed: at least 95% at any n, up to Monte-Carlo error
+    (bench/bench_small_intervals.py measures more settings)."""
+    rate = coverage_rate(draw, true_mean, n=n, **scale)
+    assert rate >= bounds(0.95)[0], rate
+
+
+def test_bootstrap_intervals_cover_at_about_the_nominal_rate_at_40_cases():
+    # what a metric without bounds gets. Allowance 0.02: a bootstrap interval's coverage at n = 40 is only
+    # approximately 95%, and on lattice data (40 hits can only average k/40) it moves with where the ends
+    # fall: enumerating every k for Bernoulli(0.7) gives 0.944 to 0.985 over 20 resampling seeds
     low, high = bounds(0.95, allowance=0.02)
-    rate = coverage_rate(draw, true_mean)
+    rate = coverage_rate(hits, 0.7)
     assert low <= rate <= high, rate
 
 
@@ -155,17 +167,36 @@ def test_holm_matches_statsmodels_and_the_hand_computed_steps():
 def test_interval_edge_cases():
     assert mean_interval([]) is None
     assert mean_interval([math.nan]) is None
-    one = mean_interval([0.4])
-    assert (one.low, one.mean, one.high, one.n) == (0.4, 0.4, 0.4, 1)
-    same = mean_interval([1.0] * 5)
-    assert same.low == same.high == same.mean == 1.0
+    for scale in ({}, {"bounds": (0.0, 1.0)}, {"binary": True}):  # under MIN_CASES: no interval, said so
+        two = mean_interval([0.0, 1.0], **scale)
+        assert (two.low, two.mean, two.high, two.n, two.method, two.too_few) == (
+            None,
+            0.5,
+            None,
+            2,
+            "too_few",
+            True,
+        )
+    same = mean_interval([1.0] * 5)  # unbounded: nothing to say a spread from, the bootstrap's zero width
+    assert same.low == same.high == same.mean == 1.0 and same.method == "bootstrap"
+    # on a known scale, values that do not vary never give a zero-width interval
+    still = mean_interval([0.25] * 3, bounds=(0.0, 1.0))
+    assert still.method == "betting" and still.low < 0.25 < still.high
+    assert mean_interval([0.25] * 40, bounds=(0.0, 1.0)).high - 0.25 < still.high - 0.25
+    rate = mean_interval([0.0, 0.0, 0.0], binary=True)
+    assert rate.method == "exact" and rate.low == 0.0 and rate.high == pytest.approx(1 - 0.025 ** (1 / 3))
+    with pytest.raises(ValueError, match="0 or 1"):
+        mean_interval([0.0, 0.5, 1.0], binary=True)
+    with pytest.raises(ValueError, match="values must lie on"):
+        mean_interval([0.0, 2.0, 1.0], bounds=(0.0, 1.0))
     values = [0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0]
-    interval = mean_interval(values, seed=7)
-    assert 0.0 <= interval.low <= interval.mean <= interval.high <= 1.0 and interval.low < interval.high
-    assert mean_interval(values, seed=7) == interval  # seeded: the same every time
-    assert mean_interval([*values, math.nan], seed=7) == interval  # an unscored case is not a zero
-    narrower = mean_interval(values, seed=7, confidence=0.8)
-    assert interval.low <= narrower.low <= narrower.high <= interval.high
+    for scale in ({}, {"bounds": (0.0, 1.0)}, {"binary": True}):
+        interval = mean_interval(values, seed=7, **scale)
+        assert 0.0 <= interval.low <= interval.mean <= interval.high <= 1.0 and interval.low < interval.high
+        assert mean_interval(values, seed=7, **scale) == interval  # seeded: the same every time
+        assert mean_interval([*values, math.nan], seed=7, **scale) == interval  # an unscored case is no zero
+        narrower = mean_interval(values, seed=7, confidence=0.8, **scale)
+        assert interval.low <= narrower.low <= narrower.high <= interval.high
 
 
 def test_interval_falls_back_to_percentile_when_bca_is_undefined(monkeypatch):
@@ -302,3 +333,24 @@ def test_the_percentile_bootstrap_draws_as_scipys_and_leaves_out_undefined_draws
     low, high = percentile_bootstrap(undefined_without_item_0, 3, seed=1, resamples=400)
     assert low <= high
     assert percentile_bootstrap(lambda draws: np.full(len(draws), np.nan), 30, resamples=400) is None
+
+
+def test_bounded_comparisons_use_the_betting_test_and_agree_with_their_intervals():
+    """On a metric with known bounds the comparison with the best is the betting test on the scale of a
+    difference: never a zero-width interval from differences that do not vary, and "tied" exactly when the
+    Holm-level interval holds zero, as for the sign-flip test."""
+    rng = np.random.default_rng(5)
+    base = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], 40)
+    values = {
+        "best": {str(i): min(1.0, v + 0.25) for i, v in enumerate(base)},
+        "same_step": {str(i): v for i, v in enumerate(base)},
+        "close": {str(i): min(1.0, v + 0.25) - (0.25 if i < 3 else 0.0) for i, v in enumerate(base)},
+    }
+    best, comparisons = compare_to_best(values, higher_is_better=True, bounds=(0.0, 1.0))
+    assert best == "best" and {c.test for c in comparisons} == {"betting"}
+    for c in comparisons:
+        assert c.adjusted_low < c.difference < c.adjusted_high and c.low < c.high
+        assert (c.verdict == "tied") == (c.adjusted_low <= 0.0 <= c.adjusted_high), c
+    three = {"a": {"1": 0.25, "2": 0.25, "3": 0.25}, "b": {"1": 0.5, "2": 0.5, "3": 0.5}}
+    _, (only,) = compare_to_best(three, higher_is_better=True, bounds=(0.0, 1.0))
+    assert only.verdict == "tied" and only.low < -0.5 and only.high > 0.5  # three cases: most of [-1, 1]

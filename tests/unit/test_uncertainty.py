@@ -39,8 +39,14 @@ def test_every_cell_the_same_and_a_clear_winner_are_said_as_such():
 
 
 def test_intervals_sit_beside_every_column_with_per_case_values():
-    row = with_intervals({"mrr": 0.5}, values(*[0.0, 1.0] * 10), StatisticsConfig(resamples=999))
+    settings = StatisticsConfig(resamples=999)
+    mrr = MetricInfo(column="mrr", label="MRR", higher_is_better=True, bounds=(0.0, 1.0))
+    row = with_intervals({"mrr": 0.5}, values(*[0.0, 1.0] * 10), settings, {"mrr": mrr})
     assert row["mrr_low"] < 0.5 < row["mrr_high"]
+    few = with_intervals(
+        {"mrr": 0.5}, {"mrr": {"a": 0.0, "b": 1.0}}, settings, {"mrr": mrr}
+    )  # two cases: none, said so
+    assert "mrr_low" not in few and few["mrr_cases"] == 2
 
 
 def test_a_long_tie_set_is_counted_in_the_sentence_and_listed_on_the_verdict():

@@ -76,10 +76,10 @@ from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.stats.inference import (  # noqa: E402
     StatisticsConfig,
     holm,
-    mean_interval,
     smallest_attainable_p,
     wilson_interval,
 )
+from ragbench.stats.intervals import mean_interval  # noqa: E402
 
 TIE_GOAL = 0.95
 SHARE_GOAL = 0.10

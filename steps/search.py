@@ -70,6 +70,8 @@ def confirm_finalists(
         confidence=statistics.confidence,
         seed=statistics.seed,
         resamples=statistics.resamples,
+        bounds=metric.bounds,
+        binary=metric.binary,
     )
     winner = confirmation.confirmed[confirmation.winner]
     log_metadata(

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.stats.formatting import interval_text
-from ragbench.stats.inference import holm, mean_interval, sign_flip_tests, smallest_attainable_p
+from ragbench.stats.inference import holm, sign_flip_tests, smallest_attainable_p
+from ragbench.stats.intervals import mean_interval
 
 # The held-out comparisons are paired sign-flip tests; on n pairs the smallest two-sided p is 2 / 2^n,
 # so below this many held-out cases no comparison could reach p <= 0.05 whatever the data, and
@@ -92,7 +93,7 @@ def split_order(order: Sequence[str], share: float) -> CaseSplit:
 
 
 class ConfirmedCell(BaseModel):
-    """A finalist's mean on the held-out cases, with its bootstrap interval."""
+    """A finalist's mean on the held-out cases, with its interval on the metric's scale."""
 
     cell: str
     mean: float
@@ -157,10 +158,13 @@ def confirm(
     confidence: float,
     seed: int,
     resamples: int,
+    bounds: tuple[float, float] | None = None,
+    binary: bool = False,
 ) -> Confirmation:
     """The finalists (`held_out_values`' cells: cell -> held-out case id -> value, NaN: not scored)
     measured on the held-out cases. `winner` is the search's choice, not re-picked here: picking it again
-    on the held-out cases would bring the winner's curse back into its interval."""
+    on the held-out cases would bring the winner's curse back into its interval. `bounds` and `binary`:
+    the metric's scale, which the finalists' intervals are computed on (`ragbench.stats.intervals`)."""
     if winner not in held_out_values:
         raise ValueError(f"the winner {winner!r} is not among the finalists {sorted(held_out_values)}")
     if missing := [cell for cell in held_out_values if cell not in search_means]:
@@ -168,7 +172,9 @@ def confirm(
     confirmed = {}
     for cell, by_case in held_out_values.items():
         present = list(by_case.values())
-        interval = mean_interval(present, resamples=resamples, seed=seed, confidence=confidence)
+        interval = mean_interval(
+            present, resamples=resamples, seed=seed, confidence=confidence, bounds=bounds, binary=binary
+        )
         if interval is None:
             raise ValueError(f"finalist {cell!r} scored none of the held-out cases")
         confirmed[cell] = ConfirmedCell(

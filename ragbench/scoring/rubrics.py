@@ -99,15 +99,9 @@ class Criterion(BaseModel):
 
     @property
     def metric(self) -> MetricInfo:
-        """1-5 scores and pass rates alike are compared with the permutation test of the mean paired
-        difference (MetricInfo's default): the mean is what the table shows and the interval is read on."""
-        return MetricInfo(
-            column=self.column,
-            label=self.label,
-            higher_is_better=self.higher_is_better,
-            bounds=self.value_range,
-            binary=self.scale == "pass_fail",
-        )
+        """On its scale (a pass rate binary): what the mean's interval and the paired tests are held to."""
+        scale = {"bounds": self.value_range, "binary": self.scale == "pass_fail"}
+        return MetricInfo(column=self.column, label=self.label, higher_is_better=self.higher_is_better, **scale)
 
     def case_value(self, score: int) -> float:
         """The per-case value behind the column: what its mean, interval and paired tests use."""

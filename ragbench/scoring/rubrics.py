@@ -100,8 +100,8 @@ class Criterion(BaseModel):
     @property
     def metric(self) -> MetricInfo:
         """On its scale (a pass rate binary): what the mean's interval and the paired tests are held to."""
-        scale = {"bounds": self.value_range, "binary": self.scale == "pass_fail"}
-        return MetricInfo(column=self.column, label=self.label, higher_is_better=self.higher_is_better, **scale)
+        scale = {"label": self.label, "bounds": self.value_range, "binary": self.scale == "pass_fail"}
+        return MetricInfo(column=self.column, higher_is_better=self.higher_is_better, **scale)
 
     def case_value(self, score: int) -> float:
         """The per-case value behind the column: what its mean, interval and paired tests use."""

@@ -23,12 +23,26 @@ def all_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
         key = prefix + (field.alias or name)
         keys.add(key)
         annotation = field.annotation
-        models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             keys |= all_fields(annotation, f"{key}.")
-        elif models:
-            keys |= all_fields(models[0], f"{key}[]." if typing.get_origin(annotation) is list else f"{key}.")
+        # a list of entries, an optional block, or a union of blocks told apart by a key (`search`): each
+        # block's keys
+        for block in models_in(annotation):
+            keys |= all_fields(block, f"{key}[]." if typing.get_origin(annotation) is list else f"{key}.")
     return keys
+
+
+def models_in(annotation: object) -> list[type[BaseModel]]:
+    """The models an annotation's arguments name, through Annotated and nested unions."""
+    found = []
+    for argument in typing.get_args(annotation):
+        if typing.get_origin(argument) is typing.Annotated:
+            argument = typing.get_args(argument)[0]
+        if isinstance(argument, type) and issubclass(argument, BaseModel):
+            found.append(argument)
+        else:
+            found += models_in(argument)
+    return found
 
 
 def test_run_py_and_the_docs_page_print_the_reference_the_model_generates(capsys):

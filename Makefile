@@ -121,6 +121,7 @@ bench: $(READY)
 	$(BIN)/python bench/bench_statement_judge.py  # the local 1.5B judge against a person's labels
 	$(BIN)/python bench/bench_local_prefix.py  # the local judge's prompt-prefix reuse: speed, same replies
 	$(BIN)/python bench/bench_racing.py  # racing cells: best kept, false eliminations, share of calls
+	$(BIN)/python bench/bench_search.py  # staged and model-based search vs grid, race, greedy (~40 min)
 	$(BIN)/python bench/bench_ppi.py  # label-corrected estimates: coverage, width against labels alone (~4 min)
 	$(BIN)/python bench/bench_label_replay.py  # the review example's readers corrected by sampled labels
 	$(BIN)/python bench/bench_trained_reranker.py  # a reranker trained on the knowledge base vs no reranking (~20 min)

@@ -10,7 +10,7 @@ every per-case value, seeded by the space and the replay's index alone:
 - staged: `ragbench.analysis.staged.replay_staged` with the product's defaults (tie sets at each retrieval
   stage, the race of the survivors, 30% of the cases held out, 3 finalists confirmed on them).
 - model-based: `ragbench.analysis.model_search.replay_model_search` (Optuna's TPE, the race's pruning
-  rule, the same hold-out and finalists), `--tpe-cells` cells at most.
+  rule, the same hold-out and finalists), `--tpe-cells` cells at most (10% of the space's, >= 16).
 
 The simulation. Axes: chunk size x overlap x retriever x embedding x reranker x top_n x reader x prompt (480
 cells: bm25 has no embedding, so 5 retrievers x embeddings), or without overlap and top_n (120 cells). A
@@ -41,7 +41,7 @@ space, staged or model-based inside the tie set in >= 95% of replays with <= 10%
 not below nominal (its Wilson 95% interval holds 95%) while the search's own estimate is biased.
 
     python bench/bench_search.py [--replays 100] [--race-replays 3] [--spaces 120,480] [--cases 100]
-        [--tpe-cells 48] [--jobs 2] [--smoke]
+        [--tpe-cells N] [--jobs 2] [--smoke]
 """
 
 from __future__ import annotations
@@ -435,7 +435,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--spaces", default="120,480", help=f"comma-separated spaces, of {sorted(SPACES)}")
     parser.add_argument("--cases", type=int, default=100, help="eval cases per replay")
     parser.add_argument(
-        "--tpe-cells", type=int, default=48, help="search.max_cells of the model-based search"
+        "--tpe-cells",
+        type=int,
+        help="search.max_cells of the model-based search (default: 10%% of the cells, >= 16)",
     )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="processes")
     parser.add_argument(

@@ -228,6 +228,28 @@ def check_racing(stdout: str) -> None:
     assert stdout.rstrip().endswith("(smoke: criteria not enforced) -> PASS")
 
 
+def check_search(stdout: str) -> None:
+    """Every strategy ran its replays on the smoke space and printed shares in [0, 1]: the full grid used
+    every call and is inside its own tie set, the searches used fewer, greedy ended on the planted chunk size
+    more often than staged; each goal printed its verdict, reported, not enforced."""
+    rows = {row["strategy"]: row for row in parse_table(stdout)}
+    assert list(rows) == ["full_grid", "racing", "greedy", "staged", "model_based"], stdout
+    for name, row in rows.items():
+        assert (row["space"], row["cells"]) == ("48", "48"), row
+        assert row["replays"] == ("1" if name == "racing" else "4"), row
+        shares = ["in_tie_set", "lost_planted", "calls_share", "calls_max", "coverage"]
+        assert all(0 <= float(row[column]) <= 1 for column in shares), row
+        assert float(row["calls_share"]) <= float(row["calls_max"]), row
+    assert float(rows["full_grid"]["calls_share"]) == 1 and float(rows["full_grid"]["in_tie_set"]) == 1
+    assert all(float(rows[name]["calls_max"]) < 1 for name in ("greedy", "staged", "model_based")), stdout
+    assert float(rows["greedy"]["lost_planted"]) > float(rows["staged"]["lost_planted"]), stdout
+    verdicts = re.findall(
+        r"^(.*?) \(space 48\): (?:.*: )?(met|missed), not enforced \(smoke\)$", stdout, re.M
+    )
+    assert [kind.split()[0] for kind, _ in verdicts] == ["staged", "greedy", "staged", "model_based"], stdout
+    assert stdout.rstrip().endswith("(smoke: criteria not enforced) -> PASS"), stdout
+
+
 def check_trained_reranker(stdout: str) -> None:
     """Every stage ran (questions, pairs, training, reranking on both checkpoints), no eval case reached
     training, and each reranker's MRR and nDCG@10 came with an interval and a paired gain over no
@@ -318,6 +340,8 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     # 5 replays of each scenario on 4 synthetic cells x 40 cases and on the first 4 real cells of
     # bench/data/race_replay_mrr.csv.
     "bench_racing.py": (["--smoke"], check_racing),
+    # 4 replays of every strategy (racing alone: 1) on a 48-cell space of 40 cases.
+    "bench_search.py": (["--smoke"], check_search),
     # A few replications of every label count, judge and plan on 200 answers (tests/unit/test_bench_ppi.py).
     "bench_ppi.py": (["--smoke"], check_ppi),
     # Two draws of 20 labels from the review example's exported run, the person's 64 labels as the oracle.

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from zenml import log_metadata
 
+from materializers.search import ConfirmationMaterializer
 from ragbench.analysis.holdout import CaseSplit, Confirmation, confirm, split_order
 from ragbench.analysis.results import CellResults
 from ragbench.generation.answers import AnswerSet, case_order
@@ -33,7 +34,7 @@ def split_cases(
     return split
 
 
-@cached_step()
+@cached_step(output_materializers={CONFIRMATION: ConfirmationMaterializer})
 def confirm_finalists(
     split: CaseSplit,
     eval_suite: EvalSuite,
@@ -58,7 +59,7 @@ def confirm_finalists(
     for cell, by_case in values.items():
         present = [v for case, v in by_case.items() if case in search and v == v]  # NaN: not scored
         search_means[cell] = sum(present) / len(present) if present else float("nan")
-    confirmation = confirm(
+    return confirm(  # its metadata: ConfirmationMaterializer
         {
             cell: {case: v for case, v in by_case.items() if case in held_out}
             for cell, by_case in values.items()
@@ -73,13 +74,3 @@ def confirm_finalists(
         bounds=metric.bounds,
         binary=metric.binary,
     )
-    winner = confirmation.confirmed[confirmation.winner]
-    log_metadata(
-        {
-            "winner": confirmation.winner,
-            "confirmed_mean": winner.mean,
-            "search_estimate": confirmation.search_estimate[confirmation.winner],
-            "flattery": confirmation.flattery,
-        }
-    )
-    return confirmation

@@ -4,8 +4,7 @@ like any step: a rerun decides the same from the same retrieval results."""
 
 from typing import Annotated
 
-from zenml import log_metadata
-
+from materializers.search import StageDecisionMaterializer
 from ragbench.analysis.holdout import CaseSplit
 from ragbench.analysis.staged import StageDecision, cells_within, keep_tie_set
 from ragbench.grid.axes import STAGES
@@ -19,7 +18,7 @@ from steps.identity import CellIdentity
 STAGE_DECISION = "stage_decision"
 
 
-@cached_step()
+@cached_step(output_materializers={STAGE_DECISION: StageDecisionMaterializer})
 def decide_stage(
     split: CaseSplit,
     retrievals: list[RetrievalResult],
@@ -62,14 +61,5 @@ def decide_stage(
         seed=statistics.seed,
         resamples=statistics.resamples,
     )
-    _, decision = cells_within(by_key, decision, max_cells)
-    log_metadata(
-        {
-            "stage": stage,
-            "kept": len(decision.kept),
-            "dropped": len(decision.dropped),
-            "cut": len(decision.cut),
-            "best": decision.best,
-        }
-    )
+    _, decision = cells_within(by_key, decision, max_cells)  # its metadata: StageDecisionMaterializer
     return decision

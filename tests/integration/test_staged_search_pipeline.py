@@ -12,7 +12,7 @@ import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.projects import write_project
 
-TOPICS = [f"zq{number:02d}x" for number in range(24)]
+TOPICS = [f"zq{number:02d}x" for number in range(20)]
 GOOD = "A correct answer."
 BAD = "A wrong answer."
 
@@ -46,7 +46,7 @@ def write(tmp_path, server) -> None:
         "reader: [openai/reader-good, openai/reader-bad], judge: [openai/fake-judge]}\n"
         f"generation: {{reader: {llm}}}\n"
         f"evaluation: {{judge: {llm}, judge_check: null, rubrics: [correctness]}}\n"
-        "search: {strategy: staged, metric: correctness_0to1, batch: 6, holdout: 0.25, finalists: 2}\n",
+        "search: {strategy: staged, metric: correctness_0to1, batch: 7, holdout: 0.3, finalists: 2}\n",
     )
 
 
@@ -65,15 +65,15 @@ def test_a_staged_search_drops_keys_races_the_rest_and_confirms_on_held_out_case
 
         pipeline_run = Client().get_pipeline_run((tmp_path / "out" / "latest").resolve().name)
         split = pipeline_run.steps["split_cases"].outputs["case_split"][0].load()
-        assert (len(split.search), len(split.held_out)) == (18, 6)  # 24 cases, a quarter held out
+        assert (len(split.search), len(split.held_out)) == (14, 6)  # 20 cases, 0.3 held out
         retrieve = pipeline_run.steps["stage_retrieve"].outputs["stage_decision"][0].load()
-        assert retrieve.n_cases == 18 and len(retrieve.means) == 4
+        assert retrieve.n_cases == 14 and len(retrieve.means) == 4
         assert sorted(retrieve.kept) == sorted(k for k in retrieve.means if "bm25" not in k)  # both sizes
         assert {d.key for d in retrieve.dropped} == {k for k in retrieve.means if "bm25" in k}
         assert "stage_rerank" not in pipeline_run.steps  # no reranker in the grid: nothing more to decide
-        # the race: 4 dense cells on the 18 search cases in rounds of 6 (3 planned looks, alpha 0.05 / 3
-        # each, Holm over 3): round 1's p 2/2^6 = 0.031 stops nothing, round 2's 2/2^12 the bad reader's 2
-        trace = pipeline_run.steps["race_look_r3"].outputs["race_trace"][0].load()
+        # the race: 4 dense cells on the 14 search cases in rounds of 7 (2 planned looks, alpha 0.05 / 2
+        # each, Holm over 3): round 1's p 2/2^7 = 0.016 stops nothing, round 2's 2/2^14 the bad reader's 2
+        trace = pipeline_run.steps["race_look_r2"].outputs["race_trace"][0].load()
         assert len(trace.cells) == 4 and trace.order == split.search and trace.stop == "cases_exhausted"
         stopped = [cell for cell, outcome in trace.cells.items() if outcome.status == "eliminated"]
         assert len(stopped) == 2 and all("reader_bad" in cell for cell in stopped)
@@ -96,11 +96,11 @@ def test_a_staged_search_drops_keys_races_the_rest_and_confirms_on_held_out_case
         assert all(row["search"].startswith("dropped at the retrieve stage: hit_rate@1") for row in bm25)
         assert all(not row.get("e2e_cases") for row in bm25)  # never answered
         assert rows[confirmation.winner]["search"].endswith("winner, confirmed 1 on 6 held-out case(s)")
-        assert rows[confirmation.winner]["e2e_cases"] == "24"  # the search's 18 and the held-out 6
-        assert all(rows[cell]["search"].startswith("eliminated in round 2 (n=12)") for cell in stopped)
+        assert rows[confirmation.winner]["e2e_cases"] == "20"  # the search's 14 and the held-out 6
+        assert all(rows[cell]["search"].startswith("eliminated in round 2 (n=14)") for cell in stopped)
         html = (tmp_path / "out" / "latest" / "results.html").read_text()
         assert '<h2 id="search">Search</h2>' in html and "Search estimate against the held-out cases" in html
-        assert "retrieve stage on hit_rate@1 over 18 case(s): kept 2 of 4" in html
+        assert "retrieve stage on hit_rate@1 over 14 case(s): kept 2 of 4" in html
         assert "confirmed on 6 held-out case(s)" in html and '<h2 id="race">The race</h2>' in html
 
         before = server.request_count  # every step is cached: nothing asked again

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from cli.budget import budget_line, dry_run_exit_code, expected_line, previous_spend, refuse_over_budget
+from cli.budget import budget_line, dry_run_exit_code, expected_line, refuse_over_budget
 from cli.command import (
     Command,
     RunStopped,
@@ -19,7 +18,8 @@ from cli.command import (
     add_run_tag_option,
     config_of,
 )
-from cli.launch import check_output_dir, give_store_on_use, launch
+from cli.earlier_runs import earlier_runs, remember_for_the_next_plan, remembered_stack_environment
+from cli.launch import check_output_dir, launch
 from cli.outputs import append_step_summary, write_outputs
 from ragbench.config.model import BenchmarkConfig, ConfigError
 from ragbench.report.pages import rows_to_text
@@ -27,9 +27,8 @@ from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
 from ragbench.section import validation_message
 
 if TYPE_CHECKING:
-    from pipelines.options import StackEnvironment
     from ragbench.analysis.results import ResultsTable
-    from ragbench.config.plan import EarlierRuns, PreviousSpend, RunPlan
+    from ragbench.config.plan import RunPlan
 
 PLAN = (
     "list the cells with their LLM calls, tokens and cost, new or reused from earlier runs; call nothing, "
@@ -86,122 +85,6 @@ def raced(config: BenchmarkConfig) -> BenchmarkConfig:
         return BenchmarkConfig.model_validate(data)
     except ValidationError as error:
         raise ConfigError(validation_message(error)) from None
-
-
-def finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str, runs: int = 20) -> set[str]:
-    """Step ids that recent runs on the same documents and eval cases finished (for the plan)."""
-    from ragbench.store import given_store
-
-    done: set[str] = set()
-    for pipeline_run in given_store().runs(BENCHMARK_PIPELINE, size=runs):
-        metadata = pipeline_run.run_metadata
-        if (
-            metadata.get("knowledge_base_fingerprint") == knowledge_base_fingerprint
-            and metadata.get("eval_fingerprint") == eval_fingerprint
-        ):
-            done |= {
-                name
-                for name, step in pipeline_run.steps.items()
-                if step.status.value in ("completed", "cached")
-            }
-    return done
-
-
-def earlier_runs(use_cache: bool) -> EarlierRuns:
-    """What the store's earlier runs tell the plan; none where ZenML never ran (`store_exists`). Each answer
-    is the memo's while the store is provably unchanged since it was filed (`cli.store_memo`), else asked of
-    the store, which is opened only then (or when the config reads something stored: an eval set, a trained
-    reranker). With `--no-cache` no step is reused (every step is recomputed; the LLM cache still serves
-    what it holds)."""
-    from pipelines.options import store_exists
-    from ragbench.config.plan import NO_EARLIER_RUNS, EarlierRuns
-
-    give_store_on_use()
-    if not store_exists():
-        return NO_EARLIER_RUNS
-    return EarlierRuns(
-        finished_steps=remembered_finished_steps if use_cache else NO_EARLIER_RUNS.finished_steps,
-        previous_spend=remembered_previous_spend,
-        latest_results=remembered_latest_results,
-    )
-
-
-def remembered_finished_steps(knowledge_base_fingerprint: str, eval_fingerprint: str) -> set[str]:
-    """`finished_steps`, remembered beside the store (`cli.store_memo.remembered`)."""
-    from cli.store_memo import remembered
-
-    return remembered(
-        "finished_steps",
-        f"{knowledge_base_fingerprint} {eval_fingerprint}",
-        lambda: finished_steps(knowledge_base_fingerprint, eval_fingerprint),
-        dump=sorted,
-        load=set,
-    )
-
-
-def remembered_previous_spend(config: BenchmarkConfig) -> PreviousSpend:
-    """`cli.budget.previous_spend` of the benchmark pipeline, remembered beside the store."""
-    from cli.store_memo import remembered
-    from ragbench.config.plan import PreviousSpend
-
-    return remembered(
-        "previous_spend",
-        config.name,
-        lambda: previous_spend(config),
-        dump=lambda spend: spend.model_dump(mode="json"),
-        load=PreviousSpend.model_validate,
-    )
-
-
-def remembered_latest_results(config_name: str) -> tuple[str, ResultsTable] | None:
-    """`steps.history.latest_results`, remembered beside the store without its report page (the plan reads
-    the table's verdicts, per-case values and label correction, never the page)."""
-    from cli.store_memo import remembered
-
-    def ask() -> tuple[str, ResultsTable] | None:
-        from steps.history import latest_results
-
-        return latest_results(config_name)
-
-    def dump(found: tuple[str, ResultsTable] | None) -> Any:
-        if found is None:
-            return None
-        name, table = found
-        return {"run": name, "table": table.model_copy(update={"report_html": ""}).model_dump(mode="json")}
-
-    def load(filed: Any) -> tuple[str, ResultsTable] | None:
-        from ragbench.analysis.results import ResultsTable
-
-        return None if filed is None else (filed["run"], ResultsTable.model_validate(filed["table"]))
-
-    return remembered("latest_results", config_name, ask, dump=dump, load=load)
-
-
-def remembered_stack_environment(config: BenchmarkConfig) -> StackEnvironment:
-    """The active stack's `pipelines.options.StackEnvironment` for the config's named secrets, remembered
-    beside the store (its values are placeholders already); a missing secret is asked every time."""
-    from cli.store_memo import remembered
-    from pipelines.options import StackEnvironment, stack_environment
-
-    return remembered(
-        "stack_environment",
-        json.dumps(sorted(config.orchestration.secrets)),
-        lambda: stack_environment(config),
-        dump=lambda stack: stack._asdict(),
-        load=lambda filed: StackEnvironment(**filed),
-    )
-
-
-def remember_for_the_next_plan(config: BenchmarkConfig, pipeline_run: Any) -> None:
-    """At the end of a real run, file what the config's next dry run will ask (the store changed with the
-    run, so every answer is asked anew here, with ZenML loaded already): the dry run then imports no ZenML."""
-    metadata = pipeline_run.run_metadata
-    fingerprints = (metadata.get("knowledge_base_fingerprint"), metadata.get("eval_fingerprint"))
-    if None not in fingerprints:
-        remembered_finished_steps(*fingerprints)
-    remembered_previous_spend(config)
-    remembered_latest_results(config.name)
-    remembered_stack_environment(config)
 
 
 def benchmark_preflight(

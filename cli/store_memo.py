@@ -18,7 +18,7 @@ the dry run would stay near 8 s. The memo is trusted only while it is provably c
 
 A schedule or another client that ran since changed the stamp: the memo is then ignored, the store asked
 and the answer remembered for the next dry run; a real run remembers, at its end, the answers its config's
-next dry run asks (`cli.benchmark.remember_for_the_next_plan`)."""
+next dry run asks (`cli.earlier_runs.remember_for_the_next_plan`)."""
 
 from __future__ import annotations
 

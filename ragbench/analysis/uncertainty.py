@@ -254,7 +254,6 @@ def compare_cells(
             resamples=settings.resamples,
             confidence=settings.confidence,
             best=(best_of or {}).get(metric.column),
-            bounds=metric.bounds,
         )
         if compared is None:
             continue

@@ -26,7 +26,10 @@ from ragbench.scoring.scorer import CaseScore, ScoreContext, Scorer, cosine
 
 class RagasScorer(Scorer):
     """What the six share: one 0-1 metric named after the scorer, compared case by case with a
-    permutation test, and an identity that covers the prompts and helpers outside the class body."""
+    permutation test, and an identity that covers the prompts and helpers outside the class body.
+    `value_range`: what a case's value can be, which its interval is held to; a cosine can go below 0."""
+
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def metrics(self) -> tuple[MetricInfo, ...]:
         return (
@@ -35,7 +38,7 @@ class RagasScorer(Scorer):
                 label=f"{self.name} (0-1)",
                 higher_is_better=True,
                 paired_test="paired_permutation",
-                bounds=(0.0, 1.0),
+                bounds=self.value_range,
             ),
         )
 
@@ -115,6 +118,7 @@ class Faithfulness(RagasScorer):
 
 class AnswerRelevancy(RagasScorer):
     name = "answer_relevancy"
+    value_range = (-1.0, 1.0)  # built on a cosine, which can be negative
     needs: ClassVar[tuple[Input, ...]] = ("question", "answer")
     uses_embeddings = True
     definition = (
@@ -200,6 +204,7 @@ class ContextRecall(RagasScorer):
 
 class AnswerSimilarity(RagasScorer):
     name = "answer_similarity"
+    value_range = (-1.0, 1.0)  # built on a cosine, which can be negative
     needs: ClassVar[tuple[Input, ...]] = ("answer", "reference_answer")
     uses_llm = False
     uses_embeddings = True
@@ -213,6 +218,7 @@ class AnswerSimilarity(RagasScorer):
 
 class AnswerCorrectness(RagasScorer):
     name = "answer_correctness"
+    value_range = (-1.0, 1.0)  # built on a cosine, which can be negative
     needs: ClassVar[tuple[Input, ...]] = ("question", "answer", "reference_answer")
     uses_embeddings = True
     definition = (

@@ -78,7 +78,7 @@ def test_the_judge_cards_calls_count_against_the_cap_before_the_run(project):
     run charges them: the budget check counts them, so a cap that leaves them no room is refused."""
     card = "--set=evaluation.judge_check={cases: 2}"  # 2 cases, 6 calls each at most: 12 beside the 8
     code, out, _ = printed("--dry-run", card, "--set=budget.max_calls=10")
-    assert code == 0 and "Judge card: at most 12 calls for each of 1 judge(s)" in out
+    assert code == OVER_BUDGET_EXIT_CODE and "Judge card: at most 12 calls for each of 1 judge(s)" in out
     assert "20 calls planned, 10 over budget.max_calls 10" in out
     code, out, _ = printed("--dry-run", card, "--set=budget.max_calls=20")
     assert "within; the plan's 20 new calls (12 of them the judge card's and written references'" in out

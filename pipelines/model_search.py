@@ -16,7 +16,7 @@ from typing import Any
 from zenml import pipeline
 
 from pipelines.benchmark import Wiring, wire_retrieval
-from pipelines.staged import answer_round
+from pipelines.staged import confirm_on_held_out, search_split
 from ragbench.analysis.strategies import ModelSearch
 from ragbench.analysis.trials import TrialValues, batches, new_search, run_trials
 from ragbench.config.model import BenchmarkConfig
@@ -24,7 +24,6 @@ from ragbench.runs.names import BENCHMARK_PIPELINE
 from steps.gate import alert_failed_run
 from steps.identity import CellIdentity
 from steps.model_search import measure_trial, record_trials
-from steps.search import confirm_finalists, split_cases
 
 
 class Trials:
@@ -85,12 +84,7 @@ def rag_model_search(
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
     metric = settings.race_metric()
-    split_step = split_cases(
-        wiring.suite,
-        holdout=search.holdout,
-        cases=search.max_cases or settings.generation.sample_size,
-        seed=settings.generation.seed,
-    )
+    split_step = search_split(wiring, search)
     split = split_step.load()
     trials = Trials(wiring, search.metric)
     searcher = new_search(
@@ -109,25 +103,8 @@ def rag_model_search(
     found: list = [split_step, record]
     answer_sets, judged = trials.answer_sets, trials.judged
     finalists = [trials.cells[cell] for cell in record.load().finalists]
-    if split.held_out and finalists:
-        first = len(split.search)
-        answers, verdicts = answer_round(wiring, finalists, first, first + len(split.held_out), "held_out")
-        answer_sets += answers
-        judged += verdicts
-        found.append(
-            confirm_finalists(
-                split_step,
-                wiring.suite,
-                answer_sets,
-                judged,
-                finalists=[CellIdentity.of(cell) for cell in finalists],
-                metric=metric,
-                evaluation=settings.evaluation,
-                metrics_k=settings.retrieval.metrics_k,
-                statistics=settings.statistics,
-                id="confirm_finalists",
-            )
-        )
+    if (confirmation := confirm_on_held_out(wiring, split_step, finalists, answer_sets, judged)) is not None:
+        found.append(confirmation)
     wiring.results_and_gate(
         answer_sets, judged, [], judge_cards, planned=planned, search=found, checkout=checkout
     )

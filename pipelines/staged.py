@@ -18,7 +18,7 @@ from zenml import pipeline
 
 from pipelines.benchmark import Wiring, wire_retrieval
 from ragbench.analysis.staged import StageDecision, race_decision, race_settings
-from ragbench.analysis.strategies import StagedSearch
+from ragbench.analysis.strategies import ModelSearch, StagedSearch
 from ragbench.config.model import BenchmarkConfig
 from ragbench.grid.cell import CellSpec, distinct_at
 from ragbench.runs.names import BENCHMARK_PIPELINE
@@ -70,6 +70,45 @@ def answer_round(
     return list(answers.values()), judged
 
 
+def search_split(wiring: Wiring, search: StagedSearch | ModelSearch) -> Any:
+    """The `split_cases` step of a search: the seeded order cut into its search and held-out cases."""
+    settings = wiring.settings
+    return split_cases(
+        wiring.suite,
+        holdout=search.holdout,
+        cases=search.max_cases or settings.generation.sample_size,
+        seed=settings.generation.seed,
+    )
+
+
+def confirm_on_held_out(
+    wiring: Wiring, split_step: Any, finalists: list[CellSpec], answer_sets: list, judged: list
+) -> Any | None:
+    """The finalists (the search's winner first) answer and are judged on the held-out cases, added to
+    `answer_sets` and `judged`, then `confirm_finalists` measures them there; None without held-out cases
+    or finalists. `split_step`: the search's `split_cases` step, loaded here (a small artifact)."""
+    split = split_step.load()
+    if not split.held_out or not finalists:
+        return None
+    settings = wiring.settings
+    first = len(split.search)
+    answers, verdicts = answer_round(wiring, finalists, first, first + len(split.held_out), "held_out")
+    answer_sets += answers
+    judged += verdicts
+    return confirm_finalists(
+        split_step,
+        wiring.suite,
+        answer_sets,
+        judged,
+        finalists=[CellIdentity.of(cell) for cell in finalists],
+        metric=settings.race_metric(),
+        evaluation=settings.evaluation,
+        metrics_k=settings.retrieval.metrics_k,
+        statistics=settings.statistics,
+        id="confirm_finalists",
+    )
+
+
 @pipeline(name=BENCHMARK_PIPELINE, dynamic=True, on_failure=alert_failed_run)
 def rag_staged(
     config: dict,
@@ -87,12 +126,7 @@ def rag_staged(
     wiring = wire_retrieval(settings, snapshots)
     cells = wiring.cells
     judge_cards = wiring.judge_cards()
-    split_step = split_cases(
-        wiring.suite,
-        holdout=search.holdout,
-        cases=search.max_cases or settings.generation.sample_size,
-        seed=settings.generation.seed,
-    )
+    split_step = search_split(wiring, search)
     split = split_step.load()
     reranks = any(cell.reranker is not None for cell in cells)  # a rerank stage to decide after retrieve
     decisions = [decide(wiring, split_step, "retrieve", cells, None if reranks else search.max_cells)]
@@ -111,25 +145,8 @@ def rag_staged(
         answer_sets, judged = answer_round(wiring, raced, 0, len(split.search), "search")
     finalists = [cell for cell in raced if cell.id in set(finalist_ids)]
     finalists.sort(key=lambda cell: finalist_ids.index(cell.id))
-    if split.held_out:
-        first = len(split.search)
-        answers, verdicts = answer_round(wiring, finalists, first, first + len(split.held_out), "held_out")
-        answer_sets += answers
-        judged += verdicts
-        steps.append(
-            confirm_finalists(
-                split_step,
-                wiring.suite,
-                answer_sets,
-                judged,
-                finalists=[CellIdentity.of(cell) for cell in finalists],
-                metric=settings.race_metric(),
-                evaluation=settings.evaluation,
-                metrics_k=settings.retrieval.metrics_k,
-                statistics=settings.statistics,
-                id="confirm_finalists",
-            )
-        )
+    if (confirmation := confirm_on_held_out(wiring, split_step, finalists, answer_sets, judged)) is not None:
+        steps.append(confirmation)
     wiring.results_and_gate(
         answer_sets, judged, [], judge_cards, race=trace, planned=planned, search=steps, checkout=checkout
     )

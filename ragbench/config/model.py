@@ -100,6 +100,9 @@ class BenchmarkConfig(Section):
         ),
         description="where eval cases come from; default: the 63 packaged cases on the Python language "
         "reference (configs/eval_cases/python_reference.yaml). A string is short for {path: ...}",
+        # the default's path is absolute to where ragbench is checked out: the schema leaves it out so that
+        # the committed schema is the same on every machine (the description names the file)
+        json_schema_extra=lambda field_schema: field_schema.pop("default", None),
     )
     chunking: ChunkingConfig = ChunkingConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()

@@ -28,7 +28,14 @@ class EvalSuiteMaterializer(JsonModelMaterializer):
     ASSOCIATED_TYPES: ClassVar[tuple[type[Any], ...]] = (EvalSuite,)
 
     def compute_content_hash(self, data: EvalSuite) -> str:
-        return _content_hash(type(self), data.model_dump(mode="json", exclude={"label"}))
+        """Cases read from traces hash what was logged and the reading; other suites hash as they did
+        before traces existed (those fields left out at their default), so no cached step recomputes."""
+        exclude: dict[str, Any] = {"label": True}
+        if data.traces is None:
+            exclude["traces"] = True
+        if all(case.logged is None for case in data.cases):
+            exclude["cases"] = {"__all__": {"logged"}}
+        return _content_hash(type(self), data.model_dump(mode="json", exclude=exclude))
 
     def extract_metadata(self, data: EvalSuite) -> dict[str, Any]:
         return {"cases": len(data.cases), "eval_fingerprint": data.fingerprint, "label": data.label}

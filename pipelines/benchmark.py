@@ -60,6 +60,7 @@ from steps import (
     retrieve_cell,
     rewrite_queries_step,
     start_cell_race,
+    write_trace_annotations,
 )
 from steps.caching import Operations
 from steps.gate import alert_failed_run
@@ -284,7 +285,7 @@ class Wiring:
             *self.rewrites,
             self.references,
         ]
-        results, _, _ = build_results_table(
+        results, records, _ = build_results_table(
             ResultsSettings(
                 cells=[CellSpec.model_validate(cell.identity()) for cell in self.cells],
                 title=f"RAG benchmark: {settings.name}",
@@ -303,11 +304,26 @@ class Wiring:
             findings,
             self.review_labels if settings.evaluation.label_correction is not None else None,
         )
+        after = []
+        if (
+            traces := settings.eval_cases.traces
+        ) is not None:  # the logged answers' scores, back to the spans
+            logged = {system.name for system in settings.systems if system.traces}
+            write_trace_annotations(
+                records,
+                self.suite,
+                cells=[cell.id for cell in self.cells if cell.external in logged],
+                rubrics=RubricSet(rubrics=list(settings.scoring().rubrics)),
+                path=traces.annotations_path,
+                id="trace_annotations",
+            )
+            after = ["trace_annotations"]  # written before the gate, which may fail the run
         regression_gate(
             results,
             config_name=settings.name,
             regression=settings.regression,
             statistics=settings.statistics,
+            after=after,
         )
 
 

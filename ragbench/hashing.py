@@ -52,3 +52,9 @@ def canonical_json(
         ensure_ascii=ascii_only,
         default=default,
     )
+
+
+def seeded_rank(seed: int, case_id: str) -> bytes:
+    """A case's place in every seeded draw (the end-to-end case order, the judge card's sample, a sample of
+    traces): its id and the seed alone decide it, never its position in the file or the set's size."""
+    return bytes.fromhex(sha256_hex([f"{seed}:{case_id}"]))

@@ -28,6 +28,7 @@ from steps.testset import (
     generate_eval_candidates,
     roundtrip_eval_candidates,
 )
+from steps.traces import write_trace_annotations
 
 # The core's store, in every process that runs a step or builds a pipeline (`ragbench.store`).
 use_store(ZenMLStore())
@@ -61,6 +62,7 @@ __all__ = [
     "roundtrip_eval_candidates",
     "start_cell_race",
     "sum_run_spend",
+    "write_trace_annotations",
 ]
 
 __getattr__ = submodules_as_attributes(__name__)

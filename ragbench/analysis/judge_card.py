@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel
 
-from ragbench.inputs.eval_cases import EvalCase, name_cases, seeded_rank
+from ragbench.hashing import seeded_rank
+from ragbench.inputs.eval_cases import EvalCase, name_cases
 from ragbench.scoring.planted import PLANTED_KINDS, UNCHANGED, plant_errors
 from ragbench.scoring.rubrics import JudgeInput, Scale
 from ragbench.stats.formatting import interval_text

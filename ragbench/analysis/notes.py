@@ -6,6 +6,7 @@ from __future__ import annotations
 from ragbench.analysis.results import CellResults
 from ragbench.generation.answers import ExternalAnswers
 from ragbench.inputs.eval_cases import EvalSuite, name_cases
+from ragbench.inputs.traces import TraceReading
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.scoring.judge import judge_warnings
 
@@ -27,6 +28,8 @@ def run_notes(
             f"Eval set: {eval_suite.label or 'unnamed'} ({len(eval_suite.cases)} cases, "
             f"fingerprint {eval_suite.fingerprint or 'none'})."
         )
+        if eval_suite.traces is not None:
+            notes.append(eval_suite.traces.summary() + skipped_traces(eval_suite.traces))
     retrieval_cases = {r.retrieval.metrics.cases_used for r in results.retrievals.values()}
     notes.append(
         f"Retrieval metrics use every case with expected sources ({', '.join(map(str, retrieval_cases))})."
@@ -76,9 +79,28 @@ def run_notes(
     return notes
 
 
+def skipped_traces(reading: TraceReading, shown: int = 10) -> str:
+    """The skipped traces by id with their reasons (the first `shown`; the eval suite artifact lists all)."""
+    if not reading.skipped:
+        return ""
+    listed = "; ".join(f"{s.trace_id or 'no trace id'}: {s.reason}" for s in reading.skipped[:shown])
+    more = (
+        f" and {len(reading.skipped) - shown} more (in the eval suite artifact)"
+        if len(reading.skipped) > shown
+        else ""
+    )
+    return f" Skipped: {listed}{more}."
+
+
 def external_note(external: ExternalAnswers) -> str:
     """Which deploy of an external system answered, how its calls went, and what could not be measured."""
     version = f", version {external.version}" if external.version else ""
+    if external.kind == "traces":
+        return (
+            f"Logged system {external.name}: the answers and retrieved documents of {external.cases_asked} "
+            "traces, scored as logged (the system was not asked again); retrieval metrics only where a case "
+            "has expected_sources."
+        )
     text = (
         f"External system {external.name} ({external.kind} {external.endpoint}{version}): asked "
         f"{external.cases_asked} cases, {external.calls_made} not from the cache, {external.failures} failed "

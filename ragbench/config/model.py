@@ -269,6 +269,12 @@ class BenchmarkConfig(Section):
             raise ValueError(f"systems: names must be unique, {duplicated} repeat")
         if not self.benchmark_grid and not self.systems:
             raise ValueError("benchmark_grid: false leaves nothing to benchmark: add `systems`")
+        logged = [system.name for system in self.systems if system.traces]
+        if logged and self.eval_cases.traces is None:
+            raise ValueError(
+                f"systems {logged} answer from traces (traces: true): read the eval cases from them, "
+                "with eval_cases.traces"
+            )
         return self
 
     @model_validator(mode="after")

@@ -83,6 +83,8 @@ PATH_KEYS: dict[str, Resolver] = {
     "eval_cases": always_path,  # the shorthand `eval_cases: cases.yaml`
     "eval_cases.path": always_path,
     "eval_cases.dataset": maybe_path,
+    "eval_cases.traces.path": always_path,
+    "eval_cases.traces.annotations_path": always_path,
     "chunking.tokenizer": maybe_path,
     "grid.embedding_model": maybe_path,
     "grid.reranker": reranker_path,

@@ -212,7 +212,10 @@ def run_preflight(
         check_labels(labels, config.scoring().rubrics, {case.id for case in suite.cases}, where)
     check_references(suite.cases, cells, step_environment, plan_only)
     unchecked += check_histories(suite.cases, cells, config.eval_cases.label)
-    if not any(case.expected_sources or case.expected_sources_from for case in suite.cases):
+    traces_only = config.eval_cases.traces is not None and not config.benchmark_grid
+    if not traces_only and not any(
+        case.expected_sources or case.expected_sources_from for case in suite.cases
+    ):
         raise PreflightError(
             f"{config.eval_cases.label}: no eval case names expected_sources, so retrieval cannot be measured"
         )
@@ -268,7 +271,7 @@ def check_systems(
                 f"system {system.name}: environment variable(s) {', '.join(missing)} not set where the steps "
                 "run (set them, or put them in a ZenML secret named in orchestration.secrets)"
             )
-        if system.version is None and system.version_env is None:
+        if system.version is None and system.version_env is None and not system.traces:
             logger.warning(
                 "system %s has no version or version_env: its answers are asked anew by every run (never "
                 "served from an earlier run's cache, since the deploy may have changed); give it a version "

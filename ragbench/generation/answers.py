@@ -9,12 +9,19 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ragbench.generation.external import ExternalClient, ExternalResult
+from ragbench.generation.external import ExternalClient, ExternalContext, ExternalReply, ExternalResult
 from ragbench.generation.reader import ReaderAnswer
 from ragbench.generation.systems import ExternalSystem
-from ragbench.generation.turns import answer_conversations, asked_after, external_turns, write_turns
+from ragbench.generation.turns import (
+    WrittenTurns,
+    answer_conversations,
+    asked_after,
+    external_turns,
+    write_turns,
+)
 from ragbench.grid.cell import CellSpec
-from ragbench.inputs.eval_cases import EvalCase, seeded_rank
+from ragbench.hashing import seeded_rank
+from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import (
@@ -153,20 +160,26 @@ def external_cell(
     system's own answers, asked first (`ragbench.generation.turns`); a case whose turn failed is not asked."""
     if spec.external != system.name:
         raise ValueError(f"system {system.name} given to cell {spec.id}")
-    with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
-        written = write_turns(cases, external_turns(client, f"external {system.name}"))
-        asked = [
-            asked_after(case, written)
-            for case in cases
-            if case.id not in written or not written[case.id].error
-        ]
-        results = client.ask_many(
-            [case.question for case in asked],
-            histories=[[turn.message() for turn in case.history] for case in asked],
-            desc=f"external {system.name}",
-        )
-        version = client.version
-    by_case = {case.id: result for case, result in zip(asked, results, strict=True)}
+    written: dict[str, WrittenTurns] = {}
+    if system.traces:  # what the deployed system logged: nothing is asked
+        results = [logged_result(case) for case in cases]
+        by_case = {case.id: result for case, result in zip(cases, results, strict=True)}
+        version = None
+    else:
+        with ExternalClient(system, cache_location=llm_cache, run_scope=run_scope) as client:
+            written = write_turns(cases, external_turns(client, f"external {system.name}"))
+            asked = [
+                asked_after(case, written)
+                for case in cases
+                if case.id not in written or not written[case.id].error
+            ]
+            results = client.ask_many(
+                [case.question for case in asked],
+                histories=[[turn.message() for turn in case.history] for case in asked],
+                desc=f"external {system.name}",
+            )
+            version = client.version
+        by_case = {case.id: result for case, result in zip(asked, results, strict=True)}
     for case_id, turns in written.items():  # a failed turn fails its case, never asked
         if turns.error is not None:
             question = next(case.question for case in cases if case.id == case_id)
@@ -183,6 +196,8 @@ def external_cell(
                 answer=result.reply.answer.strip() if result.reply is not None else None,
                 error=result.error,
                 contexts=contexts[case.id],
+                prompt_tokens=case.logged.prompt_tokens if case.logged else 0,
+                completion_tokens=case.logged.completion_tokens if case.logged else 0,
                 latency_s=result.latency_s,
                 cost_usd=None,  # what the system's own calls cost is not visible from outside
                 retries=result.retries,
@@ -224,7 +239,9 @@ def external_cell(
         endpoint=system.endpoint,
         version=version,
         cases_asked=len(results),
-        calls_made=sum(not result.cached for result in results)
+        calls_made=0
+        if system.traces
+        else sum(not result.cached for result in results)
         + sum(turns.calls_sent for turns in written.values()),
         failures=sum(result.reply is None for result in by_case.values()),
         retries=sum(result.retries for result in results) + sum(turns.retries for turns in written.values()),
@@ -235,12 +252,34 @@ def external_cell(
 
 
 def external_contexts(result: ExternalResult) -> list[RetrievedChunk]:
-    """The passages a system returned, in its order, as the reader's passages (no index row, no score)."""
+    """The passages a system returned, in its order, as the reader's passages (no index row; the score its
+    trace logged, else 0)."""
     if result.reply is None:
         return []
     return [
         RetrievedChunk(
-            position=-1, source=context.source or "", score=0.0, text=context.text, retrieval_rank=rank
+            position=-1,
+            source=context.source or "",
+            score=context.score or 0.0,
+            text=context.text,
+            retrieval_rank=rank,
         )
         for rank, context in enumerate(result.reply.contexts, start=1)
     ]
+
+
+def logged_result(case: EvalCase) -> ExternalResult:
+    """A case's answer as the deployed system logged it in its trace (`case.logged`): the answer, the
+    documents its retriever returned (their ids as sources) and its latency; never asked again."""
+    if case.logged is None:
+        return ExternalResult(
+            question=case.question, reply=None, error="no logged answer: the case was not read from a trace"
+        )
+    reply = ExternalReply(
+        answer=case.logged.answer,
+        contexts=[
+            ExternalContext(text=document.text, source=document.id, score=document.score)
+            for document in case.logged.documents
+        ],
+    )
+    return ExternalResult(question=case.question, reply=reply, latency_s=case.logged.latency_s)

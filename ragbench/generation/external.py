@@ -39,6 +39,7 @@ from ragbench.llm.retry import Failure, Retrying, parse_retry_after
 class ExternalContext(BaseModel):
     text: str
     source: str | None = None
+    score: float | None = None  # the retriever's, when a trace logged it
 
 
 class ExternalReply(BaseModel):

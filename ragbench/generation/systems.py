@@ -1,6 +1,7 @@
 """The RAG systems a team already runs, as the config declares them (`systems`): an HTTP endpoint with its
-request and reply shape, or a Python callable, with a version, a source rule and call limits; credentials
-never ride in the config."""
+request and reply shape, a Python callable, or the answers the deployed system logged in the traces the
+eval cases were read from (`traces: true`, never asked again), with a version, a source rule and call
+limits; credentials never ride in the config."""
 
 from __future__ import annotations
 
@@ -141,7 +142,7 @@ class HttpSystem(Section):
 
 
 class ExternalSystem(Section):
-    """One system of `systems`: exactly one of `http` and `python`."""
+    """One system of `systems`: exactly one of `http`, `python` and `traces`."""
 
     name: str = Field(description="the cell's name: its `external` column, its id in compare and the gate")
     http: HttpSystem | None = Field(default=None, description="an HTTP endpoint (see HttpSystem)")
@@ -149,6 +150,11 @@ class ExternalSystem(Section):
         default=None,
         description="'package.module:function', importable where the step runs: (question) -> "
         "{answer, contexts: [{text, source}]}",
+    )
+    traces: bool = Field(
+        default=False,
+        description="true: the answers and retrieved documents logged in the traces eval_cases.traces reads "
+        "(scored without asking the system again)",
     )
     version: str | None = Field(
         default=None,
@@ -179,19 +185,21 @@ class ExternalSystem(Section):
 
     @model_validator(mode="after")
     def _one_kind(self) -> ExternalSystem:
-        if (self.http is None) == (self.python is None):
-            raise ValueError(f"system {self.name}: give exactly one of http and python")
+        if sum((self.http is not None, self.python is not None, self.traces)) != 1:
+            raise ValueError(f"system {self.name}: give exactly one of http, python and traces: true")
         if self.version is not None and self.version_env is not None:
             raise ValueError(f"system {self.name}: give version or version_env, not both")
         return self
 
     @property
     def kind(self) -> str:
-        return "http" if self.http is not None else "python"
+        return "http" if self.http is not None else "python" if self.python is not None else "traces"
 
     @property
     def endpoint(self) -> str:
-        """Where answers come from, for people: the URL without its query, or the callable."""
+        """Where answers come from, for people: the URL without its query, the callable, or the traces."""
+        if self.traces:
+            return "logged answers"
         return self.http.url.split("?", 1)[0] if self.http is not None else str(self.python)
 
     def identity(self) -> dict[str, Any]:
@@ -199,7 +207,7 @@ class ExternalSystem(Section):
         the callable. Version, retries and concurrency are not part of it."""
         if self.http is not None:
             return {"http": self.http.model_dump(mode="json", exclude={"headers_env"})}
-        return {"python": self.python}
+        return {"traces": True} if self.traces else {"python": self.python}
 
     def environment_names(self) -> list[str]:
         """Variables the step that calls the system needs."""

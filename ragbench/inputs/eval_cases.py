@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ragbench.hashing import canonical_json, sha256_hex, short_hash
+from ragbench.hashing import canonical_json, short_hash
 from ragbench.inputs.conversation import Turn, check_generated_turns
 from ragbench.inputs.references import ReferenceSource
+from ragbench.inputs.spans import SpanFileError, read_span_file
 from ragbench.inputs.tables import (
     TableError,
     jsonl_records,
@@ -20,15 +22,10 @@ from ragbench.inputs.tables import (
     read_table_file,
     read_utf8,
 )
+from ragbench.inputs.traces import LoggedAnswer, TraceReading, TracesConfig, trace_cases
 from ragbench.inputs.uris import SourceError, is_uri, local_copy
 from ragbench.section import Section
 from ragbench.store import given_store
-
-
-def seeded_rank(seed: int, case_id: str) -> bytes:
-    """A case's place in every seeded draw (the end-to-end case order, the judge card's sample): its id
-    and the seed alone decide it, never its position in the file or the set's size."""
-    return bytes.fromhex(sha256_hex([f"{seed}:{case_id}"]))
 
 
 def name_cases(case_ids: list[str], shown: int = 6) -> str:
@@ -163,6 +160,11 @@ class EvalCase(BaseModel):
     reference_error: str | None = Field(
         default=None, description="set by the run, never by hand: why a fetched reference failed"
     )
+    logged: LoggedAnswer | None = Field(
+        default=None,
+        description="set from a trace (eval_cases.traces), never by hand: what the deployed system answered "
+        "and retrieved, scored by a `traces` system without asking it again",
+    )
 
     @property
     def case_type(self) -> str | None:
@@ -239,6 +241,7 @@ _LATER_DEFAULTS: dict[str, Any] = {
     "expected_sources_from": None,
     "tolerance": None,
     "reference_error": None,
+    "logged": None,
 }
 
 
@@ -248,6 +251,7 @@ class EvalSuite(BaseModel):
     cases: list[EvalCase]
     fingerprint: str = ""
     label: str = ""  # which eval set (file, dataset, or ZenML artifact and version) the cases came from
+    traces: TraceReading | None = None  # cases read from traces: every trace accounted for
 
     @classmethod
     def of(cls, cases: list[EvalCase], label: str = "") -> EvalSuite:
@@ -350,6 +354,8 @@ def cases_from_rows(rows: list[dict[str, Any]], columns: dict[str, str], origin:
 
 def load_eval_source(source: EvalCasesConfig) -> list[EvalCase]:
     """The configured cases: a ragbench case file as is, an eval set artifact, or a table via `columns`."""
+    if source.traces is not None:
+        return load_trace_cases(source.traces)[0]
     try:
         if source.artifact is not None:
             return load_eval_set_artifact(source.artifact, source.version, source.limit)[0]
@@ -396,8 +402,29 @@ def load_eval_set_artifact(
     return cases[:limit], f"artifact {name} version {artifact.version}"
 
 
+def load_trace_cases(
+    source: TracesConfig, now: datetime | None = None
+) -> tuple[list[EvalCase], TraceReading]:
+    """The RAG traces of an OTLP/JSON export as cases (`ragbench.inputs.traces`), the window counted back
+    from `now` (default: this moment); EvalCaseError for a file that is no export, or no RAG trace left."""
+    try:
+        with local_copy(source.path) as path:
+            if not path.is_file():
+                raise EvalCaseError(f"eval_cases.traces: span file not found: {source.path}")
+            read = read_span_file(path.read_bytes(), source.path)
+    except (SpanFileError, SourceError) as error:
+        raise EvalCaseError(f"eval_cases.traces: {error}") from None
+    raw, reading = trace_cases(read, source, source.path, now or datetime.now(UTC))
+    if not raw:
+        raise EvalCaseError(f"eval_cases.traces: no RAG trace to score. {reading.summary()}")
+    return _validated(raw, source.path), reading
+
+
 def load_eval_suite_from(source: EvalCasesConfig) -> EvalSuite:
     """The cases with the label of the eval set they came from (an artifact's names its version)."""
+    if source.traces is not None:
+        cases, reading = load_trace_cases(source.traces)
+        return EvalSuite.of(cases, source.label).model_copy(update={"traces": reading})
     if source.artifact is not None:
         return EvalSuite.of(*load_eval_set_artifact(source.artifact, source.version, source.limit))
     return EvalSuite.of(load_eval_source(source), source.label)
@@ -421,11 +448,16 @@ class EvalCasesConfig(Section):
         "unmapped fields are read from the column of the same name when it exists",
     )
     limit: int | None = Field(default=None, gt=0, description="keep only the first N cases")
+    traces: TracesConfig | None = Field(
+        default=None,
+        description="the deployed system's RAG traces (OpenInference spans in an OTLP/JSON export) as cases",
+    )
 
     @model_validator(mode="after")
     def _check_source(self) -> EvalCasesConfig:
-        if sum(source is not None for source in (self.path, self.dataset, self.artifact)) != 1:
-            raise ValueError("eval_cases needs exactly one of path, dataset or artifact")
+        sources = (self.path, self.dataset, self.artifact, self.traces)
+        if sum(source is not None for source in sources) != 1:
+            raise ValueError("eval_cases needs exactly one of path, dataset, artifact or traces")
         if self.version is not None and self.artifact is None:
             raise ValueError("eval_cases.version applies to an artifact only")
         unknown = sorted(set(self.columns) - set(EvalCase.model_fields))
@@ -439,8 +471,8 @@ class EvalCasesConfig(Section):
     def on_client(self) -> bool:
         """A file or dataset folder on the client's disk: the client loads the cases and hands the run a
         snapshot artifact. URIs, Hub datasets and artifacts load in the step."""
-        if self.path is not None:
-            return not is_uri(self.path)
+        if self.path is not None or self.traces is not None:
+            return not is_uri(self.path or self.traces.path)  # type: ignore[union-attr]
         return self.dataset is not None and Path(self.dataset).expanduser().exists()
 
     @property
@@ -448,4 +480,6 @@ class EvalCasesConfig(Section):
         if self.artifact is not None:
             version = "latest version" if self.version is None else f"version {self.version}"
             return f"artifact {self.artifact} ({version})"
+        if self.traces is not None:
+            return f"traces {self.traces.path}"
         return self.path or f"dataset {self.dataset}"

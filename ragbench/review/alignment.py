@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from ragbench.inputs.eval_cases import seeded_rank
+from ragbench.hashing import seeded_rank
 from ragbench.llm.client import LLMClient
 from ragbench.review.agreement import Agreement, KappaChange, agreement, kappa_change
 from ragbench.review.labels import Label, ReviewLabels

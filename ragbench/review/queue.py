@@ -17,7 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ragbench.inputs.eval_cases import EvalCase, seeded_rank
+from ragbench.hashing import seeded_rank
+from ragbench.inputs.eval_cases import EvalCase
 from ragbench.review.labels import CANDIDATE_RUBRIC, Kind, text_sha
 from ragbench.scoring.rubrics import Criterion, JudgeInput, Rubric
 

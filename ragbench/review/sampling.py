@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ragbench.inputs.eval_cases import seeded_rank
+from ragbench.hashing import seeded_rank
 from ragbench.review.labels import Label, SampleDraw
 from ragbench.review.queue import ReviewItem, closeness_to_middle, spread
 from ragbench.stats.ppi import judge_ceiling, labels_for_width, labels_plan_text, ppi_mean

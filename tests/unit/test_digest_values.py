@@ -8,7 +8,8 @@ from datetime import date
 from materializers.inputs import EvalSuiteMaterializer, _content_hash
 from materializers.json_models import CorpusMaterializer, JsonModelMaterializer
 from ragbench.grid.cell import CellSpec
-from ragbench.inputs.eval_cases import EvalCase, EvalSuite, seeded_rank
+from ragbench.hashing import seeded_rank
+from ragbench.inputs.eval_cases import EvalCase, EvalSuite
 from ragbench.inputs.knowledge_base import Corpus, Document, documents_digest, knowledge_base_fingerprint
 from ragbench.inputs.references import ReferenceResolutions, ResolvedReference
 from ragbench.llm.cache import cache_key

@@ -83,7 +83,7 @@ def test_eval_cases_config_shorthand_and_validation():
     assert BenchmarkConfig.model_validate({"eval_cases": "cases.yaml"}).eval_cases == EvalCasesConfig(
         path="cases.yaml"
     )
-    with pytest.raises(ValueError, match="exactly one of path, dataset or artifact"):
+    with pytest.raises(ValueError, match="exactly one of path, dataset, artifact or traces"):
         EvalCasesConfig(path="a.yaml", dataset="m-ric/huggingface_doc_qa_eval")
     with pytest.raises(ValueError, match="unknown field"):
         EvalCasesConfig(dataset="x", columns={"answer": "answer"})

@@ -383,7 +383,7 @@ def test_unknown_evolutions_and_critics_are_refused_before_any_work(override: st
 
 
 def test_eval_cases_name_one_source_and_a_version_only_with_an_artifact() -> None:
-    with pytest.raises(ConfigError, match="exactly one of path, dataset or artifact"):
+    with pytest.raises(ConfigError, match="exactly one of path, dataset, artifact or traces"):
         load_config(None, ["eval_cases={path: a.jsonl, artifact: x}"])
     with pytest.raises(ConfigError, match="version applies to an artifact"):
         load_config(None, ["eval_cases={path: a.jsonl, version: 2}"])

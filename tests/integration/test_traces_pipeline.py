@@ -1,0 +1,119 @@
+"""The deployed system's traces as eval cases, through a real ZenML run: an OTLP/JSON export (JSON Lines of
+requests, as the collector's file exporter writes) of OpenInference RAG traces, the logged system scored
+as a cell with intervals by the fake OpenAI judge without being asked anything, the scores written back as
+annotations keyed by span id; and a malformed export refused before any step runs."""
+
+import csv
+import json
+import time
+from pathlib import Path
+
+from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.otlp_traces import HOUR_NS, rag_trace, write_jsonl
+from tests.projects import THREE_TOPICS, newest_run, printed, write_knowledge_base
+
+QUESTIONS = [f"Question number {n} about loops?" for n in range(1, 9)]
+
+
+def judge(request: dict) -> str:
+    """Faithful unless the logged answer says it could not find anything."""
+    user = last_user_text(request)
+    bad = "could not find" in user.rsplit("<answer>", 1)[-1]
+    if "faithfulness" in request["messages"][0]["content"]:
+        score = 1 if bad else 5
+        return json.dumps(
+            {
+                "reasoning": "read",
+                "faithfulness": score,
+                "relevance": score,
+                "helpfulness": score,
+                "toxicity": 1,
+            }
+        )
+    return json.dumps({"reasoning": "compared", "score": 1 if bad else 5})
+
+
+def write_traces(root: Path) -> Path:
+    """Eight RAG traces of the last hours, one a day old (outside the window), one without retrieval."""
+    now = time.time_ns()
+    batches = [
+        rag_trace(
+            n,
+            question,
+            "I could not find that." if n == 3 else "Use the break statement.",
+            [("loops.md", THREE_TOPICS["loops.md"], 0.8), ("files.md", THREE_TOPICS["files.md"], 0.2)],
+            start_ns=now - n * HOUR_NS // 4,
+            tags=["prod"],
+        )
+        for n, question in enumerate(QUESTIONS, start=1)
+    ]
+    batches.append(rag_trace(20, "An old question?", "Old.", [], start_ns=now - 30 * HOUR_NS))
+    batches.append(rag_trace(21, "Not retrieved?", "Chat only.", [], start_ns=now - HOUR_NS, retriever=False))
+    failed = rag_trace(22, "Failed?", "Partial.", [], start_ns=now - HOUR_NS)
+    failed[2]["status"] = {"code": 2, "message": "<script>alert(1)</script>"}  # user data, escaped
+    batches.append(failed)
+    return write_jsonl(root / "spans.jsonl", batches)
+
+
+def write_config(root: Path, llm: FakeOpenAIServer, spans: str) -> None:
+    settings = f"{{api_base: {llm.base_url}, max_retries: 0, json_retries: 0}}"
+    (root / "config.yaml").write_text(
+        f"name: traces-{root.name}".lower()[:60] + "\n"
+        "knowledge_base: {kind: folder, path: kb}\noutput_dir: out\n"
+        f"eval_cases: {{traces: {{path: {spans}, since: 24h, sample_size: 6, seed: 1, "
+        "annotations_path: annotations/scores.jsonl}}\n"
+        "benchmark_grid: false\ngrid: {judge: [openai/fake-judge]}\n"
+        f"evaluation: {{judge: {settings}}}\ngeneration: {{sample_size: null}}\n"
+        f"llm_cache_dir: {root / 'llm-cache'}\n"
+        "systems: [{name: prod-rag, traces: true, source_match: {rule: basename}}]\n"
+    )
+
+
+def test_logged_traces_are_scored_as_a_cell_and_annotated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    write_knowledge_base(tmp_path, THREE_TOPICS)
+    write_traces(tmp_path)
+    (tmp_path / "broken.jsonl").write_text('{"resourceSpans": []}\n{"resourceSpans": [oops\n')
+    with FakeOpenAIServer(responder=judge) as llm:
+        # a malformed export: one message, a non-zero exit, before any step (no run, nothing written)
+        write_config(tmp_path, llm, "broken.jsonl")
+        code, _, err = printed()
+        assert code != 0 and "broken.jsonl:2: not JSON" in err
+        assert not (tmp_path / "out").exists() and not (tmp_path / "annotations").exists()
+        assert llm.request_count == 0
+
+        write_config(tmp_path, llm, "spans.jsonl")
+        code, _, err = printed()
+        assert code == 0, err
+    assert llm.request_count > 0
+    with (tmp_path / "out" / "latest" / "results.csv").open() as file:
+        (row,) = list(csv.DictReader(file))
+    # six of the eight RAG traces in the window, drawn with inclusion probability 6/8; scored as logged
+    assert row["external"] == "prod-rag" and row["answers_produced"] == "6"
+    assert row["faithfulness_1to5_cases"] == "6"
+    assert (
+        float(row["faithfulness_1to5_low"])
+        <= float(row["faithfulness_1to5"])
+        <= float(row["faithfulness_1to5_high"])
+    )
+    html = (tmp_path / "out" / "latest" / "results.html").read_text()
+    assert "Logged system prod-rag" in html and "inclusion probability 0.75" in html
+    assert f"{21:032x}: no retriever span" in html and "1 outside the window" in html
+    assert "failed: &lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
+
+    lines = [
+        json.loads(line) for line in (tmp_path / "annotations" / "scores.jsonl").read_text().splitlines()
+    ]
+    sampled = {line["trace_id"] for line in lines}
+    assert len(sampled) == 6 and all(line["span_id"] == line["trace_id"][24:] + "00000001" for line in lines)
+    faithfulness = {
+        int(line["trace_id"], 16): line["score"] for line in lines if line["name"] == "faithfulness"
+    }
+    assert set(faithfulness.values()) <= {1.0, 5.0} and all(
+        score == (1.0 if trace == 3 else 5.0) for trace, score in faithfulness.items()
+    )
+    assert all(line["explanation"] == "read" for line in lines if line["name"] == "faithfulness")
+    # the same annotations are the run's artifact
+    artifact = newest_run().steps["trace_annotations"].outputs["trace_annotations"][0].load()
+    assert len(artifact.annotations) == len(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -302,7 +303,9 @@ def _validated(raw: list[Any], origin: str) -> list[EvalCase]:
         except Exception as error:  # pydantic ValidationError carries the field names
             raise EvalCaseError(f"{origin}: case #{position + 1} is invalid: {error}") from error
     ids = [case.id for case in searched_cases(cases)]  # a generated turn's question is searched by its id too
-    duplicates = sorted({case_id for case_id in ids if ids.count(case_id) > 1})
+    duplicates = sorted(
+        case_id for case_id, count in Counter(ids).items() if count > 1
+    )  # linear: 10^4 traces
     if duplicates:
         raise EvalCaseError(f"{origin}: duplicate case ids: {', '.join(duplicates)}")
     return cases

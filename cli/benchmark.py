@@ -22,6 +22,7 @@ from cli.earlier_runs import earlier_runs, remember_for_the_next_plan, remembere
 from cli.launch import check_output_dir, launch
 from cli.outputs import append_step_summary, write_outputs
 from ragbench.config.model import BenchmarkConfig, ConfigError
+from ragbench.inputs.tables import rows_to_csv
 from ragbench.report.pages import rows_to_text
 from ragbench.runs.names import BENCHMARK_PIPELINE, GATE_STEP, RESULTS_STEP
 from ragbench.section import validation_message
@@ -183,6 +184,7 @@ def run_benchmark(config: BenchmarkConfig, use_cache: bool) -> int:
         "case_values.csv": table.case_values_csv(),
         **gate.files(),  # the verdict page, its Markdown summary and JUnit XML
         **({"case_types.csv": table.case_type_csv()} if table.case_type_rows else {}),
+        **({"turn_modes.csv": rows_to_csv(table.turn_mode_rows)} if table.turn_mode_rows else {}),
     }
     folder = write_outputs(config, pipeline_run.name, files)
     remember_for_the_next_plan(config, pipeline_run)

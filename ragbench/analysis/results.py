@@ -9,7 +9,7 @@ from functools import cached_property
 
 from pydantic import BaseModel
 
-from ragbench.analysis.case_types import case_type_rows
+from ragbench.analysis.case_types import case_type_rows, turn_mode_rows
 from ragbench.analysis.columns import generation_case_values, generation_columns
 from ragbench.analysis.completeness import stopped_by_budget
 from ragbench.analysis.judge_card import JudgeCard
@@ -337,6 +337,8 @@ class ResultsTable(BaseModel):
     knowledge_base_fingerprint: str = ""
     # per (cell, case type): each headline score's mean, interval and cases (see `case_type_rows`)
     case_type_rows: list[dict] = []
+    # per (cell, turn mode: given or generated earlier turns, `turn_mode_rows`): the same, apart
+    turn_mode_rows: list[dict] = []
     # cell id -> why the run could not score it (every reader call failed, or a configured metric got no
     # value because every verdict of its rubric failed): the gate fails such a run
     incomplete: dict[str, str] = {}
@@ -482,6 +484,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
         knowledge_base_fingerprint=inputs.knowledge_base_fingerprint,
         case_type_rows=by_type,
+        turn_mode_rows=turn_mode_rows(headline, case_values, labels, cases, statistics),
         incomplete=incomplete,
         pairwise=list(inputs.pairwise),
         configured_metrics=scoring.tracked_keys() + corrected_keys(headline, scoring, label_correction),

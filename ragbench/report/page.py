@@ -29,6 +29,7 @@ from ragbench.report.sections import (
     headline_section,
     judge_section,
     significance_section,
+    turn_mode_section,
 )
 from ragbench.report.view import ReportInput
 
@@ -53,6 +54,7 @@ def _navigation(report: ReportInput) -> str:
         ("headline", "Headline table"),
         ("charts", "Charts"),
         *([("case-types", "By case type")] if report.case_type_rows else []),
+        *([("turn-modes", "By turn mode")] if report.turn_mode_rows else []),
         ("axes", "Settings"),
         ("tradeoffs", "Trade-offs"),
         *([("indexes", "Index speed vs recall")] if approximate_rows(report) else []),
@@ -104,6 +106,7 @@ def render_report(report: ReportInput) -> str:
         headline_section(report),
         bar_chart_section(report),
         case_type_section(report),
+        turn_mode_section(report),
         axis_effect_section(report),
         tradeoff_section(report),
         index_section(report),

@@ -40,6 +40,7 @@ def run_report(table: ResultsTable, records: CaseRecords, rubrics: Sequence[Rubr
             judge_cards=table.judge_cards,
             judge_alignments=table.judge_alignments,
             case_type_rows=table.case_type_rows,
+            turn_mode_rows=table.turn_mode_rows,
             pairwise=table.pairwise,
             race=table.race,
             search=table.search,

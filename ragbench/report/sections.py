@@ -257,33 +257,52 @@ def case_type_cell(row: dict, column: str) -> str:
     return escape(text)
 
 
-def case_type_section(report: ReportInput) -> str:
-    """The headline scores per case type (the evolution of generated eval cases), one line per (cell,
-    case type); absent when the eval set has fewer than two case types."""
-    if not report.case_type_rows:
+def breakdown_section(
+    report: ReportInput, rows: list[dict], anchor: str, title: str, group: tuple[str, str], what: str
+) -> str:
+    """The headline scores per (cell, group) of `rows` (`ragbench.analysis.case_types.breakdown_rows`),
+    the group in column `group[0]` headed `group[1]`; `what` says what a group is. Absent without rows."""
+    if not rows:
         return ""
-    metrics = [
-        m for m in report.headline if any(numeric(r.get(m.column)) is not None for r in report.case_type_rows)
-    ]
-    header = ["<th>Configuration</th>", "<th>Case type</th>"]
+    metrics = [m for m in report.headline if any(numeric(r.get(m.column)) is not None for r in rows)]
+    header = ["<th>Configuration</th>", f"<th>{escape(group[1])}</th>"]
     for metric in metrics:
         arrow = "\u2191" if metric.higher_is_better else "\u2193"
         header.append(f'<th title="{direction_text(metric)}">{escape(metric.label)} {arrow}</th>')
     body = []
-    for row in report.case_type_rows:
-        cells = [f"<td>{escape(row_label(row))}</td>", f"<td>{escape(str(row.get('case_type')))}</td>"]
+    for row in rows:
+        cells = [f"<td>{escape(row_label(row))}</td>", f"<td>{escape(str(row.get(group[0])))}</td>"]
         cells += [f'<td class="number">{case_type_cell(row, m.column)}</td>' for m in metrics]
         body.append(f"<tr>{''.join(cells)}</tr>")
     table = f"<table><thead><tr>{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     note = (
-        "Each headline score averaged over the cases of one type (the evolution that generated the case), "
-        f"with its {report.confidence:.0%} bootstrap interval and n, the number of cases behind it: a type "
-        "with few cases says little on its own. Click a column header to sort."
+        f"Each headline score averaged over the cases of one {what}, with its {report.confidence:.0%} "
+        "interval and n, the number of cases behind it: a group with few cases says little on its own. "
+        "Click a column header to sort."
     )
     return (
-        f'<h2 id="case-types">Scores by case type</h2><p class="note">{escape(note)}</p>'
+        f'<h2 id="{anchor}">{escape(title)}</h2><p class="note">{escape(note)}</p>'
         f'<div class="scroll sortable">{table}</div>'
     )
+
+
+def case_type_section(report: ReportInput) -> str:
+    """The headline scores per case type (the evolution of generated eval cases), one line per (cell,
+    case type); absent when the eval set has fewer than two case types."""
+    what = "type (the evolution that generated the case)"
+    group = ("case_type", "Case type")
+    return breakdown_section(report, report.case_type_rows, "case-types", "Scores by case type", group, what)
+
+
+def turn_mode_section(report: ReportInput) -> str:
+    """The headline scores per turn mode: follow-ups after earlier turns given in the case apart from
+    those after the cell's own generated turns; absent when no case has a generated turn."""
+    what = (
+        "turn mode (a single question; a follow-up after earlier turns given in the case, the same for "
+        "every cell; or after assistant turns this cell generated, so its own earlier errors carry over)"
+    )
+    group = ("turns", "Earlier turns")
+    return breakdown_section(report, report.turn_mode_rows, "turn-modes", "Scores by turn mode", group, what)
 
 
 def judge_card_html(card: JudgeCard) -> str:

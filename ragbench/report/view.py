@@ -68,6 +68,8 @@ class ReportInput(BaseModel):
     judge_alignments: list[JudgeAlignment] = []
     # per (cell, case type): `label`, `case_type` and each headline score with `_low`, `_high`, `_cases`
     case_type_rows: list[dict] = []
+    # per (cell, turn mode): the same with `turns` (given or generated earlier turns) for `case_type`
+    turn_mode_rows: list[dict] = []
     pairwise: list[PairwiseResult] = []
     race: RaceTrace | None = None  # search: race, its elimination trace
     search: SearchFindings | None = None  # a staged search's decisions and confirmation

@@ -4,6 +4,7 @@ the prompt of the same reader's call for the follow-up, and the case records kee
 reader saw it, marked generated; the dry run counts the extra reader calls. Requests are matched by model
 and content, never by their order."""
 
+import csv
 import json
 import re
 
@@ -22,6 +23,13 @@ CASES = [
     {
         "id": "follow-up",
         "history": [{"role": "user", "content": FIRST}, {"role": "assistant", "generate": True}],
+        "question": "And what comes back then, if that is all I pass?",
+        "reference_answer": "None.",
+        "expected_sources": ["dict.md"],
+    },
+    {  # the same conversation with the earlier answer given: scored apart from the generated one
+        "id": "given-twin",
+        "history": [{"role": "user", "content": FIRST}, {"role": "assistant", "content": "Call get."}],
         "question": "And what comes back then, if that is all I pass?",
         "reference_answer": "None.",
         "expected_sources": ["dict.md"],
@@ -68,24 +76,30 @@ def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeyp
         requests = [r for r in server.requests if not r.get("response_format")]  # the readers'
         verdicts = [last_user_text(r) for r in server.requests if r.get("response_format")]
 
-    # the plan: per cell, one reader call per case and one for the generated turn, and 3 judge calls
-    # (correctness of the case with a reference, the quality rubric of both)
+    # the plan: per cell, one reader call per case and one for the generated turn, and 5 judge calls
+    # (correctness of the two cases with a reference, the quality rubric of all three)
     assert "generated_turn_calls" in plan  # a column of the plan's table
-    assert all(re.search(rf"openai/{model}\s+new\s+1\s+5\s+6\s", plan) for model in READERS), plan
-    assert "New LLM calls: 12" in plan
+    assert all(re.search(rf"openai/{model}\s+new\s+1\s+5\s+9\s", plan) for model in READERS), plan
+    assert "New LLM calls: 18" in plan
 
-    assert len(requests) == 6  # the readers' calls, as planned
+    assert len(requests) == 8  # the readers' calls, as planned
     for model in READERS:
         mine = [r for r in requests if r["model"] == model]
         (turn,) = [r for r in mine if FIRST in last_user_text(r)]
         assert "dict.md" in last_user_text(turn)  # the cell's own passages for the first message
         assert [m["role"] for m in turn["messages"]] == ["system", "user"]
-        (follow_up,) = [r for r in mine if CASES[0]["question"] in last_user_text(r)]
-        assert [m["role"] for m in follow_up["messages"]] == ["system", "user", "assistant", "user"]
-        assert follow_up["messages"][2]["content"] == f"{model} says: call get [1]."
+        follow_ups = [r for r in mine if CASES[0]["question"] in last_user_text(r)]
+        assert all(
+            [m["role"] for m in r["messages"]] == ["system", "user", "assistant", "user"] for r in follow_ups
+        )
+        # the generated case reads this cell's answer, its given twin the case's
+        earlier = sorted(r["messages"][2]["content"] for r in follow_ups)
+        assert earlier == ["Call get.", f"{model} says: call get [1]."]
         # a rubric that reads the question sees the conversation this cell's reader saw
         judged = [v for v in verdicts if f"{model} answers the question" in v and "<conversation>" in v]
-        assert judged and all(f"{model} says: call get [1]." in v for v in judged)
+        after_own = [v for v in judged if "Assistant: Call get." not in v]  # not the given twin's
+        assert after_own and len(after_own) < len(judged)
+        assert all(f"{model} says: call get [1]." in v for v in after_own)
 
     records = [json.loads(line) for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()]
     follow_ups = {r["cell"]: r for r in records if r["case_id"] == "follow-up"}
@@ -97,13 +111,23 @@ def test_each_cells_reader_writes_the_turn_its_follow_up_reads(tmp_path, monkeyp
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "fake-a says: call get [1]." in html and "fake-b says: call get [1]." in html
 
+    # the two modes reported apart: per cell, its follow-up after the given turn and after its own turn
+    assert '<h2 id="turn-modes">Scores by turn mode</h2>' in html
+    modes = list(csv.DictReader((tmp_path / "out" / "latest" / "turn_modes.csv").open()))
+    assert sorted(row["turns"] for row in modes) == sorted(
+        2 * ["single question", "given turns", "generated turns"]
+    )
+    for row in modes:  # correctness is scored on the two follow-ups (the cases with a reference), each alone
+        assert row["correctness_0to1_cases"] == ("" if row["turns"] == "single question" else "1")
+
 
 def test_an_external_system_writes_the_turn_by_being_asked_first(tmp_path, monkeypatch, capsys):
     """An HTTP system is asked the user's first message alone, then the follow-up after its own answer;
     the dry run counts both calls per case with a generated turn."""
     monkeypatch.chdir(tmp_path)
     with FakeRagService(responder=lambda question: {"answer": f"The service on: {question}"}) as service:
-        write_project(tmp_path, DOCUMENTS, CASES, only_http_system(service.url))
+        cases = [case for case in CASES if case["id"] != "given-twin"]  # bodies are told apart by question
+        write_project(tmp_path, DOCUMENTS, cases, only_http_system(service.url))
         assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
         plan = capsys.readouterr().out
         assert service.bodies == []  # the dry run asks nothing

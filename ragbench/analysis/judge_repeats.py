@@ -17,14 +17,18 @@ the cell's mean would mix averaged and single verdicts.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, fmean, variance
 
 from pydantic import BaseModel
 
 from ragbench.analysis.judge_card import PASS_AT, passed
+from ragbench.grid.cell import CellSpec
+from ragbench.scoring.cells import JudgeResult
+from ragbench.scoring.metrics import MetricInfo
 from ragbench.scoring.rubrics import Scale
+from ragbench.stats.inference import StatisticsConfig
 from ragbench.stats.intervals import CONFIDENCE, Interval, mean_interval
 
 
@@ -41,8 +45,10 @@ class Repeatability(BaseModel):
     """One judge's repeatability on one criterion of one cell; rates are shares of answers."""
 
     judge: str
-    cell: str
+    cell: str  # label
+    cell_id: str
     criterion: str
+    column: str  # the results table's column the criterion's scores make
     answers: int
     repeats: int  # repeats asked per answer (the most any answer got)
     pass_at: int | None  # the 1-5 pass threshold; None on a pass/fail scale
@@ -83,7 +89,9 @@ def repeatability(
     *,
     judge: str,
     cell: str,
+    cell_id: str,
     criterion: str,
+    column: str,
     scale: Scale,
     value: Callable[[int], float],
     pass_at: int = PASS_AT,
@@ -120,7 +128,9 @@ def repeatability(
     return Repeatability(
         judge=judge,
         cell=cell,
+        cell_id=cell_id,
         criterion=criterion,
+        column=column,
         answers=len(answers),
         repeats=max(len(a.repeats) for a in answers),
         pass_at=pass_at if scale == "1-5" else None,
@@ -153,3 +163,85 @@ def with_judge_variance(
     low = interval.mean - math.sqrt((interval.mean - interval.low) ** 2 + judge_part)
     high = interval.mean + math.sqrt((interval.high - interval.mean) ** 2 + judge_part)
     return interval.model_copy(update={"low": max(bounds[0], low), "high": min(bounds[1], high)})
+
+
+def cell_repeatability(result: JudgeResult, *, judge: str, cell: str) -> list[Repeatability]:
+    """Per criterion of the rubrics a cell's judge repeated: the statistics of its repeats against the
+    answers' first verdicts (a repeat that failed, or whose first verdict failed, is left out)."""
+    found = []
+    firsts = {j.case_id: j.scores for j in result.judgements}
+    for rubric in result.rubrics:
+        for criterion in rubric.criteria:
+            by_case: dict[str, list[tuple[int, bool]]] = {}
+            for verdict in result.repeats:
+                if verdict.rubric == rubric.name and criterion.name in verdict.scores:
+                    by_case.setdefault(verdict.repeat.case_id, []).append(
+                        (verdict.scores[criterion.name], verdict.repeat.reordered)
+                    )
+            answers = [
+                RepeatedAnswer(case_id, firsts[case_id][criterion.name], repeats)
+                for case_id, repeats in by_case.items()
+                if criterion.name in firsts.get(case_id, {})
+            ]
+            measured = repeatability(
+                answers,
+                judge=judge,
+                cell=cell,
+                cell_id=result.spec.id,
+                criterion=criterion.name,
+                column=criterion.column,
+                scale=criterion.scale,
+                value=criterion.case_value,
+            )
+            if measured is not None:
+                found.append(measured)
+    return found
+
+
+def runs_repeatability(
+    cells: Sequence[CellSpec],
+    judged_of: Callable[[CellSpec], JudgeResult | None],
+    judge_name: Callable[[CellSpec], str],
+    labels: Mapping[str, str],
+) -> list[Repeatability]:
+    """Every judged cell's `cell_repeatability`, named as the results table names judges and cells."""
+    return [
+        measured
+        for cell in cells
+        if (judged := judged_of(cell)) is not None
+        for measured in cell_repeatability(judged, judge=judge_name(cell), cell=labels[cell.id])
+    ]
+
+
+def widen_rows(
+    rows: Sequence[dict],
+    repeated: Sequence[Repeatability],
+    case_values: Mapping[str, Mapping[str, Mapping[str, float]]],
+    settings: StatisticsConfig,
+    metrics: Mapping[str, MetricInfo],
+) -> list[dict]:
+    """The table's rows with each repeated column's interval widened by its judge's variance
+    (`with_judge_variance`) and `<column>_judge_variance`, the variance the judge adds to the mean."""
+    by_cell: dict[str, list[Repeatability]] = {}
+    for measured in repeated:
+        by_cell.setdefault(measured.cell_id, []).append(measured)
+    out = []
+    for row in rows:
+        row = dict(row)
+        for measured in by_cell.get(row["cell"], []):
+            metric, values = metrics.get(measured.column), case_values[row["cell"]].get(measured.column)
+            interval = metric.interval(list(values.values()), settings) if metric and values else None
+            if metric is None or interval is None or interval.too_few:
+                continue
+            bounds = metric.bounds or (0.0, 1.0)  # a judge's column is bounded: its scale or a rate
+            wider = with_judge_variance(
+                interval, measured.judge_variance, bounds=bounds, confidence=settings.confidence
+            )
+            assert wider.low is not None and wider.high is not None
+            row[f"{measured.column}_low"], row[f"{measured.column}_high"] = (
+                round(wider.low, 4),
+                round(wider.high, 4),
+            )
+            row[f"{measured.column}_judge_variance"] = round(measured.judge_variance / interval.n, 6)
+        out.append(row)
+    return out

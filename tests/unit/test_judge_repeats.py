@@ -167,7 +167,16 @@ def test_the_flip_rate_of_a_planted_noisy_judge_is_measured(tmp_path: Path, monk
         )
         for case_id, first in firsts.items()
     ]
-    found = repeatability(answers, judge="j", cell="c", criterion="correctness", scale="1-5", value=value)
+    found = repeatability(
+        answers,
+        judge="j",
+        cell="c",
+        cell_id="c",
+        criterion="correctness",
+        column="correctness_0to1",
+        scale="1-5",
+        value=value,
+    )
     assert found is not None and found.answers == 24 and found.repeats == 4
     assert abs(found.flip_rate - 1 / 8) < 3 * 0.026  # sd of the mean: sqrt(6 * 1/16) / 24
     assert found.flip_low is not None and found.flip_high is not None
@@ -185,7 +194,16 @@ def test_the_statistics_of_planted_repeats() -> None:
         RepeatedAnswer("b", 5, [(5, False), (5, True)]),
         RepeatedAnswer("c", 2, []),  # no repeats: left out
     ]
-    found = repeatability(answers, judge="j", cell="c", criterion="correctness", scale="1-5", value=value)
+    found = repeatability(
+        answers,
+        judge="j",
+        cell="c",
+        cell_id="c",
+        criterion="correctness",
+        column="correctness_0to1",
+        scale="1-5",
+        value=value,
+    )
     assert found is not None
     assert (found.answers, found.repeats, found.pass_at) == (2, 2, 4)
     assert found.flip_rate == pytest.approx(0.25) and found.straddling == pytest.approx(0.5)
@@ -198,14 +216,28 @@ def test_the_statistics_of_planted_repeats() -> None:
 
 def test_a_pass_fail_judge_flips_when_its_verdict_changes() -> None:
     answers = [RepeatedAnswer(str(n), 1, [(0, True), (1, True)]) for n in range(4)]
-    found = repeatability(answers, judge="j", cell="c", criterion="refusal", scale="pass_fail", value=float)
+    found = repeatability(
+        answers,
+        judge="j",
+        cell="c",
+        cell_id="c",
+        criterion="refusal",
+        column="refusal",
+        scale="pass_fail",
+        value=float,
+    )
     assert found is not None and found.pass_at is None and found.flip_rate == pytest.approx(0.5)
     assert found.identical_flip is None and found.position_shift is None
 
 
 def test_nothing_repeated_gives_no_statistics() -> None:
     answers = [RepeatedAnswer("a", 4, [])]
-    assert repeatability(answers, judge="j", cell="c", criterion="x", scale="1-5", value=value) is None
+    assert (
+        repeatability(
+            answers, judge="j", cell="c", cell_id="c", criterion="x", column="x", scale="1-5", value=value
+        )
+        is None
+    )
 
 
 def test_the_judge_variance_widens_a_cell_interval_in_quadrature() -> None:

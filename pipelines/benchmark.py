@@ -210,6 +210,8 @@ class Wiring:
             scorers=[PluginIdentity(scorer.identity()) for scorer in scoring.scorers],
             embedding_model=self.settings.scoring_embedding_model,
             samples=self.settings.evaluation.judge_samples,
+            repeats=self.settings.evaluation.judge_repeats,
+            seed=self.settings.generation.seed if self.settings.evaluation.judge_repeats else 0,
             review_labels=self.review_labels if alignment is not None and alignment.examples else None,
             alignment=AlignmentSetup(judge=self.judge_name(key), examples=alignment.examples)
             if alignment is not None and alignment.examples

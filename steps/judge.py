@@ -17,6 +17,7 @@ from ragbench.review.labels import ReviewLabels
 from ragbench.scoring.cells import JudgeResult, judge_cell, pairwise_cell
 from ragbench.scoring.pairwise import PairwiseResult
 from ragbench.scoring.registry import JudgeCheckConfig, scorers_from_identities
+from ragbench.scoring.repeats import JudgeRepeatsConfig
 from ragbench.scoring.rubrics import Rubric
 from ragbench.stats.inference import StatisticsConfig
 from steps.caching import OPERATIONS, Operations, cached_step, never_reuse_this_step_run
@@ -50,13 +51,16 @@ def judge_answers_cell(
     samples: int = 1,
     review_labels: ReviewLabels | None = None,
     alignment: AlignmentSetup | None = None,
+    repeats: JudgeRepeatsConfig | None = None,
+    seed: int = 0,
 ) -> Annotated[JudgeResult, "judgements"]:
     """One judge over one answer set: a second judge re-judges the same answers, never re-answers. The
     rubrics arrive whole (their prompts are data), so a rubric's text is part of the step's cache key; the
     scorers by their identity (name, version, source digest: `Scorer.identity`), so changing a scorer's
     code or package version asks again. `embedding_model`: what scorers compare texts with.
     `review_labels` and `alignment`: the judge aligned by a person's labels
-    (`ragbench.review.alignment`)."""
+    (`ragbench.review.alignment`). `repeats`: a `seed`ed sample of verdicts asked again
+    (`evaluation.judge_repeats`)."""
     chosen_rubrics = rubrics.rubrics
     if review_labels is not None and alignment is not None:
         chosen_rubrics = [
@@ -79,6 +83,8 @@ def judge_answers_cell(
             embed=embedder.encode_queries if embedder is not None else None,
             llm_cache=operations.llm_cache,
             samples=samples,
+            repeats=repeats,
+            seed=seed,
         )
     log_metadata({"judge": judged.summary.model_dump()})
     if judged.failures:

@@ -143,7 +143,13 @@ def planted_inputs(cases: Sequence[EvalCase], vocabulary: Sequence[str], seed: i
     return planted
 
 
-def _passed(score: int | None, scale: Scale, pass_at: int) -> bool | None:
+# A 1-5 score at or above it passes an answer: the card's default and the judge repeats' threshold.
+PASS_AT = 4
+
+
+def passed(score: int | None, scale: Scale, pass_at: int = PASS_AT) -> bool | None:
+    """Whether a verdict passes the answer: a 1-5 score at or above `pass_at`, or the verdict pass; None
+    for no verdict. The one pass threshold the card and the judge repeats share."""
     if score is None:
         return None
     if scale == "pass_fail":
@@ -177,7 +183,7 @@ def build_card(
     criterion: str,
     min_detection: float,
     confidence: float,
-    pass_at: int = 4,
+    pass_at: int = PASS_AT,
     scale: Scale = "1-5",
     counted_kinds: Sequence[str] = PLANTED_KINDS,
 ) -> JudgeCard:
@@ -192,7 +198,7 @@ def build_card(
     known = {UNCHANGED, *PLANTED_KINDS}
     if unknown := sorted(({v.kind for v in verdicts} - known) | (set(counted_kinds) - set(PLANTED_KINDS))):
         raise ValueError(f"unknown planted kind(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    verdicts = [v.model_copy(update={"passed": _passed(v.score, scale, pass_at)}) for v in verdicts]
+    verdicts = [v.model_copy(update={"passed": passed(v.score, scale, pass_at)}) for v in verdicts]
     errors = [v for v in verdicts if v.kind != UNCHANGED]
     detection = [
         _detection(kind, [v for v in errors if v.kind == kind], confidence)

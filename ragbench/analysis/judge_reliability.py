@@ -12,6 +12,7 @@ from itertools import combinations
 
 from pydantic import BaseModel
 
+from ragbench.analysis.judge_repeats import Repeatability
 from ragbench.review.agreement import agreement
 from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import weighted_kappa
@@ -79,6 +80,7 @@ class JudgeReliability(BaseModel):
     judge_pairs: list[JudgePairAgreement]
     human: list[HumanAgreement]
     consistency: list[Consistency] = []
+    repeatability: list[Repeatability] = []  # from `evaluation.judge_repeats`, per judge, cell, criterion
 
     def lines(self) -> list[str]:
         """The terminal's view, one line per finding."""
@@ -107,6 +109,7 @@ class JudgeReliability(BaseModel):
             f"changed score over {c.samples} samples (mean range {c.mean_range:.2f})"
             for c in self.consistency
         ]
+        lines += [r.line() for r in self.repeatability]
         return lines
 
 
@@ -201,16 +204,18 @@ def judge_reliability(
     judged: Sequence[JudgedCase],
     sampled: Mapping[str, Mapping[str, Sequence[Sequence[int]]]] | None = None,
     labelled: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+    repeatability: Sequence[Repeatability] = (),
 ) -> JudgeReliability | None:
     """Everything known about the judge's reliability in a run; `sampled` as for `self_consistency`,
     `labelled` as for `human_agreement`."""
     consistency = self_consistency(sampled or {})
     human = human_agreement(labelled or {})
-    if not judged and not consistency and not human:
+    if not judged and not consistency and not human and not repeatability:
         return None
     return JudgeReliability(
         keyword=keyword_agreement(judged),
         judge_pairs=judge_pairs(judged),
         human=human,
         consistency=consistency,
+        repeatability=list(repeatability),
     )

@@ -14,6 +14,7 @@ from ragbench.analysis.columns import generation_case_values, generation_columns
 from ragbench.analysis.completeness import stopped_by_budget
 from ragbench.analysis.judge_card import JudgeCard
 from ragbench.analysis.judge_reliability import JudgedCase, JudgeReliability, judge_reliability
+from ragbench.analysis.judge_repeats import runs_repeatability, widen_rows
 from ragbench.analysis.label_verdicts import corrected_verdicts
 from ragbench.analysis.labelled import LabelCorrection, correct_with_labels, corrected_keys
 from ragbench.analysis.racing import RaceTrace
@@ -458,8 +459,10 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         correction.notes.extend(why)
         judge_only = [v for v in verdicts if v.column in corrected]
         verdicts = [corrected.get(v.column, v) for v in verdicts]
+    repeated = runs_repeatability(results.cells, results.judged_of, results.judge_name, labels)
+    rows = widen_rows(rows, repeated, case_values, statistics, scales)
     reliability = judge_reliability(
-        results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores()
+        results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores(), repeated
     )
     by_type = case_type_rows(
         headline, case_values, labels, {case.id: case.case_type for case in cases}, statistics

@@ -37,6 +37,7 @@ from ragbench.scoring.judge import build_judge_calls
 from ragbench.scoring.pairwise import PairwiseInput, build_pairwise_calls
 from ragbench.scoring.planted import PLANTED_KINDS
 from ragbench.scoring.registry import Scoring
+from ragbench.scoring.repeats import JudgeRepeatsConfig, repeat_calls
 from ragbench.scoring.rubrics import JudgeInput, checked_rubric
 from ragbench.scoring.scorer import Scorer
 
@@ -86,8 +87,10 @@ def _usage(
     cases: list[EvalCase],
     scoring: Scoring,
     samples: int = 1,
+    repeats: JudgeRepeatsConfig | None = None,
 ) -> dict:
-    """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell."""
+    """Calls, prompt tokens (counted) and completion tokens (max_tokens each) of one stage of a cell; the
+    judge's with its `repeats` (`evaluation.judge_repeats`), which the judge step asks."""
     if cell.external is not None:
         context = _placeholder_context(EXTERNAL_PASSAGE_TOKENS, EXTERNAL_PASSAGES)
         answer = placeholder_answer(EXTERNAL_ANSWER_WORDS)
@@ -129,6 +132,8 @@ def _usage(
     if (checked := checked_rubric(scoring.rubrics)) is not None:
         calls += build_judge_calls(calibration_inputs(cases), [checked])
     requests = [call.request for call in calls] + _scorer_requests(inputs, scoring.scorers, samples)
+    if repeats is not None:
+        requests += [request for _, _, request in repeat_calls(inputs, scoring.rubrics, repeats, seed=0)]
     return estimate_cost(cell.judge, requests)
 
 
@@ -138,7 +143,11 @@ def calls_per_case(config: BenchmarkConfig, cell: CellSpec, case: EvalCase) -> i
     scoring = config.scoring()
     reader = _usage("reader", cell, [case], scoring)["calls"] if cell.reader is not None else 0
     judge = (
-        _usage("judge", cell, [case], scoring, config.evaluation.judge_samples)["calls"] if cell.judge else 0
+        _usage(
+            "judge", cell, [case], scoring, config.evaluation.judge_samples, config.evaluation.judge_repeats
+        )["calls"]
+        if cell.judge
+        else 0
     )
     return reader + judge
 
@@ -210,7 +219,9 @@ def plan_rows(
             priced.add(step_id)
             if role == "reader" and (turns := sum(len(case.turn_questions()) for case in sampled)):
                 row["generated_turn_calls"] = turns  # extra reader calls, in llm_calls too
-            usage = _usage(role, cell, sampled, scoring, config.evaluation.judge_samples)
+            usage = _usage(
+                role, cell, sampled, scoring, config.evaluation.judge_samples, config.evaluation.judge_repeats
+            )
             calls += usage["calls"]
             prompt_tokens += usage["prompt_tokens"]
             completion_tokens += usage["completion_tokens"]

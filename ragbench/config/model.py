@@ -209,6 +209,8 @@ class BenchmarkConfig(Section):
             raise ValueError(f"grid.prompt names {unknown} not defined in prompts")
         if self.evaluation.pairwise is not None and not self.grid.judge:
             raise ValueError("evaluation.pairwise needs a judge in grid.judge")
+        if self.evaluation.judge_repeats is not None and not self.grid.judge:
+            raise ValueError("evaluation.judge_repeats needs a judge in grid.judge")
         if self.evaluation.judge_samples > 1:
             greedy = [
                 s.model

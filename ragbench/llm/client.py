@@ -105,12 +105,14 @@ class LLMClient:
         messages: Sequence[Mapping[str, Any]] | str,
         response_schema: type[BaseModel] | None = None,
         sample: int = 0,
+        repeat: Mapping[str, Any] | None = None,
     ) -> str:
         """Hash of everything that changes the output; credentials are never part of it. A repeat
-        (`sample` > 0) has a key of its own; the first keeps the key it always had."""
+        (`sample` > 0, or a judge `repeat`) has a key of its own; the first keeps the key it always had."""
         s = self.settings
         return cache_key(
             ({"sample": sample} if sample else {})
+            | ({"repeat": dict(repeat)} if repeat else {})
             | {
                 "model": s.model,
                 "api_base": s.api_base,
@@ -130,14 +132,16 @@ class LLMClient:
         *,
         response_schema: type[BaseModel] | None = None,
         sample: int = 0,
+        repeat: Mapping[str, Any] | None = None,
     ) -> LLMResult:
         """One chat completion (a str is one user message); validated against `response_schema` if given.
-        `sample` numbers repeats of the same request (see `LLMRequest.sample`).
+        `sample` numbers repeats of the same request (see `LLMRequest.sample`), `repeat` a judge repeat
+        (`LLMRequest.repeat`).
 
         Never raises for a failed call (the result's `error` says why) except `LLMConfigError`.
         """
         msgs = as_messages(messages)
-        key = self.cache_key(msgs, response_schema, sample)
+        key = self.cache_key(msgs, response_schema, sample, repeat)
         guard = self._guard(key) if self.cache is not None else nullcontext()
         with guard:
             if self.cache is not None:
@@ -178,7 +182,10 @@ class LLMClient:
                     done(
                         index,
                         self.complete(
-                            item.messages, response_schema=item.response_schema, sample=item.sample
+                            item.messages,
+                            response_schema=item.response_schema,
+                            sample=item.sample,
+                            repeat=item.repeat,
                         ),
                     )
             else:
@@ -190,6 +197,7 @@ class LLMClient:
                             item.messages,
                             response_schema=item.response_schema,
                             sample=item.sample,
+                            repeat=item.repeat,
                         ): index
                         for index, item in enumerate(items)
                     }

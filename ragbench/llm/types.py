@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -149,6 +149,9 @@ class LLMRequest:
     # Which repeat of the same request this is: repeats are cached apart (a repeat is never served the
     # first one's result) and, when the settings fix a seed, sample with seed + sample.
     sample: int = 0
+    # A judge repeat (`ragbench.scoring.repeats`): its index and the orders its passages and options were
+    # shown in. Part of the cache key, so an identical repeat is asked again instead of served from cache.
+    repeat: Mapping[str, Any] | None = None
 
 
 class LLMResult(BaseModel):

@@ -22,6 +22,7 @@ from ragbench.scoring.judge import (
 )
 from ragbench.scoring.keyword_tests import KeywordReport, Suite, run_keyword_tests
 from ragbench.scoring.pairwise import PairwiseInput, PairwiseResult, judge_pairs
+from ragbench.scoring.repeats import JudgeRepeatsConfig, RepeatedVerdict, judge_repeats
 from ragbench.scoring.rubric_scorer import rubric_scorers
 from ragbench.scoring.rubrics import JudgeInput, Rubric, checked_rubric
 from ragbench.scoring.scorer import Scorer
@@ -37,6 +38,8 @@ class JudgeResult(BaseModel):
     scorers: dict[str, list[str]] = {}  # scorer name -> its metric columns
     # The judge's correctness verdicts on the human-labelled answers of the eval cases (`human_answer`).
     calibration: list[Judgement] = []
+    # `evaluation.judge_repeats`: a seeded sample of the verdicts asked again (`ragbench.scoring.repeats`)
+    repeats: list[RepeatedVerdict] = []
 
     @property
     def summary(self) -> JudgeSummary:
@@ -53,13 +56,19 @@ class JudgeResult(BaseModel):
             raise ValueError("only verdicts of one judge key join")
         judgements = {j.case_id: j for part in reversed(parts) for j in part.judgements}
         ordered = dict.fromkeys(j.case_id for part in parts for j in part.judgements)
-        return parts[0].model_copy(update={"judgements": [judgements[case] for case in ordered]})
+        repeats = [r for part in parts for r in part.repeats]
+        return parts[0].model_copy(
+            update={"judgements": [judgements[case] for case in ordered], "repeats": repeats}
+        )
 
     @property
     def failures(self) -> int:
         """Verdicts the judge could not give (call failed or reply never valid), first samples, repeats
         and calibration alike: counted, never scored, and the step is not reused from the cache."""
-        return sum(len(j.errors) + j.resample_failures for j in [*self.judgements, *self.calibration])
+        verdicts = [*self.judgements, *self.calibration]
+        return sum(len(j.errors) + j.resample_failures for j in verdicts) + sum(
+            r.error is not None for r in self.repeats
+        )
 
 
 def judge_cell(
@@ -72,9 +81,12 @@ def judge_cell(
     embed: Embed | None = None,
     llm_cache: str | None = None,
     samples: int = 1,
+    repeats: JudgeRepeatsConfig | None = None,
+    seed: int = 0,
 ) -> JudgeResult:
     """Judge the answers that exist; failed reader calls are counted by the table, not judged. `embed`:
-    the scoring embedding model, for scorers that compare texts."""
+    the scoring embedding model, for scorers that compare texts. `repeats`: a `seed`ed sample of the
+    rubrics' verdicts asked again."""
     if spec.judge is None:
         raise ValueError(f"cell {spec.id} has no judge")
     if answer_set.external is not None and not answer_set.external.returned_contexts:
@@ -100,6 +112,7 @@ def judge_cell(
     labelled = calibration_inputs(cases) if checked is not None else []
     judgements = [Judgement(case_id=item.case_id) for item in inputs]
     calibration: list[Judgement] = []
+    repeated: list[RepeatedVerdict] = []
     if inputs or labelled:
         with LLMClient(spec.judge, cache_location=llm_cache) as client:
             # the rubrics' verdicts first, then the other scorers: the metrics' order as declared
@@ -109,11 +122,14 @@ def judge_cell(
             )
             if labelled:
                 calibration = judge_answers(client, labelled, rubrics=[checked], desc="judge labelled")
+            if repeats is not None and inputs:
+                repeated = judge_repeats(client, inputs, rubrics, repeats, seed)
     return JudgeResult(
         spec=spec,
         rubrics=list(rubrics),
         judgements=judgements,
         calibration=calibration,
+        repeats=repeated,
         scorers={scorer.name: [metric.column for metric in scorer.metrics()] for scorer in scorers},
     )
 

@@ -24,6 +24,7 @@ from ragbench.scoring.keyword_tests import BUILTIN_SUITES, AssertionSuite, Suite
 from ragbench.scoring.metrics import LATENCY, MetricInfo, metric_key, retrieval_metrics
 from ragbench.scoring.pairwise import DEFAULT_CRITERION
 from ragbench.scoring.ragas_family import RAGAS_FAMILY
+from ragbench.scoring.repeats import JudgeRepeatsConfig
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS, CustomRubric, Rubric, names_of, select_rubrics
 from ragbench.scoring.scorer import Scorer
 from ragbench.section import Section
@@ -229,6 +230,12 @@ class EvaluationConfig(Section):
         le=20,
         description="verdicts per answer and rubric: more than 1 measures the judge's self-consistency "
         "and needs judge temperature > 0",
+    )
+    judge_repeats: JudgeRepeatsConfig | None = Field(
+        default=None,
+        description="ask a seeded sample of each cell's verdicts again: {count, sample, reorder_share}; "
+        "the flip rate at the pass threshold, the position effect and the judge's variance are reported "
+        "(docs/concepts/uncertainty.md#judge-repeats)",
     )
     judge_alignment: JudgeAlignmentConfig | None = Field(
         default=None,

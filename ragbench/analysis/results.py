@@ -464,9 +464,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
     reliability = judge_reliability(
         results.judged_cases(labels, varying), results.sampled_scores(), results.labelled_scores(), repeated
     )
-    by_type = case_type_rows(
-        headline, case_values, labels, {case.id: case.case_type for case in cases}, statistics
-    )
+    case_types = {case.id: case.case_type for case in cases}
     table = ResultsTable(
         title=inputs.title,
         rows=rows,
@@ -486,7 +484,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         eval_set=eval_suite.label if eval_suite is not None else "",
         eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
         knowledge_base_fingerprint=inputs.knowledge_base_fingerprint,
-        case_type_rows=by_type,
+        case_type_rows=case_type_rows(headline, case_values, labels, case_types, statistics),
         turn_mode_rows=turn_mode_rows(headline, case_values, labels, cases, statistics),
         incomplete=incomplete,
         pairwise=list(inputs.pairwise),

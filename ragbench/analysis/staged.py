@@ -254,7 +254,10 @@ class StagedOracle:
 
     cells: Mapping[str, tuple[str, str]]  # cell -> (its retrieve key, its rerank key)
     retrieval: Mapping[str, Mapping[str, float]]  # retrieve key -> case -> the retrieval metric
-    reranked: Mapping[str, Mapping[str, float]]  # rerank key -> case -> the retrieval metric after reranking
+    # rerank key -> case -> the retrieval metric after reranking; None: the grid has no reranker, so there
+    # is no rerank stage (as in the pipeline: a second test of the same keys on the same values would only
+    # spend Holm's level again)
+    reranked: Mapping[str, Mapping[str, float]] | None
     answers: Mapping[str, Mapping[str, float]]  # cell -> case -> the end-to-end metric
 
 
@@ -263,7 +266,7 @@ class StagedPlan(BaseModel):
     cost."""
 
     split: CaseSplit
-    decisions: list[StageDecision]  # retrieve, rerank, answer
+    decisions: list[StageDecision]  # retrieve, rerank (when the grid reranks), answer
     race: RaceTrace | None  # None: a single cell survived the retrieval stages, nothing to race
     finalists: list[str]  # the race's survivors best first, at most search.finalists
     winner: str
@@ -292,9 +295,10 @@ def replay_staged(
     seed: int = 0,
     resamples: int = 2000,
 ) -> StagedPlan:
-    """The staged search on `oracle` over the seeded case `order`: retrieve and rerank tie sets on the
-    search cases, the race of the surviving cells (each answering round by round, `calls_per_case`
-    reader and judge calls per case), the best `finalists` survivors answering the held-out cases."""
+    """The staged search on `oracle` over the seeded case `order`: retrieve and (when the grid reranks)
+    rerank tie sets on the search cases, the race of the surviving cells (each answering round by round,
+    `calls_per_case` reader and judge calls per case), the best `finalists` survivors answering the
+    held-out cases."""
     split = split_order(
         list(order)[: settings.max_cases] if settings.max_cases else list(order), settings.holdout
     )
@@ -309,12 +313,17 @@ def replay_staged(
     retrieve = keep_tie_set(
         {key: on_search(oracle.retrieval[key]) for key in retrieve_keys}, stage="retrieve", **stage
     )
-    alive = {cell: keys[1] for cell, keys in oracle.cells.items() if keys[0] in retrieve.kept}
-    rerank_keys = _by_key(alive)
-    rerank = keep_tie_set(
-        {key: on_search(oracle.reranked[key]) for key in rerank_keys}, stage="rerank", **stage
-    )
-    cells, rerank = cells_within(rerank_keys, rerank, settings.max_cells)
+    if oracle.reranked is None:  # no rerank stage: the cell budget applies to the retrieve keys kept
+        cells, retrieve = cells_within(retrieve_keys, retrieve, settings.max_cells)
+        retrieval_stages = [retrieve]
+    else:
+        alive = {cell: keys[1] for cell, keys in oracle.cells.items() if keys[0] in retrieve.kept}
+        rerank_keys = _by_key(alive)
+        rerank = keep_tie_set(
+            {key: on_search(oracle.reranked[key]) for key in rerank_keys}, stage="rerank", **stage
+        )
+        cells, rerank = cells_within(rerank_keys, rerank, settings.max_cells)
+        retrieval_stages = [retrieve, rerank]
     answered = dict.fromkeys(cells, 0)
     trace = None
     if len(cells) == 1:
@@ -362,7 +371,7 @@ def replay_staged(
             answered[cell] += len(split.held_out)
     return StagedPlan(
         split=split,
-        decisions=[retrieve, rerank, answer],
+        decisions=[*retrieval_stages, answer],
         race=trace,
         finalists=finalists,
         winner=finalists[0],

@@ -159,3 +159,25 @@ def test_without_holdout_nothing_is_confirmed_and_every_case_searches() -> None:
     assert plan.confirmation is None and plan.split.held_out == []
     assert plan.decisions[1].cut == ["B-rr"] or plan.decisions[1].cut == ["A-rr"]
     assert plan.race is not None and len(plan.race.cells) == 2
+
+
+def test_a_grid_without_a_reranker_has_no_rerank_stage() -> None:
+    """No reranker (`reranked` None): the retrieve stage's tie set goes straight to the race, and the cell
+    budget cuts retrieve keys, as the pipeline does."""
+    oracle, cases = planted_oracle()
+    plain = StagedOracle(
+        cells=oracle.cells, retrieval=oracle.retrieval, reranked=None, answers=oracle.answers
+    )
+
+    def run(settings: Settings):
+        return replay_staged(
+            plain, cases, settings, higher_is_better=True, retrieval_higher_is_better=True, resamples=500
+        )
+
+    plan = run(Settings())
+    assert [decision.stage for decision in plan.decisions] == ["retrieve", "answer"]
+    assert set(plan.decisions[0].kept) == {"A", "B"} and plan.decisions[0].cut == []
+    assert plan.race is not None and set(plan.race.cells) == {"A1", "A2", "B1", "B2"}
+    assert plan.winner == replay().winner  # the same search as with the one-to-one rerank keys
+    budget = run(Settings(max_cells=2))
+    assert budget.decisions[0].cut == ["B"] and set(budget.race.cells) == {"A1", "A2"}

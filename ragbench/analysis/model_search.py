@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 import numpy as np
 import optuna
@@ -35,6 +34,7 @@ from pydantic import BaseModel
 
 from ragbench.analysis.holdout import CaseSplit, Confirmation, confirm, split_order
 from ragbench.analysis.racing import RESAMPLES_PER_THRESHOLD, planned_looks
+from ragbench.analysis.strategies import ModelSearch
 from ragbench.stats.inference import paired_differences, paired_p_value
 
 # Optuna logs every trial at INFO: a search of a hundred cells would bury the run's own output.
@@ -232,30 +232,6 @@ class TrialSearch:
         return dict(self._values[cell])
 
 
-class ModelSearchSettings(Protocol):
-    """The settings the model-based search reads (`search:` with `strategy: tpe`); any object with these
-    attributes, so the config's section is passed as it is."""
-
-    @property
-    def metric(self) -> str: ...
-    @property
-    def batch(self) -> int: ...
-    @property
-    def max_cases(self) -> int | None: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def max_cells(self) -> int: ...
-    @property
-    def startup_trials(self) -> int: ...
-    @property
-    def holdout(self) -> float: ...
-    @property
-    def finalists(self) -> int: ...
-    @property
-    def seed(self) -> int: ...
-
-
 class TrialPlan(BaseModel):
     """The model-based search as it ran: the split, every trial, the finalists, the confirmation, the cost."""
 
@@ -275,7 +251,7 @@ def replay_model_search(
     cells: Mapping[str, Mapping[str, str]],
     answers: Mapping[str, Mapping[str, float]],
     order: Sequence[str],
-    settings: ModelSearchSettings,
+    settings: ModelSearch,
     *,
     higher_is_better: bool,
     calls_per_case: int = 2,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 from pydantic import BaseModel
@@ -36,14 +35,8 @@ from ragbench.analysis.racing import (
     look,
     start_race,
 )
+from ragbench.analysis.strategies import StagedSearch
 from ragbench.stats.inference import holm, holm_levels, sign_flip_tests
-
-# The level a retrieval stage drops keys at (`search.stage_alpha`'s default), stricter than the race's 5%: a
-# stage's drop is final and made on a proxy (retrieval, not answers), while a tied key kept only costs race
-# rounds. Holm's step-down tests the last comparisons near the full level, so at 5% a key a hair behind on
-# retrieval (and better on answers) was dropped in about a fifth of the replays of bench/bench_search.py's
-# planted interaction; at 1% in a few percent, the search still answering about 5% of the full grid's calls.
-DEFAULT_STAGE_ALPHA = 0.01
 
 
 class DroppedKey(BaseModel):
@@ -207,35 +200,7 @@ def race_decision(trace: RaceTrace) -> StageDecision:
     )
 
 
-class StagedSettings(Protocol):
-    """The settings the staged search reads (`search:` with `strategy: staged`); any object with these
-    attributes, so the config's section is passed as it is."""
-
-    @property
-    def metric(self) -> str: ...
-    @property
-    def batch(self) -> int: ...
-    @property
-    def max_cases(self) -> int | None: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def budget_calls(self) -> int | None: ...
-    @property
-    def margin(self) -> float | None: ...
-    @property
-    def retrieval_metric(self) -> str: ...
-    @property
-    def stage_alpha(self) -> float: ...
-    @property
-    def holdout(self) -> float: ...
-    @property
-    def finalists(self) -> int: ...
-    @property
-    def max_cells(self) -> int | None: ...
-
-
-def race_settings(settings: StagedSettings) -> RaceConfig:
+def race_settings(settings: StagedSearch) -> RaceConfig:
     """The race of the answer stage: the search's race fields, on the search cases (already cut to
     max_cases before the split, so not cut again)."""
     return RaceConfig(
@@ -254,7 +219,10 @@ class StagedOracle:
 
     cells: Mapping[str, tuple[str, str]]  # cell -> (its retrieve key, its rerank key)
     retrieval: Mapping[str, Mapping[str, float]]  # retrieve key -> case -> the retrieval metric
-    reranked: Mapping[str, Mapping[str, float]]  # rerank key -> case -> the retrieval metric after reranking
+    # rerank key -> case -> the retrieval metric after reranking; None: the grid has no reranker, so there
+    # is no rerank stage (as in the pipeline: a second test of the same keys on the same values would only
+    # spend Holm's level again)
+    reranked: Mapping[str, Mapping[str, float]] | None
     answers: Mapping[str, Mapping[str, float]]  # cell -> case -> the end-to-end metric
 
 
@@ -263,7 +231,7 @@ class StagedPlan(BaseModel):
     cost."""
 
     split: CaseSplit
-    decisions: list[StageDecision]  # retrieve, rerank, answer
+    decisions: list[StageDecision]  # retrieve, rerank (when the grid reranks), answer
     race: RaceTrace | None  # None: a single cell survived the retrieval stages, nothing to race
     finalists: list[str]  # the race's survivors best first, at most search.finalists
     winner: str
@@ -283,7 +251,7 @@ def _by_key(keys: Mapping[str, str]) -> dict[str, list[str]]:
 def replay_staged(
     oracle: StagedOracle,
     order: Sequence[str],
-    settings: StagedSettings,
+    settings: StagedSearch,
     *,
     higher_is_better: bool,
     retrieval_higher_is_better: bool,
@@ -291,10 +259,13 @@ def replay_staged(
     confidence: float = 0.95,
     seed: int = 0,
     resamples: int = 2000,
+    metrics_k: int = 5,
 ) -> StagedPlan:
-    """The staged search on `oracle` over the seeded case `order`: retrieve and rerank tie sets on the
-    search cases, the race of the surviving cells (each answering round by round, `calls_per_case`
-    reader and judge calls per case), the best `finalists` survivors answering the held-out cases."""
+    """The staged search on `oracle` over the seeded case `order`: retrieve and (when the grid reranks)
+    rerank tie sets on the search cases, the race of the surviving cells (each answering round by round,
+    `calls_per_case` reader and judge calls per case), the best `finalists` survivors answering the
+    held-out cases. `settings`: the config's section; `metrics_k` says what its default retrieval metric
+    is called (hit_rate@<metrics_k>), the label of the stages' decisions."""
     split = split_order(
         list(order)[: settings.max_cases] if settings.max_cases else list(order), settings.holdout
     )
@@ -303,18 +274,23 @@ def replay_staged(
     def on_search(values: Mapping[str, float]) -> dict[str, float]:
         return {case: v for case, v in values.items() if case in search}
 
-    stage = {"metric": settings.retrieval_metric, "higher_is_better": retrieval_higher_is_better}
+    stage = {"metric": settings.retrieval_column(metrics_k), "higher_is_better": retrieval_higher_is_better}
     stage |= {"alpha": settings.stage_alpha, "seed": seed, "resamples": resamples}
     retrieve_keys = _by_key({cell: keys[0] for cell, keys in oracle.cells.items()})
     retrieve = keep_tie_set(
         {key: on_search(oracle.retrieval[key]) for key in retrieve_keys}, stage="retrieve", **stage
     )
-    alive = {cell: keys[1] for cell, keys in oracle.cells.items() if keys[0] in retrieve.kept}
-    rerank_keys = _by_key(alive)
-    rerank = keep_tie_set(
-        {key: on_search(oracle.reranked[key]) for key in rerank_keys}, stage="rerank", **stage
-    )
-    cells, rerank = cells_within(rerank_keys, rerank, settings.max_cells)
+    if oracle.reranked is None:  # no rerank stage: the cell budget applies to the retrieve keys kept
+        cells, retrieve = cells_within(retrieve_keys, retrieve, settings.max_cells)
+        retrieval_stages = [retrieve]
+    else:
+        alive = {cell: keys[1] for cell, keys in oracle.cells.items() if keys[0] in retrieve.kept}
+        rerank_keys = _by_key(alive)
+        rerank = keep_tie_set(
+            {key: on_search(oracle.reranked[key]) for key in rerank_keys}, stage="rerank", **stage
+        )
+        cells, rerank = cells_within(rerank_keys, rerank, settings.max_cells)
+        retrieval_stages = [retrieve, rerank]
     answered = dict.fromkeys(cells, 0)
     trace = None
     if len(cells) == 1:
@@ -362,7 +338,7 @@ def replay_staged(
             answered[cell] += len(split.held_out)
     return StagedPlan(
         split=split,
-        decisions=[retrieve, rerank, answer],
+        decisions=[*retrieval_stages, answer],
         race=trace,
         finalists=finalists,
         winner=finalists[0],

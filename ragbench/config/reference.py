@@ -124,10 +124,20 @@ def _tag(model: type[BaseModel], field: str) -> str:
     return str(typing.get_args(model.model_fields[field].annotation)[0])
 
 
+def _per_variant(parts: list[tuple[dict[str, str], list[str]]], column: str) -> str:
+    """One column of a key the variants declare differently: the value every part shares, else each
+    part's value named by the tags that declare it so."""
+    values = {row[column] for row, _ in parts}
+    if len(values) == 1:
+        return values.pop()
+    return "; ".join(f"{', '.join(tags)}: {row[column]}" for row, tags in parts)
+
+
 def _variant_rows(variants: list[type[BaseModel]], prefix: str) -> list[dict[str, str]]:
     """The keys of a block that is one of `variants`: the tag field first, listing every tag, then each
-    other key once where every variant that has it declares it alike, its description saying which
-    variants have it when not all do."""
+    other key in one row (a key is one name in a YAML file, so one row of the reference). Its description
+    says which variants have it when not all do; where variants declare it differently (`search.max_cells`:
+    optional for staged, required for tpe), each column gives every variant's part, named by its tag."""
     tag = next(iter(variants[0].model_fields))
     found = [
         {
@@ -137,16 +147,28 @@ def _variant_rows(variants: list[type[BaseModel]], prefix: str) -> list[dict[str
             "description": "; ".join(f"{v.model_fields[tag].description}" for v in variants),
         }
     ]
-    by_row: dict[str, dict[str, list[str]]] = {}  # key -> its row as JSON -> the tags declaring it so
+    by_key: dict[str, dict[str, list[str]]] = {}  # key -> its row as JSON -> the tags declaring it so
     for variant in variants:
         for row in rows(variant, prefix)[1:]:
-            by_row.setdefault(row["key"], {}).setdefault(json.dumps(row), []).append(_tag(variant, tag))
-    for shapes in by_row.values():
-        for shape, tags in shapes.items():
-            row = json.loads(shape)
+            by_key.setdefault(row["key"], {}).setdefault(json.dumps(row), []).append(_tag(variant, tag))
+    for key, shapes in by_key.items():
+        parts = [(json.loads(shape), tags) for shape, tags in shapes.items()]
+        every = [t for _, tags in parts for t in tags]
+        if len(parts) == 1:
+            row, tags = parts[0]
             if len(tags) < len(variants):
                 row["description"] = f"({tag} {', '.join(tags)}) {row['description']}"
             found.append(row)
+            continue
+        found.append(
+            {
+                "key": key,
+                "type": _per_variant(parts, "type"),
+                "default": _per_variant(parts, "default"),
+                "description": f"({tag} {', '.join(every)}, each its own meaning) "
+                + " ".join(f"{', '.join(tags)}: {row['description']}." for row, tags in parts),
+            }
+        )
     return found
 
 

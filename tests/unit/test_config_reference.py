@@ -76,6 +76,22 @@ def test_every_key_is_listed_with_type_default_and_description():
     assert "`knowledge_base.revision`" in page and "`timeout_s`" in page and "`llm_cache_dir`" in page
 
 
+def test_a_key_of_several_search_strategies_is_one_row_naming_each_meaning():
+    """`search.max_cells` is optional for staged (answered cells) and required for tpe (trials): one key in
+    a YAML file, so one row, whose columns give each strategy's part."""
+    keys = [row["key"] for row in rows(BenchmarkConfig)]
+    assert len(keys) == len(set(keys)), "a key listed twice"
+    row = {row["key"]: row for row in rows(BenchmarkConfig)}["search.max_cells"]
+    assert row["type"] == "staged: int or null; tpe: int"
+    assert row["default"] == "staged: null; tpe: (required)"
+    meaning = "(strategy staged, tpe, each its own meaning) staged: answered cells"
+    assert row["description"].startswith(meaning)
+    assert " tpe: cells evaluated at most" in row["description"]
+    assert {row["key"]: row for row in rows(BenchmarkConfig)}["search.seed"]["description"].startswith(
+        "(strategy tpe) "
+    )
+
+
 def test_a_field_added_without_a_description_fails():
     class Extended(BenchmarkConfig):
         shiny_new_knob: int = 3

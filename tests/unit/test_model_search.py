@@ -3,12 +3,11 @@ that spend nothing, and the race's pruning rule stopping a clearly worse trial (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
 from ragbench.analysis.model_search import TrialSearch, replay_model_search
+from ragbench.analysis.strategies import ModelSearch
 
 AXES = {"chunk": ["128", "256", "512"], "reader": ["a", "b"], "prompt": ["p", "q"]}
 CELLS = {
@@ -130,24 +129,17 @@ def test_a_grid_that_is_not_a_full_product_is_searched_over_its_own_cells() -> N
     assert search.best == "bm25"  # lower is better
 
 
-@dataclass(frozen=True)
-class Settings:
-    metric: str = "score"
-    batch: int = 4
-    max_cases: int | None = None
-    alpha: float = 0.05
-    max_cells: int = 6
-    startup_trials: int = 3
-    holdout: float = 0.25
-    finalists: int = 2
-    seed: int = 0
+def tpe(**changes: object) -> ModelSearch:
+    """The config's own section, as the pipeline passes it."""
+    fields = {"strategy": "tpe", "metric": "score", "batch": 4, "max_cells": 6, "startup_trials": 3}
+    return ModelSearch.model_validate({**fields, "holdout": 0.25, "finalists": 2, **changes})
 
 
 def test_the_replay_confirms_the_best_complete_trials_on_held_out_cases() -> None:
     values = answers()
-    plan = replay_model_search(CELLS, values, CASES, Settings(), higher_is_better=True, resamples=500)
+    plan = replay_model_search(CELLS, values, CASES, tpe(), higher_is_better=True, resamples=500)
     assert plan.split.held_out == CASES[18:]
     assert len(plan.trials) == 6 and plan.winner == plan.finalists[0]
     assert plan.confirmation is not None and plan.confirmation.confirmed[plan.winner].n == 6
     assert plan.calls == 2 * (sum(r.cases for r in plan.trials) + 6 * len(plan.finalists))
-    assert replay_model_search(CELLS, values, CASES, Settings(), higher_is_better=True, resamples=500) == plan
+    assert replay_model_search(CELLS, values, CASES, tpe(), higher_is_better=True, resamples=500) == plan

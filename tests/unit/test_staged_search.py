@@ -3,8 +3,6 @@ values keeps the near-tied key that answers better, drops the clear loser and co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
@@ -14,6 +12,7 @@ from ragbench.analysis.staged import (
     keep_tie_set,
     replay_staged,
 )
+from ragbench.analysis.strategies import StagedSearch
 
 CASES = [f"q{i}" for i in range(6)]
 
@@ -90,19 +89,10 @@ def test_the_cell_budget_cuts_tied_keys_worst_first_but_never_the_best() -> None
     assert cells_within(cells, decision, None)[0] == ["a1", "a2", "b1", "b2", "c1", "c2"]
 
 
-@dataclass(frozen=True)
-class Settings:
-    metric: str = "score"
-    batch: int = 8
-    max_cases: int | None = None
-    alpha: float = 0.05
-    budget_calls: int | None = None
-    margin: float | None = None
-    retrieval_metric: str = "mrr"
-    stage_alpha: float = 0.05
-    holdout: float = 0.3
-    finalists: int = 2
-    max_cells: int | None = None
+def staged(**changes: object) -> StagedSearch:
+    """The config's own section, as the pipeline passes it (a 5% stage level, 2 finalists)."""
+    fields = {"strategy": "staged", "metric": "score", "retrieval_metric": "mrr", "stage_alpha": 0.05}
+    return StagedSearch.model_validate({**fields, "finalists": 2, **changes})
 
 
 def planted_oracle() -> tuple[StagedOracle, list[str]]:
@@ -128,10 +118,16 @@ def planted_oracle() -> tuple[StagedOracle, list[str]]:
     return oracle, cases
 
 
-def replay(settings: Settings = Settings()):
+def replay(settings: StagedSearch | None = None):
     oracle, cases = planted_oracle()
     return replay_staged(
-        oracle, cases, settings, higher_is_better=True, retrieval_higher_is_better=True, seed=0, resamples=500
+        oracle,
+        cases,
+        settings or staged(),
+        higher_is_better=True,
+        retrieval_higher_is_better=True,
+        seed=0,
+        resamples=500,
     )
 
 
@@ -155,7 +151,29 @@ def test_the_staged_search_keeps_the_interaction_and_confirms_on_held_out_cases(
 
 
 def test_without_holdout_nothing_is_confirmed_and_every_case_searches() -> None:
-    plan = replay(Settings(holdout=0.0, max_cells=2))
+    plan = replay(staged(holdout=0.0, max_cells=2))
     assert plan.confirmation is None and plan.split.held_out == []
     assert plan.decisions[1].cut == ["B-rr"] or plan.decisions[1].cut == ["A-rr"]
     assert plan.race is not None and len(plan.race.cells) == 2
+
+
+def test_a_grid_without_a_reranker_has_no_rerank_stage() -> None:
+    """No reranker (`reranked` None): the retrieve stage's tie set goes straight to the race, and the cell
+    budget cuts retrieve keys, as the pipeline does."""
+    oracle, cases = planted_oracle()
+    plain = StagedOracle(
+        cells=oracle.cells, retrieval=oracle.retrieval, reranked=None, answers=oracle.answers
+    )
+
+    def run(settings: StagedSearch):
+        return replay_staged(
+            plain, cases, settings, higher_is_better=True, retrieval_higher_is_better=True, resamples=500
+        )
+
+    plan = run(staged())
+    assert [decision.stage for decision in plan.decisions] == ["retrieve", "answer"]
+    assert set(plan.decisions[0].kept) == {"A", "B"} and plan.decisions[0].cut == []
+    assert plan.race is not None and set(plan.race.cells) == {"A1", "A2", "B1", "B2"}
+    assert plan.winner == replay().winner  # the same search as with the one-to-one rerank keys
+    budget = run(staged(max_cells=2))
+    assert budget.decisions[0].cut == ["B"] and set(budget.race.cells) == {"A1", "A2"}

@@ -7,8 +7,10 @@ COLBERT_EXTENSION := $(VENV)/.colbert-extension
 export ZENML_ANALYTICS_OPT_IN := false
 export TOKENIZERS_PARALLELISM := false
 export LITELLM_LOCAL_MODEL_COST_MAP := True
-# llama-cpp-python builds from source; this keeps the build portable across x86-64 CPUs with AVX2.
-export CMAKE_ARGS := -DGGML_NATIVE=OFF
+# llama-cpp-python builds from source: GGML_NATIVE=OFF keeps the build portable across x86-64 CPUs with
+# AVX2; LLAVA_BUILD=OFF skips the multimodal library (54 of its ~335 compile units), which ragbench never
+# loads (llama_cpp imports it only inside its image chat handlers).
+export CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 
 .PHONY: setup run test test-setup test-fast lint browser postgres debian-packages colbert-extension bench clean test-docker docs reference ragas-venv ppi-venv
 

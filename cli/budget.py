@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 # What changes a benchmark's plan, named in the refusal.
 BENCHMARK_KNOBS = (
-    "generation.sample_size, the grid's readers or judges, the rubrics, evaluation.judge_samples or "
-    "evaluation.judge_check.cases"
+    "generation.sample_size, the grid's readers or judges, the rubrics, evaluation.judge_samples, "
+    "evaluation.judge_check.cases or evaluation.judge_repeats"
 )
 TESTSET_KNOBS = "testset.chunks, testset.questions_per_chunk or testset.filters"
 TRAINING_KNOBS = "reranker_training.chunks"

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from materializers.search import StageDecisionMaterializer
 from ragbench.analysis.holdout import CaseSplit
-from ragbench.analysis.staged import StageDecision, cells_within, keep_tie_set
+from ragbench.analysis.staged import StageDecision, cells_within, keep_tie_set, tie_break_column
 from ragbench.grid.axes import STAGES
 from ragbench.retrieval.rerank_stage import RerankResult
 from ragbench.retrieval.search import RetrievalResult
@@ -44,16 +44,20 @@ def decide_stage(
     if missing := [key for key in by_key if key not in rankings]:
         raise ValueError(f"the {stage} stage has no retrieval result for key(s) {missing}")
     search = set(split.search)
-    values = {
-        key: {
-            case.case_id: case.values[metric.column]
-            for case in rankings[key].cases
-            if case.case_id in search and metric.column in case.values
+
+    def per_case(column: str) -> dict[str, dict[str, float]]:
+        return {
+            key: {
+                case.case_id: case.values[column]
+                for case in rankings[key].cases
+                if case.case_id in search and column in case.values
+            }
+            for key in by_key
         }
-        for key in by_key
-    }
+
     decision = keep_tie_set(
-        values,
+        per_case(metric.column),
+        tie_break=(tie_break_column(metric.column), per_case(tie_break_column(metric.column))),
         stage=stage,
         metric=metric.column,
         higher_is_better=metric.higher_is_better,

@@ -60,10 +60,11 @@ class StageDecision(BaseModel):
     alpha: float
     best: str
     means: dict[str, float]
-    kept: list[str]  # the best first, then by mean
+    kept: list[str]  # the best first, then by mean (equal means by the tie-break's: `keep_tie_set`)
     dropped: list[DroppedKey]
     # kept by the test but left out so the answered cells fit search.max_cells (worst by mean first out)
     cut: list[str] = []
+    tie_break: str | None = None  # the metric that ordered keys of equal means (None: key order alone)
 
     def summary(self, names: Mapping[str, str] | None = None) -> str:
         """One line: how many keys the stage kept, its best, what it dropped and cut."""
@@ -73,12 +74,19 @@ class StageDecision(BaseModel):
             if self.dropped
             else ""
         )
-        cut = f"; {len(self.cut)} tied key(s) cut to fit the cell budget" if self.cut else ""
+        order = f", equal means ordered by {self.tie_break}" if self.tie_break else ""
+        cut = f"; {len(self.cut)} tied key(s) cut to fit the cell budget{order}" if self.cut else ""
         return (
             f"{self.stage} stage on {self.metric} over {self.n_cases} case(s): kept {len(self.kept)} of "
             f"{len(self.means)} (best {name(self.best, self.best)}, {self.means[self.best]:.3g})"
             f"{dropped}{cut}."
         )
+
+
+def tie_break_column(metric: str) -> str:
+    """The rank-sensitive retrieval measure that orders keys tied on the stage's `metric`: MRR (where the
+    first expected source sits), or nDCG@10 when the stage decides on MRR itself."""
+    return "ndcg@10" if metric == "mrr" else "mrr"
 
 
 def _mean(by_case: Mapping[str, float]) -> float:
@@ -95,9 +103,15 @@ def keep_tie_set(
     alpha: float,
     seed: int,
     resamples: int,
+    tie_break: tuple[str, Mapping[str, Mapping[str, float]]] | None = None,
 ) -> StageDecision:
-    """The best key by mean (ties by key) and every key the sign-flip test of the mean paired difference,
-    on the cases both scored, does not put significantly behind it, Holm at `alpha` over the comparisons.
+    """The best key by mean and every key the sign-flip test of the mean paired difference, on the cases
+    both scored, does not put significantly behind it, Holm at `alpha` over the comparisons.
+    `tie_break`: a second metric's name and its values (key -> case id -> value, higher better), whose mean
+    orders keys of equal means
+    (the best among them, and which kept keys `cells_within` takes first): a hit rate ties often on few
+    cases, and a rank-sensitive measure then says which key puts the source higher. Key order decides
+    only what both leave equal.
     `values`: key -> case id -> value (NaN: not scored). A key that scored nothing has no evidence against
     it and is kept. Keys with exactly the best's values are kept without a test, and keys with the same
     values as each other are one comparison (a flat and an HNSW index returning the same lists would
@@ -113,7 +127,15 @@ def keep_tie_set(
     if not scored:
         keys = sorted(values)
         return StageDecision(**common, n_cases=0, best=keys[0], means=means, kept=keys, dropped=[])
-    best = min(scored, key=lambda key: (sign * means[key], key))
+    tie_metric, tie_values = tie_break or (None, {})
+    second = {key: _mean(by_case) for key, by_case in tie_values.items()}
+
+    def rank(key: str) -> tuple[float, float, str]:
+        """Best first: the stage's mean, then the tie-break's (a key without one after those with one)."""
+        tied = second.get(key, math.nan)
+        return (sign * means[key], -tied if not math.isnan(tied) else math.inf, key)
+
+    best = min(scored, key=rank)
     groups: dict[tuple[tuple[str, float], ...], list[str]] = {}
     for key in scored:
         signature = tuple(sorted((case, v) for case, v in values[key].items() if not math.isnan(v)))
@@ -140,7 +162,7 @@ def keep_tie_set(
     gone = {d.key for d in dropped}
     kept = sorted(
         (key for key in values if key not in gone),
-        key=lambda key: (key != best, math.isnan(means[key]), sign * means[key] if key in scored else 0, key),
+        key=lambda key: (key != best, key not in scored, rank(key) if key in scored else (0, 0, key)),
     )
     return StageDecision(
         **common,
@@ -149,6 +171,7 @@ def keep_tie_set(
         means=means,
         kept=kept,
         dropped=sorted(dropped, key=lambda d: (sign * d.mean, d.key)),
+        tie_break=tie_metric,
     )
 
 

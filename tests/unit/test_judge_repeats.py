@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ragbench.analysis.judge_repeats import RepeatedAnswer, repeatability, with_judge_variance
+from ragbench.analysis.judge_repeats import Repeatability, RepeatedAnswer, repeatability, with_judge_variance
 from ragbench.config.dry_run import plan_rows
 from ragbench.config.expand import expand_grid
 from ragbench.config.model import load_config
@@ -45,6 +45,20 @@ def item(case_id: str, contexts: int = 3) -> JudgeInput:
 
 def value(score: int) -> float:
     return (score - 1) / 4
+
+
+def correctness_repeatability(answers: list[RepeatedAnswer]) -> Repeatability | None:
+    """The statistics of one cell's repeated correctness verdicts on the 1-5 scale."""
+    return repeatability(
+        answers,
+        judge="j",
+        cell="c",
+        cell_id="c",
+        criterion="correctness",
+        column="correctness_0to1",
+        scale="1-5",
+        value=value,
+    )
 
 
 # -- config -----------------------------------------------------------------------------------------
@@ -167,16 +181,7 @@ def test_the_flip_rate_of_a_planted_noisy_judge_is_measured(tmp_path: Path, monk
         )
         for case_id, first in firsts.items()
     ]
-    found = repeatability(
-        answers,
-        judge="j",
-        cell="c",
-        cell_id="c",
-        criterion="correctness",
-        column="correctness_0to1",
-        scale="1-5",
-        value=value,
-    )
+    found = correctness_repeatability(answers)
     assert found is not None and found.answers == 24 and found.repeats == 4
     assert abs(found.flip_rate - 1 / 8) < 3 * 0.026  # sd of the mean: sqrt(6 * 1/16) / 24
     assert found.flip_low is not None and found.flip_high is not None
@@ -194,16 +199,7 @@ def test_the_statistics_of_planted_repeats() -> None:
         RepeatedAnswer("b", 5, [(5, False), (5, True)]),
         RepeatedAnswer("c", 2, []),  # no repeats: left out
     ]
-    found = repeatability(
-        answers,
-        judge="j",
-        cell="c",
-        cell_id="c",
-        criterion="correctness",
-        column="correctness_0to1",
-        scale="1-5",
-        value=value,
-    )
+    found = correctness_repeatability(answers)
     assert found is not None
     assert (found.answers, found.repeats, found.pass_at) == (2, 2, 4)
     assert found.flip_rate == pytest.approx(0.25) and found.straddling == pytest.approx(0.5)

@@ -11,6 +11,7 @@ from ragbench.analysis.staged import (
     cells_within,
     keep_tie_set,
     replay_staged,
+    tie_break_column,
 )
 from ragbench.analysis.strategies import StagedSearch
 
@@ -87,6 +88,30 @@ def test_the_cell_budget_cuts_tied_keys_worst_first_but_never_the_best() -> None
     assert chosen == ["a1", "a2", "b1", "b2"] and cut.cut == ["c"]
     assert cells_within(cells, decision, 1)[0] == ["a1", "a2"]
     assert cells_within(cells, decision, None)[0] == ["a1", "a2", "b1", "b2", "c1", "c2"]
+
+
+def test_equal_means_are_ordered_by_the_tie_break_metric_before_the_budget_cuts() -> None:
+    """Four keys hit on the same cases (equal hit rates, no test can part them); the budget keeps the two
+    that put the source higher (MRR), whatever their names, and says what ordered them."""
+    hits = {key: constant(1.0) for key in ("a", "b", "c", "d")}
+    ranks = {"a": 0.25, "b": 1.0, "c": 0.5, "d": 0.9}
+    decision = keep_tie_set(
+        hits,
+        stage="retrieve",
+        metric="hit_rate@5",
+        higher_is_better=True,
+        alpha=0.05,
+        seed=0,
+        resamples=2000,
+        tie_break=(tie_break_column("hit_rate@5"), {key: constant(rank) for key, rank in ranks.items()}),
+    )
+    assert decision.best == "b" and decision.kept == ["b", "d", "c", "a"] and decision.dropped == []
+    chosen, cut = cells_within({key: [f"{key}1"] for key in hits}, decision, 2)
+    assert chosen == ["b1", "d1"] and cut.cut == ["c", "a"]
+    assert cut.summary().endswith("2 tied key(s) cut to fit the cell budget, equal means ordered by mrr.")
+    assert tie_break_column("mrr") == "ndcg@10"
+    assert decide(hits).kept == ["a", "b", "c", "d"]  # without one: key order, as the summary then says
+    assert "ordered by" not in cells_within({key: [key] for key in hits}, decide(hits), 2)[1].summary()
 
 
 def staged(**changes: object) -> StagedSearch:

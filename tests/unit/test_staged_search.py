@@ -18,15 +18,23 @@ from ragbench.analysis.strategies import StagedSearch
 CASES = [f"q{i}" for i in range(6)]
 
 
-def decide(values: dict[str, dict[str, float]], *, higher_is_better: bool = True, alpha: float = 0.05):
+def decide(
+    values: dict[str, dict[str, float]],
+    *,
+    higher_is_better: bool = True,
+    alpha: float = 0.05,
+    metric: str = "mrr",
+    tie_break: tuple[str, dict[str, dict[str, float]]] | None = None,
+):
     return keep_tie_set(
         values,
         stage="retrieve",
-        metric="mrr",
+        metric=metric,
         higher_is_better=higher_is_better,
         alpha=alpha,
         seed=0,
         resamples=2000,
+        tie_break=tie_break,
     )
 
 
@@ -95,16 +103,8 @@ def test_equal_means_are_ordered_by_the_tie_break_metric_before_the_budget_cuts(
     that put the source higher (MRR), whatever their names, and says what ordered them."""
     hits = {key: constant(1.0) for key in ("a", "b", "c", "d")}
     ranks = {"a": 0.25, "b": 1.0, "c": 0.5, "d": 0.9}
-    decision = keep_tie_set(
-        hits,
-        stage="retrieve",
-        metric="hit_rate@5",
-        higher_is_better=True,
-        alpha=0.05,
-        seed=0,
-        resamples=2000,
-        tie_break=(tie_break_column("hit_rate@5"), {key: constant(rank) for key, rank in ranks.items()}),
-    )
+    ranked = {key: constant(rank) for key, rank in ranks.items()}
+    decision = decide(hits, metric="hit_rate@5", tie_break=(tie_break_column("hit_rate@5"), ranked))
     assert decision.best == "b" and decision.kept == ["b", "d", "c", "a"] and decision.dropped == []
     chosen, cut = cells_within({key: [f"{key}1"] for key in hits}, decision, 2)
     assert chosen == ["b1", "d1"] and cut.cut == ["c", "a"]

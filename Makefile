@@ -12,7 +12,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # loads (llama_cpp imports it only inside its image chat handlers).
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 
-.PHONY: setup run test test-setup test-fast lint browser postgres debian-packages colbert-extension bench clean test-docker docs reference ragas-venv ppi-venv
+.PHONY: setup run test test-setup test-slow test-slow-setup test-fast lint browser postgres debian-packages colbert-extension bench clean test-docker docs reference ragas-venv ppi-venv
 
 setup: $(READY) $(COLBERT_EXTENSION) ragas-venv ppi-venv
 
@@ -86,10 +86,11 @@ postgres:
 debian-packages:
 	$(call install_debian_packages,chromium postgresql)
 
-# The suite's set-up in one make with four jobs, as its parts are independent: the main venv (then ruff
-# and colbert's extension), the two conformance venvs, and Debian's packages (one apt-get: dpkg takes one
-# lock). --output-sync keeps each part's output together.
-test-setup: lint $(COLBERT_EXTENSION) debian-packages ragas-venv ppi-venv
+# The suite's set-up in one make with several jobs, as its parts are independent: the main venv (then ruff
+# and colbert's extension) and Debian's packages (one apt-get: dpkg takes one lock); the slow tier's also
+# builds the two conformance venvs. --output-sync keeps each part's output together.
+test-setup: lint $(COLBERT_EXTENSION) debian-packages
+test-slow-setup: test-setup ragas-venv ppi-venv
 
 # Two pytest workers (pytest-xdist), one per core; --dist loadfile keeps a file's tests on one worker, so a
 # module's fixtures (a pipeline run, a docs build, a server) are made once, and keeps collection order:
@@ -99,6 +100,13 @@ PYTEST_WORKERS := -n 2 --dist loadfile --no-loadscope-reorder
 test:
 	$(MAKE) --no-print-directory --jobs=4 --output-sync=target test-setup
 	$(BIN)/python -m pytest $(PYTEST_WORKERS) -v --durations=15
+
+# The slow tier (tests marked `slow`: the local models' longer runs, every step in a fresh process, runs
+# killed mid-way, the installed command, the browser and cron checks, the reference implementations in
+# their own venvs): what `make test` leaves out to stay under 40 minutes from a fresh clone. CI runs both.
+test-slow:
+	$(MAKE) --no-print-directory --jobs=4 --output-sync=target test-slow-setup
+	$(BIN)/python -m pytest $(PYTEST_WORKERS) -v --durations=15 -m slow
 
 # The unit tier only (tests/unit: no pipeline, model file, server or subprocess): a few minutes, for the
 # edit-test loop. `make test` runs it with the integration and system tiers.

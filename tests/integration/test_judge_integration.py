@@ -14,6 +14,9 @@ from ragbench.llm.types import LLMSettings
 from ragbench.scoring.judge import judge_answers, summarise_judgements
 from ragbench.scoring.rubrics import CONTEXT, CORRECTNESS, JudgeInput
 
+# Four local 1.5B verdicts, about 4 min on a loaded machine.
+pytestmark = pytest.mark.slow
+
 CONTEXTS = [
     "ZenML runs pipelines on the local orchestrator unless a stack with another orchestrator is "
     "active. The local orchestrator executes every step in the current Python process.",

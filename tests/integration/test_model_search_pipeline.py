@@ -6,9 +6,13 @@ on the held-out cases, the report shows every trial, and a rerun asks nothing ag
 import csv
 import json
 
+import pytest
+
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.projects import write_project
+
+pytestmark = pytest.mark.slow  # a model-based search's trials as ZenML runs: about 90 s loaded
 
 TOPICS = [f"topic{number:02d}" for number in range(24)]
 GOOD = "A correct answer."

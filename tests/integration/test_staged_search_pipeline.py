@@ -8,9 +8,13 @@ report has its Search section, the results rows say where each cell was left, an
 import csv
 import json
 
+import pytest
+
 import run
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.projects import write_project
+
+pytestmark = pytest.mark.slow  # a staged search's four stages as ZenML runs: about 100 s loaded
 
 TOPICS = [f"zq{number:02d}x" for number in range(20)]
 GOOD = "A correct answer."

@@ -8,6 +8,7 @@ Needs llama-cpp-python and the packaged GGUF (provisioned on first use); fails r
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ragbench.config.model import load_config
 from ragbench.inputs.eval_cases import SourceChunk
@@ -19,6 +20,8 @@ from ragbench.testset.generate import generate_candidates
 from ragbench.testset.plan import Seed
 from ragbench.testset.roundtrip import roundtrip_filter
 from ragbench.testset.rubrics import check_standalone, critics_for, thresholds_with_defaults
+
+pytestmark = pytest.mark.slow  # the local generator and critic: about 6 min on a loaded 2-core machine
 
 PASSAGES = [
     SourceChunk(

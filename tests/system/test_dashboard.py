@@ -43,6 +43,7 @@ def listening_addresses(port: int) -> set[str]:
     reason="no Chromium on this machine and set-up could not install it (`apt-get install chromium` "
     "as root on Debian; see docs/project/tests-and-benchmarks.md)",
 )
+@pytest.mark.slow
 def test_dashboard_shows_a_finished_runs_report_in_a_real_browser(tmp_path, monkeypatch, capsys):
     from playwright.sync_api import sync_playwright
 

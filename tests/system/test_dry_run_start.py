@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Run the dry run in this process's interpreter, then name the modules it imported that it must not.
 PROBE = """
@@ -68,6 +70,7 @@ def test_a_dry_run_where_zenml_never_ran_imports_no_step_and_opens_no_store(tmp_
     assert not (tmp_path / "zenml").exists()  # no store was created
 
 
+@pytest.mark.slow
 def test_a_dry_run_after_a_run_reuses_its_steps_without_zenml_until_the_store_changes(tmp_path):
     project(tmp_path, "{chunk_size: [64], top_k: [5], retriever: [bm25], reader: [], judge: []}")  # no model
     python(tmp_path, str(REPO_ROOT / "run.py"), "--config", "config.yaml")

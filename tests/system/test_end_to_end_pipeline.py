@@ -137,6 +137,7 @@ def test_grid_with_fake_llms_counts_every_failure_and_traces_cases(tmp_path, mon
     assert "sk-test-DUMMY" not in html + json.dumps(records)
 
 
+@pytest.mark.slow
 def test_grid_with_the_real_local_reader_and_judge(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_e2e_project(

@@ -100,6 +100,7 @@ def benchmark_rows(folder: Path) -> list[dict[str, str]]:
     return [{k: v for k, v in row.items() if not any(t in k for t in TIMING)} for row in rows]
 
 
+@pytest.mark.slow
 def test_every_step_in_a_fresh_process_gets_the_same_results(
     tmp_path, project, secret_name, pod_stack, monkeypatch, capsys
 ):

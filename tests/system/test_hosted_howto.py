@@ -69,6 +69,7 @@ def test_the_page_shows_the_config_file_as_it_is():
     assert yaml_blocks and yaml_blocks[0] == CONFIG.read_text()
 
 
+@pytest.mark.slow
 def test_the_run_writes_the_report_where_the_page_says_and_the_key_nowhere(folder, monkeypatch, capfd):
     run_config = [
         "--config",

@@ -73,6 +73,7 @@ def ragbench_command(venv: Path, *arguments: str, cwd: Path, **env: str) -> subp
     )
 
 
+@pytest.mark.slow
 def test_the_command_prints_its_version_writes_a_starter_and_plans_it(venv, tmp_path):
     version = ragbench_command(venv, "--version", cwd=tmp_path)
     assert version.returncode == 0, version.stderr
@@ -93,6 +94,7 @@ def test_no_generic_module_lands_at_the_top_of_site_packages(venv):
     assert "ragbench_answer_words" in top  # the plugin's own package, a normal install
 
 
+@pytest.mark.slow
 def test_a_plugin_packages_scorer_is_scored_in_a_real_run(venv, tmp_path):
     with FakeOpenAIServer(responder=lambda request: ANSWER) as server:
         llm = f"{{api_base: {server.base_url}, max_retries: 0, json_retries: 0}}"

@@ -1,7 +1,7 @@
 """ragbench's prediction-powered mean on a uniform sample is PPI++ exactly as its reference code computes it:
 the same tuned judge weight lam, point estimate and 95% interval as ppi-python 0.2.3 (`ppi_py`), to 1e-6.
 
-ppi_py runs in its own environment (`.venv-ppi`, made by `make ppi-venv`, which `make test` runs first)
+ppi_py runs in its own environment (`.venv-ppi`, made by `make ppi-venv`, which `make test-slow` runs first)
 through tests/conformance/ppi_side.py, once for all datasets. The datasets are seeded and cover what the
 estimator meets: 1-5 judge scores normalised to 0-1, pass/fail, continuous values; 12, 40 and 150 labels
 beside 50 to 1000 unlabelled answers; judges that agree with the person, that do not, one that disagrees
@@ -22,6 +22,8 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from ragbench.stats.ppi import ppi_mean, ppi_uniform
+
+pytestmark = pytest.mark.slow  # needs .venv-ppi, which only make test-slow builds
 
 ROOT = Path(__file__).resolve().parents[2]
 PPI_PYTHON = ROOT / ".venv-ppi" / "bin" / "python"
@@ -88,7 +90,7 @@ def dataset(name: str) -> Dataset:
 def reference() -> dict[str, dict[str, Any]]:
     """ppi_py's results for every dataset, in one process (importing ppi_py loads numba)."""
     if not PPI_PYTHON.is_file():
-        pytest.fail(f"{PPI_PYTHON} is missing: run `make ppi-venv` (make test and make setup run it)")
+        pytest.fail(f"{PPI_PYTHON} is missing: run `make ppi-venv` (make test-slow and make setup run it)")
     payload = []
     for name in DATASETS:
         data = dataset(name)

@@ -1,8 +1,8 @@
 """ragbench's Ragas family gives the scores of the real ragas 0.4.3 (to 1e-6) when both get the same
 scripted judge replies and the same embeddings, and asks the judge the same steps in the same order.
 
-ragas runs in its own environment (`.venv-ragas`, made by `make ragas-venv`, which `make test` runs
-first) through tests/conformance/ragas_side.py, with `ragas.evaluate` and its own metric classes. Where
+ragas runs in its own environment (`.venv-ragas`, made by `make ragas-venv`, which `make test-slow`
+runs first) through tests/conformance/ragas_side.py, with `ragas.evaluate` and its own metric classes. Where
 ragbench differs on purpose, a test below names the difference and checks it.
 """
 
@@ -20,6 +20,8 @@ import pytest
 
 from ragbench.scoring.ragas_family import RAGAS_FAMILY
 from tests.conformance.scripted import case_of, score
+
+pytestmark = pytest.mark.slow  # needs .venv-ragas, which only make test-slow builds
 
 ROOT = Path(__file__).resolve().parents[2]
 RAGAS_PYTHON = ROOT / ".venv-ragas" / "bin" / "python"
@@ -185,7 +187,7 @@ EMPTY_ANSWER = similarity("empty_answer") | {
 def ragas() -> dict[str, dict[str, Any]]:
     """Every scenario scored by ragas 0.4.3, in one process (importing ragas takes a few seconds)."""
     if not RAGAS_PYTHON.is_file():
-        pytest.fail(f"{RAGAS_PYTHON} is missing: run `make ragas-venv` (make test and make setup run it)")
+        pytest.fail(f"{RAGAS_PYTHON} is missing: run `make ragas-venv` (make test-slow and make setup run it)")
     done = subprocess.run(
         [str(RAGAS_PYTHON), str(RAGAS_SIDE)],
         input=json.dumps([*SCENARIOS, EMPTY_ANSWER]),

@@ -79,6 +79,7 @@ def scripted_reply(request: dict) -> str:
     return json.dumps({"reasoning": "looks right", "score": 5})
 
 
+@pytest.mark.slow
 def test_the_starter_run_prints_the_structure_the_pages_show(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
     with FakeOpenAIServer(responder=scripted_reply) as fake:

@@ -102,6 +102,7 @@ def test_a_provider_failing_persistently_stops_the_run_with_one_clear_message(tm
     assert calls_of(server, seen).count("fake-reader") == 9
 
 
+@pytest.mark.slow
 def test_interrupted_and_killed_runs_are_marked_failed_not_left_running(tmp_path, server):
     """SIGTERM ends a run like Ctrl-C and marks it failed (or hands the marking to a helper that does it
     once the process is gone); a SIGKILLed run is marked by the next run."""
@@ -164,6 +165,7 @@ def test_interrupted_and_killed_runs_are_marked_failed_not_left_running(tmp_path
     assert runs[1].status.value == "failed"
 
 
+@pytest.mark.slow
 def test_two_runs_at_once_on_one_store_both_complete(tmp_path, server):
     import os
     import subprocess

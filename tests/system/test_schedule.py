@@ -36,6 +36,7 @@ def test_cron_expressions_and_entries():
     assert command_of(mine) == "echo hi"
 
 
+@pytest.mark.slow
 def test_install_list_remove_and_run_the_installed_command(tmp_path, monkeypatch, capsys):
     crontab = tmp_path / "crontab"
     crontab.write_text(FAKE_CRONTAB)

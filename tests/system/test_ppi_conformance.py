@@ -90,7 +90,7 @@ def dataset(name: str) -> Dataset:
 def reference() -> dict[str, dict[str, Any]]:
     """ppi_py's results for every dataset, in one process (importing ppi_py loads numba)."""
     if not PPI_PYTHON.is_file():
-        pytest.fail(f"{PPI_PYTHON} is missing: run `make ppi-venv` (make test-slow and make setup run it)")
+        pytest.fail(f"{PPI_PYTHON} is missing: run `make ppi-venv` (make test-slow runs it)")
     payload = []
     for name in DATASETS:
         data = dataset(name)

@@ -187,7 +187,7 @@ EMPTY_ANSWER = similarity("empty_answer") | {
 def ragas() -> dict[str, dict[str, Any]]:
     """Every scenario scored by ragas 0.4.3, in one process (importing ragas takes a few seconds)."""
     if not RAGAS_PYTHON.is_file():
-        pytest.fail(f"{RAGAS_PYTHON} is missing: run `make ragas-venv` (make test-slow and make setup run it)")
+        pytest.fail(f"{RAGAS_PYTHON} is missing: run `make ragas-venv` (make test-slow runs it)")
     done = subprocess.run(
         [str(RAGAS_PYTHON), str(RAGAS_SIDE)],
         input=json.dumps([*SCENARIOS, EMPTY_ANSWER]),

@@ -7,6 +7,12 @@ COLBERT_EXTENSION := $(VENV)/.colbert-extension
 export ZENML_ANALYTICS_OPT_IN := false
 export TOKENIZERS_PARALLELISM := false
 export LITELLM_LOCAL_MODEL_COST_MAP := True
+# Compiled modules are cached, under the venv (nothing lands in the clone), whatever the shell says: with
+# PYTHONDONTWRITEBYTECODE=1 (set on some machines) and pip's --no-compile, every process would compile
+# torch, transformers and ZenML from source again, ~12 s of CPU each; bench_scale.py's smoke run took 171 s
+# that way and 65 s with the cache (measured 2026-12-03, docs/measured.md#make-test-from-a-fresh-clone).
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # llama-cpp-python builds from source: GGML_NATIVE=OFF keeps the build portable across x86-64 CPUs with
 # AVX2; LLAVA_BUILD=OFF skips the multimodal library (54 of its ~335 compile units), which ragbench never
 # loads (llama_cpp imports it only inside its image chat handlers).
@@ -17,7 +23,8 @@ export CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 setup: $(READY) $(COLBERT_EXTENSION) ragas-venv ppi-venv
 
 # --no-compile: pip would byte-compile all 28,700 modules it installs, one after another (110 s of one core,
-# measured 2026-12-02); Python compiles those a run or a test imports, once, when it first imports them.
+# measured 2026-12-02); Python compiles those a run or a test imports, once, when it first imports them, into
+# PYTHONPYCACHEPREFIX (above).
 PIP_INSTALL := pip install --quiet --no-compile
 
 # The project itself last, editable and without dependencies (the pinned ones are there): `ragbench` on the

@@ -2,8 +2,8 @@
 those of a fresh evaluation.
 
 The judge card's planted answers (`ragbench.analysis.judge_card.planted_inputs`) of a seeded sample of the
-default config's eval cases, graded with the correctness rubric by the local 1.5B one after the other, as
-the card asks them, three ways:
+default config's eval cases, graded with the correctness rubric by a local GGUF model (the 1.5B judge; the
+0.5B in --smoke, a third of the prompt evaluation) one after the other, as the card asks them, three ways:
 - fresh: the model state cleared before every call (every prompt evaluated from its first token);
 - blocks: ragbench's evaluation (`ragbench.llm.local`): whole 64-token blocks of the previous prompt reused,
   every block evaluated at fixed positions; once in the card's order and once in reverse;
@@ -11,7 +11,7 @@ the card asks them, three ways:
 It prints each way's wall time, its speed-up over fresh, and how many replies are identical to fresh's.
 No LLM cache: every call is made.
 
-    python bench/bench_local_prefix.py [--cases 2] [--max-tokens 300] [--smoke]
+    python bench/bench_local_prefix.py [--cases 2] [--max-tokens 300] [--model NAME] [--smoke]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from ragbench.report.pages import rows_to_text  # noqa: E402
 from ragbench.scoring.planted import UNCHANGED, knowledge_vocabulary  # noqa: E402
 from ragbench.scoring.rubrics import BUILTIN_RUBRICS  # noqa: E402
 
-MODEL = "qwen2.5-coder-1.5b-instruct"
+JUDGE_MODEL = "qwen2.5-coder-1.5b-instruct"
+SMOKE_MODEL = "qwen2.5-coder-0.5b-instruct"  # the same code path at a third of the 1.5B's prompt evaluation
 RUBRIC = BUILTIN_RUBRICS["correctness"]
 
 
@@ -39,10 +40,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2, help="eval cases sampled, as judge_check.cases")
     parser.add_argument("--max-tokens", type=int, default=300, help="the judge's max_tokens")
-    parser.add_argument("--smoke", action="store_true", help="1 case, 2 planted answers, short replies")
+    parser.add_argument("--model", default=None, help=f"a packaged GGUF model; default {JUDGE_MODEL}")
+    parser.add_argument(
+        "--smoke", action="store_true", help=f"1 case, 2 planted answers, short replies, {SMOKE_MODEL}"
+    )
     args = parser.parse_args()
     if args.smoke:
         args.cases, args.max_tokens = 1, 12
+    model_name = args.model or (SMOKE_MODEL if args.smoke else JUDGE_MODEL)
     config = load_config(ROOT / "configs" / "default.yaml")
     documents = [document.text for document in load_corpus(config.knowledge_base).documents]
     cases = sample_cases(load_eval_cases(config.eval_cases.path), args.cases, seed=0)
@@ -56,7 +61,7 @@ def main() -> int:
         "max_tokens": args.max_tokens,
         "response_format": {"type": "json_object", "schema": RUBRIC.reply_schema.model_json_schema()},
     }
-    model = local.get_local_model(MODEL)
+    model = local.get_local_model(model_name)
     blocks_eval = model.llama.eval
     unaligned_eval = type(model.llama).eval.__get__(model.llama)  # llama-cpp-python's own
 
@@ -65,7 +70,7 @@ def main() -> int:
         for item, kind, _ in order:
             if fresh:
                 model.llama.reset()
-            reply = local.run_local_chat(MODEL, RUBRIC.messages(item), params)
+            reply = local.run_local_chat(model_name, RUBRIC.messages(item), params)
             replies[item.case_id, kind] = reply["choices"][0]["message"]["content"]
         return time.perf_counter() - start, replies
 
@@ -90,7 +95,8 @@ def main() -> int:
                 "identical": same,
             }
         )
-    print(f"{len(planted)} planted answers of {args.cases} case(s), max_tokens {args.max_tokens}, {MODEL}")
+    shown = f"{len(planted)} planted answers of {args.cases} case(s), max_tokens {args.max_tokens}"
+    print(f"{shown}, {model_name}")
     print(rows_to_text(rows), end="\n\n")
     blocks_same = min(row["identical"] for row in rows if row["way"].startswith("blocks"))
     print(f"block reuse: {rows[1]['speedup']}x, replies identical to fresh: {blocks_same}/{len(planted)}")

@@ -184,6 +184,7 @@ def check_local_prefix(stdout: str) -> None:
         ratio(row["seconds"]), ratio(row["speedup"])
     assert rows["blocks"]["identical"] == rows["blocks-reversed"]["identical"] == "2"
     assert "replies identical to fresh: 2/2" in stdout
+    assert "max_tokens 12, qwen2.5-coder-0.5b-instruct" in stdout, stdout
 
 
 def check_racing(stdout: str) -> None:
@@ -335,7 +336,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     ),
     # The fake server as the judge on the first two labelled answers.
     "bench_statement_judge.py": (["--smoke"], check_statement_judge),
-    # The local 1.5B on 2 planted answers of one case, 12-token replies.
+    # The local 0.5B (standing in for the 1.5B judge) on 2 planted answers of one case, 12-token replies.
     "bench_local_prefix.py": (["--smoke"], check_local_prefix),
     # 5 replays of each scenario on 4 synthetic cells x 40 cases and on the first 4 real cells of
     # bench/data/race_replay_mrr.csv.

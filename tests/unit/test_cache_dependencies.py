@@ -129,7 +129,7 @@ def test_only_imports_made_by_the_given_packages_are_followed(fake_packages: Non
 # `python -c` lacks.
 _PRELOADED = ("zenml", "zenml.steps", "numpy", "pydantic", "faiss", "torch", "sentence_transformers")
 _PROBE = """
-import importlib, importlib.util, json, os, sys
+import importlib, importlib.util, json, os, sys, traceback
 packages = set({packages!r})
 for name in {preloaded!r}:
     importlib.import_module(name)
@@ -145,8 +145,8 @@ for module in {modules!r}:
         try:
             importlib.import_module(module)
             report = sorted(name for name in sys.modules if name.partition(".")[0] in packages)
-        except BaseException as error:
-            report = f"{{type(error).__name__}}: {{error}}"
+        except BaseException:
+            report = traceback.format_exc()[-3000:]
         with os.fdopen(write, "w") as pipe:
             json.dump(report, pipe)
         os._exit(0)
@@ -177,7 +177,9 @@ def modules_loaded_by_import(tmp_path_factory: pytest.TempPathFactory) -> dict[s
     assert probe.returncode == 0, f"the import probe failed:\n{probe.stderr[-3000:]}"
     loaded = json.loads(probe.stdout.strip().splitlines()[-1])
     failed = {module: report for module, report in loaded.items() if isinstance(report, str)}
-    assert not failed, f"importing these step modules failed: {failed}"
+    assert not failed, "importing these step modules failed:\n" + "\n".join(
+        f"{module}:\n{report}" for module, report in failed.items()
+    )
     return loaded
 
 

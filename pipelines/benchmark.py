@@ -33,6 +33,7 @@ from ragbench.grid.cell import (
     varying_axes,
 )
 from ragbench.provenance import Checkout, read_checkout
+from ragbench.retrieval.follow_up import FollowUpSearch
 from ragbench.retrieval.retrievers import lexical_keys, make_retriever, reads_lexical
 from ragbench.retrieval.rewriter import RewriteSetup
 from ragbench.runs.names import BENCHMARK_PIPELINE
@@ -108,6 +109,12 @@ def rewrite_setup(settings: BenchmarkConfig, mode: str) -> RewriteSetup:
     return RewriteSetup(rewriter=rewriter.result_fields(), count=count)
 
 
+def fusion_k(settings: BenchmarkConfig, key: CellSpec) -> int:
+    """The reciprocal-rank fusion's k for a case's several queries: the config's for multi_query (the only
+    mode that searches several), else the default, which then fuses nothing."""
+    return settings.retrieval.rrf_k if key.query_rewrite == "multi_query" else 60
+
+
 @dataclass
 class Wiring:
     """What the stages before answering made, shared by the fixed-sample and the raced pipeline: the step
@@ -152,7 +159,31 @@ class Wiring:
             seed=settings.generation.seed,
             first=first,
             id=id or key.step_id("answer"),
+            **self.follow_up_stages(key),
         )
+
+    def follow_up_stages(self, key: CellSpec) -> dict[str, Any]:
+        """What a rewriting cell's answer step searches a follow-up again with, after a turn its reader
+        wrote (`ragbench.retrieval.follow_up`): its retriever and rewriter, its chunk set, the indexes its
+        retriever reads and its reranker's encodings, the very artifacts its stages read. Nothing for a
+        cell that searches each question as it is (rewrite off): no conversation changes its ranking."""
+        if key.query_rewrite is None:
+            return {}
+        outputs, settings = self.outputs, self.settings
+        return {
+            "follow_up": FollowUpSearch(
+                retriever=make_retriever(key, settings.retrieval).identity(),
+                rewrite=rewrite_setup(settings, key.query_rewrite),
+                fusion_k=fusion_k(settings, key),
+            ),
+            "chunks": outputs[key.step_id("chunk")],
+            "dense_index": outputs[key.step_id("index")] if key.uses_dense_index else None,
+            "exact_index": outputs[key.exact_index_key.step_id("index")] if key.index is not None else None,
+            "lexical_index": outputs[key.lexical_step_id] if reads_lexical(key) else None,
+            "encodings": outputs[key.encodings_step_id(reranker_numbers(self.cells)[key.reranker])]
+            if key.reranker is not None
+            else None,
+        }
 
     def race(self, cells: list[CellSpec], search: RaceConfig) -> tuple[Any, list, list]:
         """Race `cells` on the first `search.max_cases` cases of the seeded order, round by round until
@@ -406,7 +437,7 @@ def wire_retrieval(settings: BenchmarkConfig, snapshots: dict[str, Any] | None) 
             retriever=PluginIdentity(make_retriever(key, settings.retrieval).identity()),
             metrics_k=settings.retrieval.metrics_k,
             queries=outputs[f"rewrite_{key.query_rewrite}"] if key.query_rewrite is not None else None,
-            fusion_k=settings.retrieval.rrf_k if key.query_rewrite == "multi_query" else 60,
+            fusion_k=fusion_k(settings, key),
             id=key.step_id("retrieve"),
         )
         wiring.retrievals.append(result)

@@ -30,7 +30,7 @@ from ragbench.llm.types import LLMRequest
 from ragbench.retrieval.measures import is_retrieval_column
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.retrievers import row_step_ids
-from ragbench.retrieval.rewrite import rewrite_requests
+from ragbench.retrieval.rewrite import follow_up_rewrite_requests, rewrite_requests
 from ragbench.retrieval.search import RetrievedChunk
 from ragbench.scoring.cells import calibration_inputs
 from ragbench.scoring.judge import build_judge_calls
@@ -219,6 +219,19 @@ def plan_rows(
             priced.add(step_id)
             if role == "reader" and (turns := sum(len(case.turn_questions()) for case in sampled)):
                 row["generated_turn_calls"] = turns  # extra reader calls, in llm_calls too
+                if cell.query_rewrite is not None and rewriter is not None:  # searched again after them
+                    again = follow_up_rewrite_requests(
+                        cell.query_rewrite,  # type: ignore[arg-type]
+                        sampled,
+                        config.retrieval.multi_query_count,
+                        placeholder_answer(cell.reader.max_tokens if cell.reader else 0),
+                    )
+                    usage = estimate_cost(rewriter, again)
+                    row["follow_up_rewrite_calls"] = usage["calls"]  # in llm_calls too
+                    calls += usage["calls"]
+                    prompt_tokens += usage["prompt_tokens"]
+                    completion_tokens += usage["completion_tokens"]
+                    cost = None if cost is None or usage["cost_usd"] is None else cost + usage["cost_usd"]
             usage = _usage(
                 role, cell, sampled, scoring, config.evaluation.judge_samples, config.evaluation.judge_repeats
             )

@@ -5,6 +5,8 @@ answers by itself; `ragbench.scoring.cells` scores them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -23,6 +25,7 @@ from ragbench.grid.cell import CellSpec
 from ragbench.hashing import seeded_rank
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.llm.client import LLMClient
+from ragbench.retrieval.follow_up import FollowUpSearcher
 from ragbench.retrieval.rerank import RerankerChoice
 from ragbench.retrieval.search import (
     RetrievalResult,
@@ -113,12 +116,14 @@ def answer_cell(
     *,
     reranker: RerankerChoice | None,
     llm_cache: str | None = None,
+    follow_ups: FollowUpSearcher | None = None,
 ) -> AnswerSet:
     """Answer with the reader from the first `spec.top_n` passages of `candidates`, the ranking the cell
     reads: its rerank key's (`reranker` is the checkpoint that ranked them) or, without a reranker, its
-    retrieve key's. Nothing is reranked here: the rerank stage did it for every case, and for the questions
-    their generated turns answer, which the reader answers first from their own top_n passages
-    (`ragbench.generation.turns`)."""
+    retrieve key's. The rerank stage reranked every case, and the questions their generated turns answer,
+    which the reader answers first from their own top_n passages (`ragbench.generation.turns`).
+    `follow_ups`: a rewriting cell's stages, which search each question after a turn the cell wrote again
+    (`ragbench.retrieval.follow_up`); without it the stages' ranking of every question stands."""
     if spec.reader is None or spec.top_n is None or spec.prompt is None:
         raise ValueError(f"cell {spec.id} has no reader: nothing to answer")
     if candidates.spec != spec.upto("rerank"):
@@ -131,12 +136,23 @@ def answer_cell(
         for case in cases
         for question in case.turn_questions()
     }
-    with LLMClient(spec.reader, cache_location=llm_cache) as client:
+    if follow_ups is not None and follow_ups.spec != spec:
+        raise ValueError(f"the follow-up search of {follow_ups.spec.id} given to cell {spec.id}")
+    rewriting = LLMClient(follow_ups.rewriter, cache_location=llm_cache) if follow_ups else nullcontext()
+    with LLMClient(spec.reader, cache_location=llm_cache) as client, rewriting as rewriter:
         answers = answer_conversations(
-            client, cases, contexts, turn_passages, prompt=spec.prompt, desc=f"reader {spec.id}"
+            client,
+            cases,
+            contexts,
+            turn_passages,
+            prompt=spec.prompt,
+            desc=f"reader {spec.id}",
+            search_again=partial(follow_ups.search, rewriter) if follow_ups else None,
         )
     answers = [
-        answer.model_copy(update={"searched": candidates.searched.get(answer.case_id, [])})
+        answer
+        if answer.searched_again
+        else answer.model_copy(update={"searched": candidates.searched.get(answer.case_id, [])})
         for answer in answers
     ]
     return AnswerSet(spec=spec, reranker=reranker, answers=answers)

@@ -82,6 +82,9 @@ class ReaderAnswer(BaseModel):
     history: list[Turn] = Field(default_factory=list)
     # what the retriever searched for it when a query rewrite changed it (empty: the question as is)
     searched: list[str] = Field(default_factory=list)
+    # searched again after the cell's own earlier turns (`ragbench.retrieval.follow_up`): `contexts` and
+    # `searched` are that search's, not the stages' (which searched the case with its given turns only)
+    searched_again: bool = False
     answer: str | None
     error: str | None = None
     contexts: list[RetrievedChunk] = Field(default_factory=list)

@@ -14,6 +14,11 @@ Turns are written in order, one batch per depth (every case's first generated tu
 conversation as written, and the answer records it (`ReaderAnswer.history`, generated turns marked), so the
 report and the review page show what the system saw. A case whose generated turn fails is not asked its
 question: its answer fails, saying which turn failed.
+
+A grid cell that rewrites its queries (any query_rewrite but off) reads the conversation when it searches, so
+every question asked after a turn the cell wrote (a later turn's, and the case's own) is searched again once
+that turn is written (`ragbench.retrieval.follow_up`): the follow-up is answered from what this cell's
+conversation finds, and its rewrite call is charged to the case. A failed rewrite fails the turn or the case.
 """
 
 from __future__ import annotations
@@ -28,9 +33,11 @@ from ragbench.inputs.eval_cases import EvalCase, searched_cases, turn_question_i
 from ragbench.llm.client import LLMClient
 from ragbench.llm.prompts import DEFAULT_PROMPT, PromptTemplate
 from ragbench.llm.types import LLMRequest
+from ragbench.retrieval.follow_up import SearchedAgain, reads_written_turns
 from ragbench.retrieval.search import RetrievedChunk
 
 __all__ = [
+    "SearchAgain",
     "TurnReply",
     "WrittenTurns",
     "answer_conversations",
@@ -54,7 +61,12 @@ class TurnReply:
     cost_usd: float | None = 0.0  # None: unknown (no price for the model, or an external system)
     retries: int = 0
     cached: bool = False
+    search: SearchedAgain | None = None  # the turn's question searched again after the cell's own turns
 
+
+# Searches a batch of questions again, each after its conversation as written: a rewriting cell's
+# `FollowUpSearcher.search` with its rewriter bound (`ragbench.retrieval.follow_up`).
+SearchAgain = Callable[[list[EvalCase]], list[SearchedAgain]]
 
 # Writes a batch of generated turns: each turn's question (`EvalCase.turn_questions`, its history written
 # so far) in, each reply out, in order.
@@ -82,15 +94,21 @@ class WrittenTurns:
         past the load checks, which refuse a generated turn with content: a case as written has none yet."""
         return question.model_copy(update={"history": self.history[: len(question.history)]})
 
+    def charge(
+        self, prompt_tokens: int, completion_tokens: int, cost_usd: float | None, cached: bool
+    ) -> None:
+        """One call's usage, a turn's or a search's, added to what the case's turns cost."""
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.cost_usd = None if cost_usd is None or self.cost_usd is None else self.cost_usd + cost_usd
+        self.calls_sent += not cached
+
     def record(self, number: int, reply: TurnReply) -> None:
-        """Turn `number` as written (its usage counted either way), or the case's error."""
-        self.prompt_tokens += reply.prompt_tokens
-        self.completion_tokens += reply.completion_tokens
-        self.cost_usd = (
-            None if reply.cost_usd is None or self.cost_usd is None else self.cost_usd + reply.cost_usd
-        )
+        """Turn `number` as written (its usage, and its search's, counted either way), or the case's error."""
+        if (search := reply.search) is not None:
+            self.charge(search.prompt_tokens, search.completion_tokens, search.cost_usd, search.cached)
+        self.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost_usd, reply.cached)
         self.retries += reply.retries
-        self.calls_sent += not reply.cached
         text = reply.text.strip()
         if reply.error is not None or not text:
             self.error = f"generated turn {number}: " + (reply.error or "the system replied nothing")
@@ -136,25 +154,64 @@ def write_turns(cases: Sequence[EvalCase], writer: Writer) -> dict[str, WrittenT
     return written
 
 
+def searched_again(
+    questions: Sequence[EvalCase], search_again: SearchAgain | None
+) -> dict[str, SearchedAgain]:
+    """By question id, the questions of `questions` a rewriting cell searches again (`reads_written_turns`):
+    none without `search_again`."""
+    again = [question for question in questions if reads_written_turns(question)]
+    if search_again is None or not again:
+        return {}
+    found = search_again(again)
+    if len(found) != len(again):
+        raise RuntimeError(f"{len(found)} searches for {len(again)} follow-ups")
+    return {question.id: search for question, search in zip(again, found, strict=True)}
+
+
 def reader_turns(
-    client: LLMClient, passages: Mapping[str, Sequence[RetrievedChunk]], prompt: PromptTemplate, desc: str
+    client: LLMClient,
+    passages: Mapping[str, Sequence[RetrievedChunk]],
+    prompt: PromptTemplate,
+    desc: str,
+    search_again: SearchAgain | None = None,
 ) -> Writer:
-    """A grid cell's writer: its reader answers each turn's question from the cell's passages for it."""
+    """A grid cell's writer: its reader answers each turn's question from the cell's passages for it, found
+    again after the turns it wrote before when the cell rewrites (`search_again`); a turn whose search
+    failed is not written."""
 
     def write(questions: list[EvalCase]) -> list[TurnReply]:
-        requests = build_reader_requests(questions, [passages[q.id] for q in questions], prompt)
-        return [
-            TurnReply(
-                text=result.text if result.error is None else "",
-                error=result.error,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                cost_usd=result.known_cost_usd,
-                retries=result.retries,
-                cached=result.cached,
+        again = searched_again(questions, search_again)
+        asked = [q for q in questions if q.id not in again or again[q.id].error is None]
+        requests = build_reader_requests(
+            asked, [again[q.id].passages if q.id in again else passages[q.id] for q in asked], prompt
+        )
+        results = dict(
+            zip(
+                [q.id for q in asked],
+                client.complete_many(requests, desc=f"{desc} (generated turns)"),
+                strict=True,
             )
-            for result in client.complete_many(requests, desc=f"{desc} (generated turns)")
-        ]
+        )
+        replies = []
+        for question in questions:
+            search = again.get(question.id)
+            if (result := results.get(question.id)) is None:
+                assert search is not None and search.error is not None
+                replies.append(TurnReply(text="", error=search.error, search=search, cached=True))
+                continue
+            replies.append(
+                TurnReply(
+                    text=result.text if result.error is None else "",
+                    error=result.error,
+                    prompt_tokens=result.prompt_tokens,
+                    completion_tokens=result.completion_tokens,
+                    cost_usd=result.known_cost_usd,
+                    retries=result.retries,
+                    cached=result.cached,
+                    search=search,
+                )
+            )
+        return replies
 
     return write
 
@@ -195,11 +252,25 @@ def answer_conversations(
     *,
     prompt: PromptTemplate = DEFAULT_PROMPT,
     desc: str = "reader",
+    search_again: SearchAgain | None = None,
 ) -> list[ReaderAnswer]:
     """`answer_questions` after writing the cases' generated turns (`write_turns`): answers in case order,
-    each recording the conversation its question was asked after; a case whose turn failed is not asked."""
-    written = write_turns(cases, reader_turns(client, turn_passages, prompt, desc))
+    each recording the conversation its question was asked after; a case whose turn failed is not asked.
+    `search_again`: a rewriting cell's search (`ragbench.retrieval.follow_up`), with which each question
+    after a turn the cell wrote is answered from its passages found again after that turn."""
+    written = write_turns(cases, reader_turns(client, turn_passages, prompt, desc, search_again))
+    written_well = [case for case in cases if case.id not in written or written[case.id].error is None]
+    again = searched_again([asked_after(case, written) for case in written_well], search_again)
+    for case_id, search in again.items():  # the follow-up's search is charged to the case either way
+        turns = written[case_id]
+        turns.charge(search.prompt_tokens, search.completion_tokens, search.cost_usd, search.cached)
+        if search.error is not None:
+            turns.error = search.error
     failed = {case_id for case_id, turns in written.items() if turns.error is not None}
+    contexts = [
+        again[case.id].passages if case.id in again and case.id not in failed else chunks
+        for case, chunks in zip(cases, contexts, strict=True)
+    ]
     asked = [
         (asked_after(case, written), chunks)
         for case, chunks in zip(cases, contexts, strict=True)
@@ -226,7 +297,10 @@ def answer_conversations(
             )
             answers.append(turns.charged(failure))
         else:
-            answers.append(turns.charged(next(answered)))
+            answer = turns.charged(next(answered))
+            if (search := again.get(case.id)) is not None:
+                answer = answer.model_copy(update={"searched": search.queries, "searched_again": True})
+            answers.append(answer)
     return answers
 
 

@@ -186,10 +186,11 @@ class EvalCase(BaseModel):
         return history
 
     def turn_questions(self) -> list[EvalCase]:
-        """One question per generated turn, the user message it answers after the turns before it: what the
-        cell searches (rewrite, retrieve, rerank, with every case) so its reader can write the turn from
-        passages found for it (`ragbench.generation.turns`). Id ``<case id>#turn<n>``, n the
-        generated turn's place in the history (from 1); no ground truth, so no metric counts it."""
+        """One question per generated turn still to write, the user message it answers after the turns
+        before it: what the cell searches (rewrite, retrieve, rerank, with every case) so its reader can
+        write the turn from passages found for it (`ragbench.generation.turns`). Id ``<case id>#turn<n>``,
+        n the generated turn's place in the history (from 1); no ground truth, so no metric counts it. A
+        case as written (its turns' text in) has none: nothing is left to search for it."""
         return [
             EvalCase(
                 id=turn_question_id(self.id, number),
@@ -197,7 +198,7 @@ class EvalCase(BaseModel):
                 history=self.history[: number - 2],
             )
             for number, turn in enumerate(self.history, start=1)
-            if turn.generate
+            if turn.pending
         ]
 
     @model_validator(mode="after")

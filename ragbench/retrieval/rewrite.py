@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from ragbench.inputs.conversation import conversation_text
+from ragbench.inputs.conversation import conversation_text, placeholder_history
 from ragbench.inputs.eval_cases import EvalCase, searched_cases
 from ragbench.llm.budget import is_budget_refusal
 from ragbench.llm.prompts import REWRITE_PROMPTS
@@ -96,6 +96,22 @@ def rewrite_requests(mode: QueryRewrite, cases: Sequence[EvalCase], count: int) 
     """Every call a retrieve key's rewrite makes, in case order, the generated turns' questions after the
     cases (`searched_cases`): what the dry run prices."""
     return [rewrite_request(mode, case, count) for case in searched_cases(cases) if needs_call(mode, case)]
+
+
+def follow_up_rewrite_requests(
+    mode: QueryRewrite, cases: Sequence[EvalCase], count: int, answer: str
+) -> list[LLMRequest]:
+    """The calls a rewriting cell makes on `cases` beside its mode's rewrite step: each question after a
+    turn the cell writes rewritten again once that turn is written (`ragbench.retrieval.follow_up`), with
+    `answer` standing for every generated turn (the dry run's guess at its length). None with off."""
+    if mode == OFF:
+        return []
+    asked = [
+        case.model_copy(update={"history": placeholder_history(case.history, answer)})
+        for case in searched_cases(cases)
+        if any(turn.generate for turn in case.history)
+    ]
+    return [rewrite_request(mode, case, count) for case in asked]
 
 
 def parse_reply(mode: QueryRewrite, text: str, count: int) -> list[str]:

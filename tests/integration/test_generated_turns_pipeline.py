@@ -150,3 +150,110 @@ def test_an_external_system_writes_the_turn_by_being_asked_first(tmp_path, monke
         "generate": True,
     }
     assert "Expected: 3 calls" in plan  # two cases and one generated turn
+
+
+CONTAINERS = "Which method do I want for my container?"
+FOLLOW_UP = "And what does it give back?"
+REWRITE_SYSTEM = "You rewrite the latest question of a conversation into one standalone search query."
+# the reader's earlier answer decides which page the condensed follow-up finds
+TURNS = {"fake-lists": "Use append on the list.", "fake-dicts": "Use get on the dictionary."}
+CONDENSED = {
+    "list": "What does append on a list return?",
+    "dictionary": "What does get of a dictionary return for a missing key?",
+}
+
+
+def condensing_responder(request: dict) -> str:
+    """The rewriter condenses after what the conversation's assistant said (none: the question alone); each
+    reader writes its own earlier answer, and answers the follow-up by the passage it was given."""
+    text = last_user_text(request)
+    if request["messages"][0]["content"].startswith(REWRITE_SYSTEM):
+        return next(
+            (
+                query
+                for word, query in CONDENSED.items()
+                if f"on the {word}" in text or f"of the {word}" in text or f"the {word}." in text
+            ),
+            FOLLOW_UP,
+        )
+    if CONTAINERS in text and FOLLOW_UP not in text:
+        return TURNS[request["model"]]
+    return "It returns what the passage says [1]."
+
+
+def test_a_rewriting_cell_searches_its_follow_up_again_after_the_turn_it_wrote(tmp_path, monkeypatch, capsys):
+    """Two readers write different earlier answers; a condensing cell searches each one's follow-up after
+    that answer, so the two find different pages, while the case whose earlier answer is given finds the
+    same page in both cells; the dry run counts the rewrite made again."""
+    cases = [
+        {
+            "id": "generated",
+            "history": [{"role": "user", "content": CONTAINERS}, {"role": "assistant", "generate": True}],
+            "question": FOLLOW_UP,
+            "expected_sources": ["dict.md"],
+        },
+        {
+            "id": "given",
+            "history": [
+                {"role": "user", "content": CONTAINERS},
+                {"role": "assistant", "content": TURNS["fake-dicts"]},
+            ],
+            "question": FOLLOW_UP,
+            "expected_sources": ["dict.md"],
+        },
+    ]
+    with serving_fake_openai(tmp_path, monkeypatch, condensing_responder) as server:
+        llm = no_retry_llm(server.base_url)
+        write_project(
+            tmp_path,
+            DOCUMENTS,
+            cases,
+            "grid: {chunk_size: [64], retriever: [bm25], query_rewrite: [condense], top_k: [5], top_n: [1], "
+            f"reader: [openai/fake-lists, openai/fake-dicts], judge: []}}\n"
+            f"generation: {{reader: {llm}}}\n"
+            f"retrieval: {{rewriter: {{model: openai/fake-rewriter, api_base: {server.base_url}, "
+            "max_retries: 0}}\n"
+            "evaluation: {keyword_tests: false}\n"
+            f"llm_cache_dir: {tmp_path / 'llm-cache'}\n",
+        )
+        assert run.main(["--config", "config.yaml", "--dry-run"]) == 0
+        plan = capsys.readouterr().out
+        assert server.requests == []
+        assert run.main(["--config", "config.yaml"]) == 0
+        rewrites = [r for r in server.requests if r["messages"][0]["content"].startswith(REWRITE_SYSTEM)]
+        readers = [r for r in server.requests if r["model"] in TURNS]
+
+    # the stage rewrote both follow-ups once (the generated turn left out); each cell its own again, and
+    # the dictionary cell's conversation is the given case's, so the LLM cache served it
+    assert len(rewrites) == 3
+    after_turn = [last_user_text(r) for r in rewrites if any(t in last_user_text(r) for t in TURNS.values())]
+    assert len(after_turn) == 2 and any(TURNS["fake-lists"] in text for text in after_turn)
+    assert "follow_up_rewrite_calls" in plan  # a column of the plan, one call per cell
+    assert "New LLM calls: 10" in plan  # 2 stage rewrites; per cell a turn, 2 answers and 1 rewrite again
+
+    records = [json.loads(line) for line in (tmp_path / "out" / "latest" / "cases.jsonl").open()]
+    generated = {r["history"][1]["content"]: r for r in records if r["case_id"] == "generated"}
+    assert set(generated) == set(TURNS.values())  # each cell wrote its own earlier answer
+    lists, dicts = generated[TURNS["fake-lists"]], generated[TURNS["fake-dicts"]]
+    # each cell's follow-up found the page its own earlier answer pointed at
+    assert lists["searched"] == [CONDENSED["list"]] and lists["searched_again"] is True
+    assert dicts["searched"] == [CONDENSED["dictionary"]] and dicts["searched_again"] is True
+    assert [p["source"] for p in lists["contexts"]] == ["lists.md"]
+    assert [p["source"] for p in dicts["contexts"]] == ["dict.md"]
+    # the given case is the same conversation in both cells: the stage's ranking, the same page
+    given = [r for r in records if r["case_id"] == "given"]
+    assert len(given) == 2 and not any(r["searched_again"] for r in given)
+    assert all(r["searched"] == [CONDENSED["dictionary"]] for r in given)
+    assert all([p["source"] for p in r["contexts"]] == ["dict.md"] for r in given)
+    # the reader was given the passage found again, after its own turn
+    (lists_follow_up,) = [
+        r
+        for r in readers
+        if r["model"] == "fake-lists"
+        and FOLLOW_UP in last_user_text(r)
+        and len(r["messages"]) == 4
+        and r["messages"][2]["content"] == TURNS["fake-lists"]
+    ]
+    assert "append adds an item" in last_user_text(lists_follow_up)
+    modes = list(csv.DictReader((tmp_path / "out" / "latest" / "turn_modes.csv").open()))
+    assert sorted(row["turns"] for row in modes) == sorted(2 * ["given turns", "generated turns"])

@@ -23,6 +23,8 @@ from ragbench.llm.prompts import DEFAULT_PROMPT
 from ragbench.llm.types import LLMRequest, LLMResult
 from ragbench.report.cases import case_data
 from ragbench.report.view import CaseView
+from ragbench.retrieval.follow_up import SearchedAgain
+from ragbench.retrieval.rewrite import follow_up_rewrite_requests
 from ragbench.retrieval.search import RetrievedChunk
 from ragbench.review.labels import LabelStore
 from ragbench.review.queue import ReviewItem
@@ -159,6 +161,96 @@ def test_a_failed_turn_fails_its_case_without_asking_the_question():
     assert answers[0].prompt_tokens == 13  # both turn calls, no question
     assert answers[1].answer is not None
     assert len(reader.batches[-1]) == 1  # only the plain case's question was asked
+
+
+class FakeSearch:
+    """A rewriting cell's search after its own turns: records each batch of questions (with their
+    conversation as written) and finds a passage named after the last assistant turn, or fails a question
+    whose conversation holds `fail_after`."""
+
+    def __init__(self, fail_after: str | None = None) -> None:
+        self.batches: list[list[EvalCase]] = []
+        self.fail_after = fail_after
+
+    def __call__(self, questions: list[EvalCase]) -> list[SearchedAgain]:
+        self.batches.append(list(questions))
+        found = []
+        for question in questions:
+            said = [turn.content for turn in question.history if turn.role == "assistant"][-1]
+            if self.fail_after is not None and self.fail_after == said:
+                found.append(SearchedAgain(passages=[], queries=[question.question], error="HTTP 429"))
+                continue
+            passage = chunk(f"after {said}.md")
+            found.append(
+                SearchedAgain(
+                    passages=[passage],
+                    queries=[f"{question.question} ({said})"],
+                    prompt_tokens=7,
+                    cost_usd=0.25,
+                    cached=False,
+                )
+            )
+        return found
+
+
+def test_a_rewriting_cell_searches_every_question_after_its_own_turn_again():
+    talk, plain = case(TWO_TURNS), EvalCase(id="p", question="What is pass?")
+    given = case([TWO_TURNS[0], {"role": "assistant", "content": "open()"}], case_id="g")
+    reader, search = FakeReader(), FakeSearch()
+    passages = {"c#turn2": [chunk("files.md")], "c#turn4": [chunk("lines.md")]}
+    answers = answer_conversations(
+        reader,
+        [talk, plain, given],
+        [[chunk("close.md")], [chunk("pass.md")], [chunk("given.md")]],
+        passages,
+        search_again=search,  # type: ignore[arg-type]
+    )
+    # the first turn answers the user's first message (no turn before it): the stages' passages; the
+    # second turn's question and the case's come after a written turn: searched again, each in its batch
+    assert [[q.id for q in batch] for batch in search.batches] == [["c#turn4"], ["c"]]
+    assert [t.content for t in search.batches[1][0].history if t.role == "assistant"] == [
+        "reply 1",
+        "reply 2",
+    ]
+    first, second, questions = reader.batches
+    assert "files.md" in first[0].messages[-1]["content"]
+    assert "after reply 1.md" in second[0].messages[-1]["content"]
+    assert "after reply 2.md" in questions[0].messages[-1]["content"]
+    talk_answer, plain_answer, given_answer = answers
+    assert [c.source for c in talk_answer.contexts] == ["after reply 2.md"]
+    assert talk_answer.searched_again and talk_answer.searched == ["And how do I close it? (reply 2)"]
+    # two turns, two searches and the question: what the case cost the cell
+    assert (talk_answer.prompt_tokens, talk_answer.cost_usd) == (44, 2.0)
+    assert not plain_answer.searched_again and not given_answer.searched_again
+    assert [c.source for c in given_answer.contexts] == ["given.md"]  # a given turn: the stages' ranking
+
+
+@pytest.mark.parametrize(
+    ("fail_after", "error"), [("reply 1", "generated turn 4: HTTP 429"), ("reply 2", "HTTP 429")]
+)
+def test_a_failed_search_after_a_written_turn_fails_its_case_unasked(fail_after, error):
+    talk, plain = case(TWO_TURNS), EvalCase(id="p", question="What is pass?")
+    reader = FakeReader()
+    answers = answer_conversations(
+        reader,
+        [talk, plain],
+        [[chunk("close.md")], [chunk("pass.md")]],
+        {"c#turn2": [chunk("a.md")], "c#turn4": [chunk("b.md")]},
+        search_again=FakeSearch(fail_after=fail_after),  # type: ignore[arg-type]
+    )
+    assert answers[0].answer is None and answers[0].error == error
+    assert answers[1].answer is not None
+    assert all("close it" not in request.messages[-1]["content"] for request in reader.batches[-1])
+
+
+def test_the_dry_run_counts_each_rewrite_made_again_after_a_generated_turn():
+    talk, plain = case(TWO_TURNS), EvalCase(id="p", question="What is pass?")
+    given = case([TWO_TURNS[0], {"role": "assistant", "content": "open()"}], case_id="g")
+    requests = follow_up_rewrite_requests("condense", [talk, plain, given], 1, "an answer")
+    # the second turn's question and the case's own, each with the turns before it standing as written
+    assert len(requests) == 2
+    assert all("an answer" in request.messages[-1]["content"] for request in requests)
+    assert follow_up_rewrite_requests("off", [talk], 1, "an answer") == []
 
 
 def test_the_dry_run_prices_one_more_reader_call_per_generated_turn_and_checks_the_context():

@@ -294,7 +294,7 @@ def test_the_reader_gets_the_first_top_n_of_the_ranking_its_cell_reads(monkeypat
     given: list[list[list[str]]] = []
     monkeypatch.setattr(answers, "LLMClient", lambda settings, cache_location=None: nullcontext())
 
-    def fake_answers(client, cases, contexts, turn_passages, *, prompt, desc):
+    def fake_answers(client, cases, contexts, turn_passages, *, prompt, desc, search_again):
         given.append([[chunk.source for chunk in context] for context in contexts])
         return []
 

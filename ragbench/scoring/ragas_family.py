@@ -24,6 +24,12 @@ from ragbench.scoring.rubrics import Input, JudgeInput
 from ragbench.scoring.scorer import CaseScore, ScoreContext, Scorer, cosine
 
 
+def scale_text(value_range: tuple[float, float]) -> str:
+    """A scale as a label names it: "0-1", or "-1 to 1" where a minus sign would read as the dash."""
+    low, high = value_range
+    return f"{low:g}-{high:g}" if low >= 0 else f"{low:g} to {high:g}"
+
+
 class RagasScorer(Scorer):
     """What the six share: one 0-1 metric named after the scorer, compared case by case with a
     permutation test, and an identity that covers the prompts and helpers outside the class body.
@@ -35,7 +41,7 @@ class RagasScorer(Scorer):
         return (
             MetricInfo(
                 column=self.name,
-                label=f"{self.name} (0-1)",
+                label=f"{self.name} ({scale_text(self.value_range)})",
                 higher_is_better=True,
                 paired_test="paired_permutation",
                 bounds=self.value_range,

@@ -63,7 +63,10 @@ def test_the_family_by_name() -> None:
         scorer = scorer_class()
         assert scorer.name == name and scorer.definition.endswith(".")
         (metric,) = scorer.metrics()
-        assert (metric.column, metric.label) == (name, f"{name} (0-1)")
+        # a cosine-built metric names the scale its values and intervals can take
+        scale = "-1 to 1" if scorer.value_range == (-1.0, 1.0) else "0-1"
+        assert (metric.column, metric.label) == (name, f"{name} ({scale})")
+        assert metric.bounds == scorer.value_range
         assert metric.higher_is_better and metric.paired_test == "paired_permutation"
         assert scorer.identity()["code"]  # the prompts module is part of the cache key
     assert AnswerSimilarity.needs == ("answer", "reference_answer")

@@ -7,7 +7,12 @@ A trace is a RAG trace when it has a retriever span, a question (its root span's
 root's output, else its last LLM span's). Every other trace is counted and listed with its reason
 (`TraceReading.skipped`), never dropped silently. A time window (`since: 24h`, or `start`/`end`) and tags
 choose the traces; `sample_size` draws a seeded sample of them with a known inclusion probability, so the
-run's numbers estimate the whole window's and label correction works on it as on any run's cases."""
+run's numbers estimate the whole window's and label correction works on it as on any run's cases.
+
+Trace content is user data. `redact` names what to mask (built-in kinds such as `email`, or regular
+expressions), and it is masked where the traces are read, in the question, the conversation, the answer
+and every document. So no judge, hosted or local, no artifact, report, annotation or cache entry ever
+holds it, and the reading counts what was masked."""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ragbench.hashing import seeded_rank
 from ragbench.inputs.spans import (
@@ -43,6 +48,15 @@ _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 # Keys a JSON input or output names the question or the answer by (LangChain's and LlamaIndex's chains).
 QUESTION_KEYS = ("question", "query", "input", "user_input", "query_str")
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content")
+# What `redact` may name by kind; anything else it lists is a regular expression.
+REDACTION_KINDS: dict[str, str] = {
+    "email": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    "card": r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)",  # 13-19 digits, as payment cards have
+    # international (+...), an area code in brackets, or 3-3-4 digits: not a date or a version
+    "phone": r"\+\d[\d ().-]{7,}\d|\(\d{2,5}\)[ .-]?\d[\d .-]{4,}\d|(?<!\d)\d{3}[-. ]\d{3}[-. ]\d{4}(?!\d)",
+    "ipv4": r"(?<!\d)(?<!\d\.)(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)",
+}
+REDACTED = "[redacted]"
 
 
 class TracesConfig(Section):
@@ -66,6 +80,26 @@ class TracesConfig(Section):
     annotations_path: str | None = Field(
         default=None, description="also write the annotations JSONL (scores keyed by span id) to this file"
     )
+    redact: list[str] = Field(
+        default_factory=list,
+        description="mask these in every question, turn, answer and document as read, before anything "
+        f"sees them: a kind ({', '.join(REDACTION_KINDS)}) or a regular expression",
+    )
+
+    @field_validator("redact")
+    @classmethod
+    def _patterns_compile(cls, redact: list[str]) -> list[str]:
+        for entry in redact:
+            try:
+                pattern = re.compile(REDACTION_KINDS.get(entry, entry))
+            except re.error as error:
+                raise ValueError(
+                    f"eval_cases.traces.redact: {entry!r} is neither a kind ({', '.join(REDACTION_KINDS)}) "
+                    f"nor a regular expression: {error}"
+                ) from None
+            if pattern.search(""):
+                raise ValueError(f"eval_cases.traces.redact: {entry!r} matches the empty text")
+        return redact
 
     @model_validator(mode="after")
     def _check_window(self) -> TracesConfig:
@@ -137,6 +171,7 @@ class TraceReading(BaseModel):
     skipped: list[SkippedTrace] = Field(default_factory=list)
     usable: int = 0  # RAG traces in the window with the tags
     sampled: int = 0
+    redacted: dict[str, int] = Field(default_factory=dict)  # what `redact` masked: entry -> matches
 
     def summary(self) -> str:
         """One sentence for the report's notes."""
@@ -150,10 +185,17 @@ class TraceReading(BaseModel):
             if self.usable
             else "none"
         )
+        masked = (
+            " Redacted as read: "
+            + ", ".join(f"{count} {entry}" for entry, count in self.redacted.items())
+            + f" (shown as {REDACTED})."
+            if self.redacted
+            else ""
+        )
         return (
             f"Traces: {self.spans} spans in {self.traces} traces read from {self.origin} ({self.window}); "
             f"{self.outside} outside the window or tags; skipped {len(self.skipped)} ({listed}); "
-            f"{self.usable} RAG traces, {sample} scored from what the system logged."
+            f"{self.usable} RAG traces, {sample} scored from what the system logged.{masked}"
         )
 
 
@@ -275,6 +317,34 @@ def rag_case(spans: list[Span]) -> dict[str, Any]:
     }
 
 
+class Redactor:
+    """The `redact` entries compiled: `text` masks every match of each and counts them by entry."""
+
+    def __init__(self, entries: list[str]) -> None:
+        self.patterns = {entry: re.compile(REDACTION_KINDS.get(entry, entry)) for entry in entries}
+        self.counts: Counter[str] = Counter()
+
+    def text(self, value: str) -> str:
+        for entry, pattern in self.patterns.items():
+            value, count = pattern.subn(REDACTED, value)
+            self.counts[entry] += count
+        return value
+
+    def case(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """One case's fields (`rag_case`) with the question, every turn, the answer and every document
+        masked; ids, scores and times are the system's, not the user's, and stay."""
+        if not self.patterns:
+            return fields
+        logged = dict(fields["logged"])
+        logged["answer"] = self.text(logged["answer"])
+        logged["documents"] = [doc | {"text": self.text(doc["text"])} for doc in logged["documents"]]
+        return fields | {
+            "question": self.text(fields["question"]),
+            "history": [turn | {"content": self.text(turn["content"])} for turn in fields["history"]],
+            "logged": logged,
+        }
+
+
 def _started(span: Span) -> datetime:
     return datetime.fromtimestamp(span.start_ns / 1e9, tz=UTC)
 
@@ -307,6 +377,7 @@ def trace_cases(
     ]
     cases: list[dict[str, Any]] = []
     outside = 0
+    redactor = Redactor(config.redact)
     for trace_id, spans in by_trace.items():
         if trace_id in broken:
             continue
@@ -317,9 +388,9 @@ def trace_cases(
             outside += 1
             continue
         try:
-            cases.append(rag_case(spans))
+            cases.append(redactor.case(rag_case(spans)))
         except ValueError as error:
-            skipped.append(SkippedTrace(trace_id=trace_id, reason=str(error)))
+            skipped.append(SkippedTrace(trace_id=trace_id, reason=redactor.text(str(error))))
     usable = len(cases)
     sampled = sample_traces(cases, config.sample_size, config.seed)
     reading = TraceReading(
@@ -331,6 +402,7 @@ def trace_cases(
         skipped=skipped,
         usable=usable,
         sampled=len(sampled),
+        redacted={entry: redactor.counts[entry] for entry in config.redact},
     )
     return sorted(sampled, key=lambda case: case["logged"]["started_at"]), reading
 

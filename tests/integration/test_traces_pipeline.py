@@ -12,7 +12,7 @@ from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.otlp_traces import HOUR_NS, rag_trace, write_jsonl
 from tests.projects import THREE_TOPICS, newest_run, printed, write_knowledge_base
 
-QUESTIONS = [f"Question number {n} about loops?" for n in range(1, 9)]
+QUESTIONS = [f"Question number {n} about loops, from user{n}@example.com?" for n in range(1, 9)]
 
 
 def judge(request: dict) -> str:
@@ -41,7 +41,10 @@ def write_traces(root: Path) -> Path:
             n,
             question,
             "I could not find that." if n == 3 else "Use the break statement.",
-            [("loops.md", THREE_TOPICS["loops.md"], 0.8), ("files.md", THREE_TOPICS["files.md"], 0.2)],
+            [
+                ("loops.md", THREE_TOPICS["loops.md"] + " Ask ops@example.org.", 0.8),
+                ("files.md", THREE_TOPICS["files.md"], 0.2),
+            ],
             start_ns=now - n * HOUR_NS // 4,
             tags=["prod"],
         )
@@ -61,7 +64,7 @@ def write_config(root: Path, llm: FakeOpenAIServer, spans: str) -> None:
         f"name: traces-{root.name}".lower()[:60] + "\n"
         "knowledge_base: {kind: folder, path: kb}\noutput_dir: out\n"
         f"eval_cases: {{traces: {{path: {spans}, since: 24h, sample_size: 6, seed: 1, "
-        "annotations_path: annotations/scores.jsonl}}\n"
+        "annotations_path: annotations/scores.jsonl, redact: [email]}}\n"
         "benchmark_grid: false\ngrid: {judge: [openai/fake-judge]}\n"
         f"evaluation: {{judge: {settings}}}\ngeneration: {{sample_size: null}}\n"
         f"llm_cache_dir: {root / 'llm-cache'}\n"
@@ -87,6 +90,9 @@ def test_logged_traces_are_scored_as_a_cell_and_annotated(tmp_path, monkeypatch)
         code, _, err = printed()
         assert code == 0, err
     assert llm.request_count > 0
+    # the users' addresses were masked as the traces were read: no judge call, record or page holds one
+    assert "@example." not in json.dumps(llm.requests) and "[redacted]" in json.dumps(llm.requests)
+    assert "@example." not in (tmp_path / "out" / "latest" / "cases.jsonl").read_text()
     with (tmp_path / "out" / "latest" / "results.csv").open() as file:
         (row,) = list(csv.DictReader(file))
     # six of the eight RAG traces in the window, drawn with inclusion probability 6/8; scored as logged
@@ -99,6 +105,7 @@ def test_logged_traces_are_scored_as_a_cell_and_annotated(tmp_path, monkeypatch)
     )
     html = (tmp_path / "out" / "latest" / "results.html").read_text()
     assert "Logged system prod-rag" in html and "inclusion probability 0.75" in html
+    assert "Redacted as read: 16 email" in html and "@example." not in html
     assert f"{21:032x}: no retriever span" in html and "1 outside the window" in html
     assert "failed: &lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
 

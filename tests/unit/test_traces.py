@@ -134,6 +134,38 @@ def test_no_rag_trace_in_the_window_stops_with_the_reading(tmp_path):
     )
 
 
+def test_redact_masks_user_data_everywhere_as_read_and_counts_it():
+    spans = rag_trace(
+        1,
+        "I am jane@example.com, call me on +49 30 1234 5678: what is alpha?",
+        "Alpha is A; we wrote to jane@example.com.",
+        [("kb/a.md", "Alpha text, owner ops@example.org, host 10.0.0.12.", 0.9)],
+        history=[("user", "My card is 4111 1111 1111 1111"), ("assistant", "Noted, token sk-live1234abcd.")],
+    )
+    (case,), reading = read(spans, redact=["email", "phone", "card", "ipv4", r"sk-\w{8,}"])
+    text = json.dumps(case)
+    for secret in ("jane@", "ops@", "1234 5678", "4111", "10.0.0.12", "sk-live"):
+        assert secret not in text
+    assert case["question"] == "I am [redacted], call me on [redacted]: what is alpha?"
+    assert case["logged"]["answer"] == "Alpha is A; we wrote to [redacted]."
+    assert case["logged"]["documents"][0]["id"] == "kb/a.md"  # the system's ids are no user data
+    assert case["history"][0]["content"] == "My card is [redacted]"
+    assert reading.redacted == {"email": 3, "phone": 1, "card": 1, "ipv4": 1, r"sk-\w{8,}": 1}
+    assert "Redacted as read: 3 email, 1 phone, 1 card, 1 ipv4" in reading.summary()
+    # without `redact` nothing is touched: a date and a version are no phone number either way
+    (plain,), _ = read(rag_trace(2, "Since 2026-12-03 14:50 on 3.11.2?", "Yes.", DOCS), redact=["phone"])
+    assert plain["question"] == "Since 2026-12-03 14:50 on 3.11.2?"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [("(unclosed", "neither a kind"), ("x*", "matches the empty text")],
+)
+def test_a_redact_entry_that_cannot_mask_is_refused_at_config(entry, message):
+    with pytest.raises(ValueError, match=message):
+        TracesConfig(path="t.json", redact=[entry])
+
+
 def test_config_refuses_a_bad_window_and_a_traces_system_without_traces():
     with pytest.raises(ValueError, match="a number and s, m, h or d"):
         TracesConfig(path="t.json", since="yesterday")

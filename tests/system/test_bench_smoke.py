@@ -281,6 +281,13 @@ def check_dry_run(stdout: str) -> None:
         assert re.search(goal, stdout, re.M), stdout
 
 
+def check_traces(stdout: str) -> None:
+    """Ten traces of 30 spans read, every one judged once and annotated, the rates printed."""
+    (row,) = parse_table(stdout)
+    assert (row["spans"], row["traces"], row["judge_calls"], row["annotated"]) == ("30", "10", "10", "10")
+    assert all(float(row[column]) > 0 for column in ("read_traces_per_s", "run_s", "scored_traces_per_s"))
+
+
 def check_small_intervals(stdout: str) -> None:
     """Every kind of metric at every size, each with old, new and reference coverages in [0, 1]; no new
     interval of width zero (the point masses included); the lowest coverage reported, not enforced."""
@@ -352,6 +359,8 @@ SMOKE_RUNS: dict[str, tuple[list[str], Callable[[str], None]]] = {
     "bench_dry_run.py": (["--smoke"], check_dry_run),
     # a few replications of every setting: coverages printed, widths never zero (bench_small_intervals.py)
     "bench_small_intervals.py": (["--smoke"], check_small_intervals),
+    # 10 traces (30 spans) read, then one real run with the fake judge scoring and annotating them.
+    "bench_traces.py": (["--smoke"], check_traces),
 }
 
 

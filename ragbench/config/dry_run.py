@@ -193,8 +193,7 @@ def plan_rows(
             "cell": labels[cell.id],
             "status": "new" if new_steps else "reused",
         }
-        calls = prompt_tokens = completion_tokens = 0
-        cost: float | None = 0.0
+        usages: list[dict] = []  # each priced stage's `estimate_cost`, summed into the row
         if cell.query_rewrite is not None and rewriter is not None:  # every case is retrieved, so rewritten
             step_id = f"rewrite_{cell.query_rewrite}"  # one rewrite step per mode, on its first cell
             if step_id not in priced and step_id not in finished_steps:
@@ -202,8 +201,7 @@ def plan_rows(
                 count = config.retrieval.multi_query_count
                 usage = estimate_cost(rewriter, rewrite_requests(cell.query_rewrite, cases, count))  # type: ignore[arg-type]
                 row["rewrite_calls"] = usage["calls"]
-                calls, prompt_tokens = usage["calls"], usage["prompt_tokens"]
-                completion_tokens, cost = usage["completion_tokens"], usage["cost_usd"]
+                usages.append(usage)
         for role, stage in (("reader", "answer"), ("judge", "judge"), ("pairwise", "judge")):
             step_id = cell.step_id(stage) if role != "pairwise" else f"pairwise_{cell.upto('judge').id}"
             if role == "pairwise" and cell.upto("answer").id not in candidates:
@@ -228,28 +226,31 @@ def plan_rows(
                     )
                     usage = estimate_cost(rewriter, again)
                     row["follow_up_rewrite_calls"] = usage["calls"]  # in llm_calls too
-                    calls += usage["calls"]
-                    prompt_tokens += usage["prompt_tokens"]
-                    completion_tokens += usage["completion_tokens"]
-                    cost = None if cost is None or usage["cost_usd"] is None else cost + usage["cost_usd"]
-            usage = _usage(
-                role, cell, sampled, scoring, config.evaluation.judge_samples, config.evaluation.judge_repeats
+                    usages.append(usage)
+            usages.append(
+                _usage(
+                    role,
+                    cell,
+                    sampled,
+                    scoring,
+                    config.evaluation.judge_samples,
+                    config.evaluation.judge_repeats,
+                )
             )
-            calls += usage["calls"]
-            prompt_tokens += usage["prompt_tokens"]
-            completion_tokens += usage["completion_tokens"]
-            cost = None if cost is None or usage["cost_usd"] is None else cost + usage["cost_usd"]
-        rows.append(
-            row
-            | {
-                "new_steps": len(new_steps),
-                "llm_calls": calls,
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens_max": completion_tokens,
-                "cost_usd": None if cost is None else round(cost, 4),
-            }
-        )
+        rows.append(row | {"new_steps": len(new_steps)} | _summed(usages))
     return rows
+
+
+def _summed(usages: list[dict]) -> dict:
+    """A row's priced stages (`estimate_cost`'s usages) as its columns: calls and tokens added, the cost
+    unknown (None) when any stage's is."""
+    costs = [usage["cost_usd"] for usage in usages]
+    return {
+        "llm_calls": sum(usage["calls"] for usage in usages),
+        "prompt_tokens": sum(usage["prompt_tokens"] for usage in usages),
+        "completion_tokens_max": sum(usage["completion_tokens"] for usage in usages),
+        "cost_usd": None if None in costs else round(sum(costs, 0.0), 4),
+    }
 
 
 def planned_spend(

@@ -94,20 +94,20 @@ class WrittenTurns:
         past the load checks, which refuse a generated turn with content: a case as written has none yet."""
         return question.model_copy(update={"history": self.history[: len(question.history)]})
 
-    def charge(
-        self, prompt_tokens: int, completion_tokens: int, cost_usd: float | None, cached: bool
-    ) -> None:
+    def charge(self, call: TurnReply | SearchedAgain) -> None:
         """One call's usage, a turn's or a search's, added to what the case's turns cost."""
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
-        self.cost_usd = None if cost_usd is None or self.cost_usd is None else self.cost_usd + cost_usd
-        self.calls_sent += not cached
+        self.prompt_tokens += call.prompt_tokens
+        self.completion_tokens += call.completion_tokens
+        self.cost_usd = (
+            None if call.cost_usd is None or self.cost_usd is None else self.cost_usd + call.cost_usd
+        )
+        self.calls_sent += not call.cached
 
     def record(self, number: int, reply: TurnReply) -> None:
         """Turn `number` as written (its usage, and its search's, counted either way), or the case's error."""
-        if (search := reply.search) is not None:
-            self.charge(search.prompt_tokens, search.completion_tokens, search.cost_usd, search.cached)
-        self.charge(reply.prompt_tokens, reply.completion_tokens, reply.cost_usd, reply.cached)
+        if reply.search is not None:
+            self.charge(reply.search)
+        self.charge(reply)
         self.retries += reply.retries
         text = reply.text.strip()
         if reply.error is not None or not text:
@@ -263,7 +263,7 @@ def answer_conversations(
     again = searched_again([asked_after(case, written) for case in written_well], search_again)
     for case_id, search in again.items():  # the follow-up's search is charged to the case either way
         turns = written[case_id]
-        turns.charge(search.prompt_tokens, search.completion_tokens, search.cost_usd, search.cached)
+        turns.charge(search)
         if search.error is not None:
             turns.error = search.error
     failed = {case_id for case_id, turns in written.items() if turns.error is not None}

@@ -91,22 +91,23 @@ class FollowUpSearcher:
         queries = rewrite_queries(
             mode, questions, rewriter, count=self.count, desc=f"rewrite {mode} {self.spec.id} (follow-ups)"
         )
-        searched = [(question, rewritten) for question, rewritten in zip(questions, queries, strict=True)]
+        searched = list(zip(questions, queries, strict=True))
         ranked = [(question, rewritten) for question, rewritten in searched if rewritten.error is None]
         by_case: dict[str, list[RetrievedChunk]] = {}
         if ranked:
+            ranked_questions = [question for question, _ in ranked]
             candidates, _ = retrieve_candidates(
                 self.spec.upto("retrieve"),
                 self.retriever,
                 self.context,
-                [question for question, _ in ranked],
+                ranked_questions,
                 [rewritten for _, rewritten in ranked],
                 rrf_k=self.fusion_k,
             )
             if self.reranker is not None:
                 candidates = rerank_candidates(
                     candidates,
-                    [question for question, _ in ranked],
+                    ranked_questions,
                     self.reranker,
                     spec=self.spec.upto("rerank"),
                     progress=False,

@@ -348,6 +348,7 @@ class Wiring:
                 cells=[cell.id for cell in self.cells if cell.external in logged],
                 rubrics=RubricSet(rubrics=list(settings.scoring().rubrics)),
                 path=traces.annotations_path,
+                phoenix=traces.phoenix,
                 id="trace_annotations",
             )
             after = ["trace_annotations"]  # written before the gate, which may fail the run

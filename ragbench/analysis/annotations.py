@@ -41,6 +41,22 @@ class TraceAnnotations(BaseModel):
             json.dumps(a.model_dump(mode="json"), ensure_ascii=False) + "\n" for a in self.annotations
         )
 
+    def phoenix_data(self) -> list[dict]:
+        """As Phoenix's `SpanAnnotationData`: the cell is the annotation's identifier, so two judges' scores
+        of one metric stand side by side on a span, and a run made again updates its own instead of adding
+        copies."""
+        return [
+            {
+                "span_id": a.span_id,
+                "name": a.name,
+                "annotator_kind": a.annotator_kind,
+                "identifier": f"ragbench:{a.cell}",
+                "result": {"score": a.score, "label": a.label, "explanation": a.explanation},
+                "metadata": {"trace_id": a.trace_id, "cell": a.cell, "source": "ragbench"},
+            }
+            for a in self.annotations
+        ]
+
     def write(self, path: str | Path) -> None:
         """Written whole or not at all (a temporary file renamed over it), so a crash never leaves half."""
         target = Path(path)

@@ -30,6 +30,7 @@ from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, ll
 from ragbench.inputs.eval_cases import EvalCase
 from ragbench.inputs.references import ReferenceResolutions
 from ragbench.inputs.tables import rows_to_csv
+from ragbench.inputs.traces import TraceReading
 from ragbench.llm.budget import BUDGET_ADVICE
 from ragbench.provenance import CodeVersion
 from ragbench.retrieval.rerank_stage import RerankResult, ranking_case_values, ranking_columns
@@ -336,10 +337,8 @@ class ResultsTable(BaseModel):
     eval_set: str = ""  # which eval set the cases came from (EvalSuite.label)
     eval_fingerprint: str = ""  # the eval cases' content hash: the gate compares runs on the same cases
     knowledge_base_fingerprint: str = ""
-    # per (cell, case type): each headline score's mean, interval and cases (see `case_type_rows`)
-    case_type_rows: list[dict] = []
-    # per (cell, turn mode: given or generated earlier turns, `turn_mode_rows`): the same, apart
-    turn_mode_rows: list[dict] = []
+    case_type_rows: list[dict] = []  # per (cell, case type): each headline score's mean, interval, cases
+    turn_mode_rows: list[dict] = []  # the same per (cell, turn mode: given or generated earlier turns)
     # cell id -> why the run could not score it (every reader call failed, or a configured metric got no
     # value because every verdict of its rubric failed): the gate fails such a run
     incomplete: dict[str, str] = {}
@@ -352,10 +351,9 @@ class ResultsTable(BaseModel):
     references: ReferenceResolutions | None = None  # what this run fetched for reference_from cases
     spend: RunSpend | None = None  # what the run sent per role, beside its plan (the results step's)
     label_correction: LabelCorrection | None = None  # judged metrics corrected by a person's sampled labels
-    judge_only_verdicts: list[
-        MetricVerdict
-    ] = []  # the judge's own verdicts where corrected ones replace them
+    judge_only_verdicts: list[MetricVerdict] = []  # the judge's verdicts where corrected ones replace them
     code: CodeVersion | None = None  # the code the run ran (release, client's commit, packages)
+    traffic: TraceReading | None = None  # how the cases were read from the deployed system's traces
 
     def csv(self) -> str:
         return rows_to_csv(self.rows)
@@ -483,6 +481,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         judge_reliability=reliability,
         eval_set=eval_suite.label if eval_suite is not None else "",
         eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
+        traffic=eval_suite.traces if eval_suite is not None else None,
         knowledge_base_fingerprint=inputs.knowledge_base_fingerprint,
         case_type_rows=case_type_rows(headline, case_values, labels, case_types, statistics),
         turn_mode_rows=turn_mode_rows(headline, case_values, labels, cases, statistics),

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ragbench.hashing import canonical_json, short_hash
 from ragbench.inputs.conversation import Turn, check_generated_turns
+from ragbench.inputs.phoenix import PhoenixClient, PhoenixError
 from ragbench.inputs.references import ReferenceSource
 from ragbench.inputs.spans import SpanFileError, read_span_file
 from ragbench.inputs.tables import (
@@ -409,19 +410,25 @@ def load_eval_set_artifact(
 def load_trace_cases(
     source: TracesConfig, now: datetime | None = None
 ) -> tuple[list[EvalCase], TraceReading]:
-    """The RAG traces of an OTLP/JSON export as cases (`ragbench.inputs.traces`), the window counted back
-    from `now` (default: this moment); EvalCaseError for a file that is no export, or no RAG trace left."""
+    """The RAG traces of an OTLP/JSON export or a Phoenix project as cases (`ragbench.inputs.traces`), the
+    window counted back from `now` (default: this moment); EvalCaseError for a file that is no export, a
+    server that cannot be read, or no RAG trace left."""
+    now = now or datetime.now(UTC)
     try:
-        with local_copy(source.path) as path:
-            if not path.is_file():
-                raise EvalCaseError(f"eval_cases.traces: span file not found: {source.path}")
-            read = read_span_file(path.read_bytes(), source.path)
-    except (SpanFileError, SourceError) as error:
+        if source.phoenix is not None:
+            with PhoenixClient(source.phoenix) as phoenix:
+                read = phoenix.spans(*source.window(now))
+        else:
+            with local_copy(source.path or "") as path:
+                if not path.is_file():
+                    raise EvalCaseError(f"eval_cases.traces: span file not found: {source.path}")
+                read = read_span_file(path.read_bytes(), source.origin)
+    except (SpanFileError, SourceError, PhoenixError) as error:
         raise EvalCaseError(f"eval_cases.traces: {error}") from None
-    raw, reading = trace_cases(read, source, source.path, now or datetime.now(UTC))
+    raw, reading = trace_cases(read, source, source.origin, now)
     if not raw:
         raise EvalCaseError(f"eval_cases.traces: no RAG trace to score. {reading.summary()}")
-    return _validated(raw, source.path), reading
+    return _validated(raw, source.origin), reading
 
 
 def load_eval_suite_from(source: EvalCasesConfig) -> EvalSuite:

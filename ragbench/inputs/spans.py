@@ -38,6 +38,25 @@ OUTPUT_MESSAGE = re.compile(r"^llm\.output_messages\.(\d+)\.message\.(role|conte
 
 _TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 _SPAN_ID = re.compile(r"^[0-9a-fA-F]{16}$")
+# The proto field names, which protobuf's JSON parsers accept beside the lowerCamelCase ones, and which
+# Phoenix's REST API writes (`/v1/projects/{project}/spans/otlpv1`).
+_CAMEL = {
+    name: re.sub(r"_([a-z])", lambda letter: letter.group(1).upper(), name)
+    for name in (
+        "trace_id",
+        "span_id",
+        "parent_span_id",
+        "start_time_unix_nano",
+        "end_time_unix_nano",
+        "string_value",
+        "int_value",
+        "double_value",
+        "bool_value",
+        "array_value",
+        "kvlist_value",
+        "bytes_value",
+    )
+}
 _STATUS_ERROR = (2, "2", "STATUS_CODE_ERROR")
 
 
@@ -84,6 +103,7 @@ def attribute_value(value: Any) -> Any:
     """An OTLP AnyValue as a Python value (an int64 encoded as a string becomes an int)."""
     if not isinstance(value, dict):
         raise ValueError(f"attribute value {value!r:.60} is not an AnyValue object")
+    value = {_CAMEL.get(key, key): item for key, item in value.items()}
     if "stringValue" in value:
         return str(value["stringValue"])
     if "intValue" in value:
@@ -129,6 +149,7 @@ def _nanos(span: dict[str, Any], key: str) -> int:
 def _span(raw: Any) -> Span:
     if not isinstance(raw, dict):
         raise ValueError("not a span object")
+    raw = {_CAMEL.get(key, key): item for key, item in raw.items()}
     trace_id, span_id = raw.get("traceId"), raw.get("spanId")
     if not isinstance(trace_id, str) or not _TRACE_ID.match(trace_id):
         raise ValueError(f"traceId {trace_id!r:.40} is not 32 hex digits")
@@ -196,19 +217,9 @@ def read_span_file(data: bytes, origin: str) -> SpanFile:
                 raw_spans = scope.get("spans", []) if isinstance(scope, dict) else None
                 if not isinstance(raw_spans, list):
                     raise SpanFileError(f"{origin}: {where}scopeSpans[{s}] has no list of spans")
-                for n, raw in enumerate(raw_spans):
-                    try:
-                        spans.append(_span(raw))
-                    except (ValueError, TypeError) as error:
-                        trace_id = raw.get("traceId") if isinstance(raw, dict) else None
-                        good_id = isinstance(trace_id, str) and bool(_TRACE_ID.match(trace_id))
-                        broken.append(
-                            BrokenSpan(
-                                where=f"{where}resourceSpans[{r}].scopeSpans[{s}].spans[{n}]",
-                                trace_id=trace_id.lower() if good_id else None,
-                                reason=str(error),
-                            )
-                        )
+                read = read_spans(raw_spans, f"{where}resourceSpans[{r}].scopeSpans[{s}].spans")
+                spans += read.spans
+                broken += read.broken
     if not spans and not broken:
         raise SpanFileError(f"{origin}: the export holds no span")
     return SpanFile(spans=spans, broken=broken)
@@ -221,3 +232,22 @@ def indexed(attributes: dict[str, Any], pattern: re.Pattern[str]) -> list[dict[s
         if match := pattern.match(key):
             items.setdefault(int(match.group(1)), {})[match.group(2)] = value
     return [items[index] for index in sorted(items)]
+
+
+def read_spans(raw_spans: list[Any], where: str) -> SpanFile:
+    """Spans as OTLP/JSON objects (either field-name casing), each read or, when it breaks the format, kept
+    as broken with its place (`where[n]`) and, when its trace id could be read, its trace."""
+    spans: list[Span] = []
+    broken: list[BrokenSpan] = []
+    for n, raw in enumerate(raw_spans):
+        try:
+            spans.append(_span(raw))
+        except (ValueError, TypeError) as error:
+            trace_id = (raw.get("traceId") or raw.get("trace_id")) if isinstance(raw, dict) else None
+            good_id = isinstance(trace_id, str) and bool(_TRACE_ID.match(trace_id))
+            broken.append(
+                BrokenSpan(
+                    where=f"{where}[{n}]", trace_id=trace_id.lower() if good_id else None, reason=str(error)
+                )
+            )
+    return SpanFile(spans=spans, broken=broken)

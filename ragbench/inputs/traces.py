@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ragbench.hashing import seeded_rank
+from ragbench.inputs.phoenix import PhoenixSource
 from ragbench.inputs.spans import (
     COMPLETION_TOKENS,
     INPUT_MESSAGE,
@@ -64,7 +65,12 @@ class TracesConfig(Section):
     requests as the collector's file exporter writes), which traces count (a time window, tags) and how many
     are scored (a seeded sample)."""
 
-    path: str = Field(description="OTLP/JSON export file (.json or .jsonl), a path or a URI")
+    path: str | None = Field(
+        default=None, description="OTLP/JSON export file (.json or .jsonl), a path or a URI"
+    )
+    phoenix: PhoenixSource | None = Field(
+        default=None, description="a running Phoenix server's project instead of a file (its REST API)"
+    )
     since: str | None = Field(
         default=None, description="relative window ending when the run reads the file: '24h', '90m', '7d'"
     )
@@ -103,6 +109,8 @@ class TracesConfig(Section):
 
     @model_validator(mode="after")
     def _check_window(self) -> TracesConfig:
+        if (self.path is None) == (self.phoenix is None):
+            raise ValueError("eval_cases.traces needs one source: `path` (an export file) or `phoenix`")
         if self.since is not None:
             if self.start is not None or self.end is not None:
                 raise ValueError("eval_cases.traces: give `since` or `start`/`end`, not both")
@@ -113,6 +121,11 @@ class TracesConfig(Section):
         if self.start is not None and self.end is not None and _utc(self.end) <= _utc(self.start):
             raise ValueError("eval_cases.traces: `end` must be after `start`")
         return self
+
+    @property
+    def origin(self) -> str:
+        """Where the traces are read, as messages and the report name it."""
+        return self.phoenix.origin() if self.phoenix is not None else str(self.path)
 
     def window(self, now: datetime) -> tuple[datetime | None, datetime | None]:
         """The window's start and end (None: open), `since` counted back from `now`."""

@@ -25,6 +25,7 @@ from ragbench.stats.inference import (
     paired_differences,
     paired_p_value,
     smallest_attainable_p,
+    two_sample_p_value,
 )
 
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
@@ -59,6 +60,9 @@ class Comparison(BaseModel):
     # how the code the baseline ran differs from this run's (commit, modified tree, ragbench and key package
     # versions; `CodeVersion.changes_from`): reported beside the verdict, never a regression by itself
     code_changes: list[str] = []
+    # both runs scored samples of the deployed system's traffic (two nights): other cases by design,
+    # compared as independent samples
+    independent_samples: bool = False
 
     @property
     def regressions(self) -> list[dict]:
@@ -97,6 +101,7 @@ def compare_runs(
     value that the current run, whose grid still holds the cell, could not produce (`missing`)."""
     statistics = statistics or StatisticsConfig()
     same_eval_set = current.eval_fingerprint == baseline.eval_fingerprint
+    independent = not same_eval_set and current.traffic is not None and baseline.traffic is not None
     changed = changed_references(current, baseline)
     rows = []
     dropped = sorted(
@@ -139,6 +144,7 @@ def compare_runs(
                 higher_is_better,
                 statistics,
                 frozenset(changed),
+                independent,
             )
             rows.append(
                 {
@@ -167,6 +173,7 @@ def compare_runs(
         dropped_metrics=dropped,
         changed_references=changed,
         code_changes=code_changes(current, baseline),
+        independent_samples=independent,
     )
 
 
@@ -255,6 +262,7 @@ def _beyond_noise(
     higher_is_better: bool,
     statistics: StatisticsConfig,
     changed: frozenset[str] = frozenset(),
+    independent: bool = False,
 ) -> tuple[bool, str, float | None]:
     """Is the change larger than the noise? (beyond, rule, p-value)
 
@@ -266,9 +274,22 @@ def _beyond_noise(
     A test that cannot reach alpha at that number of cases (5 or fewer at 0.05) is no evidence of
     noise, so there the threshold decides and the rule says so. Otherwise, the two runs' intervals
     must not overlap. Runs from before per-case values existed have neither: the threshold decides.
-    `changed`: cases whose reference changed between the runs, left out of the paired test (unlike)."""
+    `changed`: cases whose reference changed between the runs, left out of the paired test (unlike).
+    `independent`: two samples of traffic (two nights' traces), no case in both: the permutation test of
+    two independent samples on every case of each (`two_sample_p_value`), at `alpha`."""
     now_cases = current.case_values.get(metric, {}).get(cell)
     before_cases = baseline.case_values.get(metric, {}).get(cell)
+    if independent and now_cases and before_cases:
+        p_value = two_sample_p_value(
+            list(before_cases.values()),
+            list(now_cases.values()),
+            seed=statistics.seed,
+            resamples=statistics.resamples,
+        )
+        rule = (
+            f"permutation test of two independent samples ({len(before_cases)} and {len(now_cases)} traces)"
+        )
+        return p_value < statistics.alpha, rule, p_value
     if same_eval_set and now_cases and before_cases:
         shared = [
             case
@@ -301,7 +322,9 @@ def _beyond_noise(
 def comparison_text(comparison: Comparison) -> str:
     """The terminal's view: the regressions and missing values (or none), then added and removed cells."""
     lines = [f"{comparison.current} against {comparison.baseline}:"]
-    if not comparison.same_eval_set:
+    if comparison.independent_samples:
+        lines.append("two samples of the deployed system's traffic: compared as independent samples")
+    elif not comparison.same_eval_set:
         lines.append("the two runs used different eval sets (see the gate's verdict)")
     if comparison.code_changes:
         lines.append(f"OTHER CODE than the baseline: {'; '.join(comparison.code_changes)}")

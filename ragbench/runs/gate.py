@@ -22,7 +22,7 @@ from ragbench.runs.record import GATE_STATUS, RunRecord
 from ragbench.section import Section
 from ragbench.stats.inference import StatisticsConfig
 
-GateStatus = Literal["passed", "regressed", "incomplete", "failed"]
+GateStatus = Literal["passed", "regressed", "inconclusive", "incomplete", "failed"]
 # Which earlier run a run is compared with (`RegressionConfig.baseline`); compare also takes a run's name.
 BaselineMode = Literal["previous", "champion", "none"]
 BASELINE_MODES: tuple[BaselineMode, ...] = get_args(BaselineMode)
@@ -30,7 +30,8 @@ BASELINE_MODES: tuple[BaselineMode, ...] = get_args(BaselineMode)
 
 class GateResult(BaseModel):
     """passed; regressed (worse beyond threshold and noise, or missing, or nothing in common with the
-    baseline); incomplete (the run could not score a whole cell); failed (the run itself failed)."""
+    baseline); inconclusive (a sample of traffic too small to tell a drop: never a pass); incomplete (the
+    run could not score a whole cell); failed (the run itself failed)."""
 
     config: str
     run: str
@@ -42,6 +43,7 @@ class GateResult(BaseModel):
     cells: list[str] = []  # the run's cells, each gated for completeness
     incomplete: dict[str, str] = {}  # cell id -> why the run could not score it (an error, not a regression)
     code: CodeVersion | None = None  # the code the run ran
+    too_small: str | None = None  # why the run's sample of traffic cannot tell a drop (`min_traces`)
 
     @property
     def passed(self) -> bool:
@@ -144,6 +146,9 @@ def judge_run(
             **verdict, status="failed", reasons=[f"run {current.name} did not finish: {failure}"]
         )
     reasons = list(current.incomplete.values())
+    too_small = too_small_sample(current, regression.min_traces)
+    if too_small is not None:
+        reasons.append(too_small)
     reasons += [
         f"case {case} FAILED: its reference could not be fetched ({why}); the run completed without it"
         for case, why in current.reference_failures.items()
@@ -183,7 +188,13 @@ def judge_run(
                 "difference(s), listed below): a change in the numbers may come from the code as well "
                 "as from the inputs (reported, not a regression by itself)"
             )
-        if not comparison.same_eval_set:
+        if comparison.independent_samples:
+            reasons.append(
+                f"this run and {baseline.name} scored two samples of the deployed system's traces "
+                f"({_sample_text(baseline)} and {_sample_text(current)}): no trace is in both, so each "
+                "metric is compared as two independent samples, not case by case"
+            )
+        elif not comparison.same_eval_set:
             change = (
                 f"the eval set changed since {baseline.name} (fingerprint "
                 f"{baseline.eval_fingerprint or 'none'} -> {current.eval_fingerprint or 'none'})"
@@ -200,8 +211,33 @@ def judge_run(
     elif baseline_mode != "none":
         reasons.append(f"no {baseline_mode} baseline for config {config}: only the run's completeness judged")
     # an incomplete run is that first of all (exit 2), whatever its comparison says
-    status: GateStatus = "incomplete" if current.incomplete else "regressed" if fails else "passed"
-    return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison)
+    status: GateStatus = (
+        "incomplete"
+        if current.incomplete
+        else "regressed"
+        if fails
+        else "inconclusive"
+        if too_small
+        else "passed"
+    )
+    return GateResult(**verdict, status=status, reasons=reasons, comparison=comparison, too_small=too_small)
+
+
+def _sample_text(record: RunRecord) -> str:
+    traffic = record.traffic or {}
+    return f"{traffic.get('sampled', 0)} traces, {traffic.get('window', 'no window')}"
+
+
+def too_small_sample(record: RunRecord, min_traces: int) -> str | None:
+    """Why a run that scored a sample of traffic cannot tell a drop: it scored fewer than `min_traces`
+    traces (the night had too little traffic, or the sample was set too small). None otherwise."""
+    if record.traffic is None or (sampled := int(record.traffic.get("sampled", 0))) >= min_traces:
+        return None
+    return (
+        f"too few traces to tell: {sampled} scored ({record.traffic.get('usable', sampled)} RAG traces in "
+        f"{record.traffic.get('window', 'the window')}), fewer than regression.min_traces = {min_traces}; "
+        "an interval this wide cannot tell a drop from noise, so the gate does not pass"
+    )
 
 
 def label_correction_reasons(current: RunRecord, comparison: Comparison) -> list[str]:
@@ -243,6 +279,12 @@ class RegressionConfig(Section):
         "compare anyway (accept the new eval set once with --set regression.on_eval_change=warn)",
     )
     default_threshold: float = Field(default=0.0, ge=0.0, description="for metrics not named below")
+    min_traces: int = Field(
+        default=20,
+        ge=1,
+        description="a run on the deployed system's traces (eval_cases.traces) that scored fewer traces is "
+        "inconclusive: the gate says the sample is too small to tell, and does not pass",
+    )
     thresholds: dict[str, float] = Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS),
         description="metric key (as in run metadata, e.g. hit_rate_at_5) -> allowed change; merged over the "

@@ -52,6 +52,8 @@ def gate_checks(gate: GateResult) -> list[GateCheck]:
         else GateCheck(cell, "complete", "passed")
         for cell in gate.cells
     ]
+    if gate.too_small is not None:
+        checks.insert(0, GateCheck("run", "sample size", "error", gate.too_small))
     comparison = gate.comparison
     if comparison is None:
         return checks

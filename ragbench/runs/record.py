@@ -73,6 +73,8 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
     if table.references is not None:  # each dynamic case's identity for this run, and the cases that failed
         flat["reference_digests"] = table.references.digests()
         flat["reference_failures"] = table.references.failures()
+    if table.traffic is not None:  # a sample of the deployed system's traffic: the gate needs its size
+        flat["traffic_sample"] = table.traffic.model_dump(include={"origin", "window", "usable", "sampled"})
     if table.spend is not None:  # what the run sent (calls, tokens, cost, seconds) per role and its plan
         flat["spend"] = table.spend.as_metadata()
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]
@@ -180,6 +182,8 @@ class RunRecord(BaseModel):
     # corrected key -> the labels it used and why others were left out (`CorrectedMetric.label_use`)
     label_correction: dict[str, dict[str, Any]] = {}
     code: CodeVersion | None = None  # the code the run ran; None for a run from before runs recorded it
+    # the cases were a sample of the deployed system's traces: origin, window, usable and sampled traces
+    traffic: dict[str, Any] | None = None
 
     @classmethod
     def from_metadata(
@@ -225,6 +229,7 @@ class RunRecord(BaseModel):
             reference_failures=metadata.get("reference_failures") or {},
             label_correction=metadata.get("label_correction") or {},
             code=CodeVersion.from_metadata(metadata),
+            traffic=metadata.get("traffic_sample") or None,
         )
 
     def missing_reason(self, metric: str, cell: str, full: bool = False) -> str | None:

@@ -85,6 +85,30 @@ def paired_p_value(differences: np.ndarray, *, seed: int = 0, resamples: int = 2
     return SignFlipTest(differences, seed=seed, resamples=resamples).p_value()
 
 
+def two_sample_p_value(
+    before: Sequence[float], now: Sequence[float], *, seed: int = 0, resamples: int = 2000
+) -> float:
+    """The two-sided p-value of the difference in means of two independent samples (two nights' traces,
+    where no case is in both): scipy's permutation test, the values shuffled between the samples. NaN
+    values are left out; 1 when either sample has fewer than two values or every value is the same."""
+    first = np.asarray([v for v in before if not math.isnan(v)], dtype=float)
+    second = np.asarray([v for v in now if not math.isnan(v)], dtype=float)
+    if first.size < 2 or second.size < 2 or np.ptp(np.concatenate([first, second])) == 0:
+        return 1.0
+    from scipy.stats import permutation_test  # imported here: scipy's import is slow, few runs compare
+
+    result = permutation_test(
+        (second, first),
+        lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+        permutation_type="independent",
+        vectorized=True,
+        n_resamples=resamples,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.pvalue)
+
+
 def paired_differences(reference: Sequence[float], candidate: Sequence[float]) -> np.ndarray:
     """candidate - reference case by case, paired by position, without the pairs where either is NaN."""
     kept_reference, kept_candidate = _pairs(reference, candidate)

@@ -18,7 +18,7 @@ export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # loads (llama_cpp imports it only inside its image chat handlers).
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF
 
-.PHONY: setup run test test-setup test-slow test-slow-setup test-fast lint browser postgres debian-packages colbert-extension bench clean test-docker docs reference ragas-venv ppi-venv
+.PHONY: setup run test test-setup test-slow test-slow-setup test-fast lint browser postgres debian-packages colbert-extension bench clean test-docker docs reference ragas-venv ppi-venv phoenix-venv
 
 setup: $(READY) $(COLBERT_EXTENSION) ragas-venv ppi-venv
 
@@ -60,6 +60,18 @@ $(COLBERT_EXTENSION): $(READY)
 ragas-venv: .venv-ragas/.ready
 ppi-venv: .venv-ppi/.ready
 
+# Arize Phoenix in an environment of its own, every package pinned in tests/phoenix/requirements-phoenix.txt:
+# the traces tests start a real Phoenix server (tests/phoenix_server.py) and run an OpenInference-instrumented
+# LangChain RAG app (tests/phoenix/rag_app.py) that exports its spans to it, then read them back. Its own
+# explicit rule, which GNU make prefers to the conformance venvs' pattern rule above.
+.venv-phoenix/.ready: tests/phoenix/requirements-phoenix.txt
+	$(PYTHON) -m venv .venv-phoenix
+	.venv-phoenix/bin/$(PIP_INSTALL) -r $<
+	.venv-phoenix/bin/pip check
+	touch $@
+
+phoenix-venv: .venv-phoenix/.ready
+
 run: $(READY) $(COLBERT_EXTENSION)
 	$(BIN)/python run.py $(ARGS)
 
@@ -95,9 +107,10 @@ debian-packages:
 
 # The suite's set-up in one make with several jobs, as its parts are independent: the main venv (then ruff
 # and colbert's extension) and Debian's packages (one apt-get: dpkg takes one lock); the slow tier's also
-# builds the two conformance venvs. --output-sync keeps each part's output together.
+# builds the two conformance venvs and Phoenix's (its server and the instrumented LangChain app, for the
+# traces tests). --output-sync keeps each part's output together.
 test-setup: lint $(COLBERT_EXTENSION) debian-packages
-test-slow-setup: test-setup ragas-venv ppi-venv
+test-slow-setup: test-setup ragas-venv ppi-venv phoenix-venv
 
 # Two pytest workers (pytest-xdist), one per core; --dist loadfile keeps a file's tests on one worker, so a
 # module's fixtures (a pipeline run, a docs build, a server) are made once, and keeps collection order:

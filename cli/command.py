@@ -23,7 +23,8 @@ from ragbench.runs.review import ReviewSourceError
 OVER_BUDGET_EXIT_CODE = 3
 EXIT_CODES = {
     0: "done: the gate passed (or there was no baseline yet); a dry run whose plan is within its budget",
-    1: "the regression gate failed: a regression, a missing value, nothing to compare (run, compare)",
+    1: "the regression gate failed: a regression, a missing value, nothing to compare, or a run on traces "
+    "too small to tell (run, compare)",
     2: "bad input, or a run that could not finish or is incomplete; the message says which and why",
     OVER_BUDGET_EXIT_CODE: "a dry run whose plan is over the config's budget (it prints `OVER, a real run is "
     "refused`: the real run would stop with 2 before any model loads)",

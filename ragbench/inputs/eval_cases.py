@@ -480,8 +480,11 @@ class EvalCasesConfig(Section):
 
     @property
     def on_client(self) -> bool:
-        """A file or dataset folder on the client's disk: the client loads the cases and hands the run a
-        snapshot artifact. URIs, Hub datasets and artifacts load in the step."""
+        """A file or dataset folder on the client's disk, or a Phoenix server's traces: the client loads the
+        cases and hands the run a snapshot artifact (for traces, the window as the client read it, so every
+        step scores the same traces). URIs, Hub datasets and artifacts load in the step."""
+        if self.traces is not None and self.traces.phoenix is not None:
+            return True
         if self.path is not None or self.traces is not None:
             return not is_uri(self.path or self.traces.path)  # type: ignore[union-attr]
         return self.dataset is not None and Path(self.dataset).expanduser().exists()
@@ -492,5 +495,5 @@ class EvalCasesConfig(Section):
             version = "latest version" if self.version is None else f"version {self.version}"
             return f"artifact {self.artifact} ({version})"
         if self.traces is not None:
-            return f"traces {self.traces.path}"
+            return f"traces {self.traces.origin}"
         return self.path or f"dataset {self.dataset}"

@@ -32,7 +32,9 @@ OUTPUT_MIME_TYPE = "output.mime_type"
 TAGS = "tag.tags"
 PROMPT_TOKENS = "llm.token_count.prompt"
 COMPLETION_TOKENS = "llm.token_count.completion"
-RETRIEVED = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(content|id|score|metadata)$")
+# a document's metadata is one JSON string as the instrumentation writes it, or flattened into
+# `document.metadata.<key>` attributes as Phoenix stores and serves it
+RETRIEVED = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(content|id|score|metadata(?:\..+)?)$")
 INPUT_MESSAGE = re.compile(r"^llm\.input_messages\.(\d+)\.message\.(role|content)$")
 OUTPUT_MESSAGE = re.compile(r"^llm\.output_messages\.(\d+)\.message\.(role|content)$")
 
@@ -103,7 +105,8 @@ def attribute_value(value: Any) -> Any:
     """An OTLP AnyValue as a Python value (an int64 encoded as a string becomes an int)."""
     if not isinstance(value, dict):
         raise ValueError(f"attribute value {value!r:.60} is not an AnyValue object")
-    value = {_CAMEL.get(key, key): item for key, item in value.items()}
+    # Phoenix writes every field of the AnyValue, the unset ones as null
+    value = {_CAMEL.get(key, key): item for key, item in value.items() if item is not None}
     if "stringValue" in value:
         return str(value["stringValue"])
     if "intValue" in value:

@@ -228,16 +228,37 @@ def _parsed(value: Any, mime: Any, keys: tuple[str, ...]) -> str | None:
     return text.strip() or None
 
 
-def _source(document: Mapping[str, Any]) -> str | None:
-    """A document's id, else the `source` of its metadata (LangChain's documents carry it there)."""
-    if document.get("id") not in (None, ""):
-        return str(document["id"])
+def _metadata(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A document's metadata: one JSON string as OpenInference writes it, or flattened into
+    `metadata.<key>` attributes as Phoenix serves it; {} when it is neither."""
+    flattened = {
+        key.removeprefix("metadata."): v for key, v in document.items() if key.startswith("metadata.")
+    }
     try:
         metadata = json.loads(document.get("metadata") or "{}")
     except (TypeError, json.JSONDecodeError):
-        return None
-    source = metadata.get("source") if isinstance(metadata, dict) else None
+        metadata = {}
+    return (metadata if isinstance(metadata, dict) else {}) | flattened
+
+
+def _source(document: Mapping[str, Any]) -> str | None:
+    """A document's id, else the `source` of its metadata (LangChain's documents carry it there:
+    openinference-instrumentation-langchain records no `document.id`)."""
+    if document.get("id") not in (None, ""):
+        return str(document["id"])
+    source = _metadata(document).get("source")
     return str(source) if source not in (None, "") else None
+
+
+def _score(document: Mapping[str, Any]) -> float | None:
+    """A document's `score`, else its metadata's `score` (where a LangChain retriever puts it), else None."""
+    score = document.get("score")
+    if score is None:
+        score = _metadata(document).get("score")
+    try:
+        return float(score) if score is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _documents(retriever: Span) -> list[LoggedDocument]:
@@ -247,12 +268,7 @@ def _documents(retriever: Span) -> list[LoggedDocument]:
             raise ValueError(
                 f"malformed: retrieval document {number} of span {retriever.span_id} has no content"
             )
-        score = item.get("score")
-        documents.append(
-            LoggedDocument(
-                id=_source(item), text=item["content"], score=float(score) if score is not None else None
-            )
-        )
+        documents.append(LoggedDocument(id=_source(item), text=item["content"], score=_score(item)))
     return documents
 
 

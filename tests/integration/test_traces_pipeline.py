@@ -68,6 +68,7 @@ def write_config(root: Path, llm: FakeOpenAIServer, spans: str) -> None:
         "benchmark_grid: false\ngrid: {judge: [openai/fake-judge]}\n"
         f"evaluation: {{judge: {settings}}}\ngeneration: {{sample_size: null}}\n"
         f"llm_cache_dir: {root / 'llm-cache'}\n"
+        "regression: {min_traces: 6}\n"  # six traces are enough for this gate; the default asks 20
         "systems: [{name: prod-rag, traces: true, source_match: {rule: basename}}]\n"
     )
 

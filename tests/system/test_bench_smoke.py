@@ -283,9 +283,11 @@ def check_dry_run(stdout: str) -> None:
 
 def check_traces(stdout: str) -> None:
     """Ten traces of 30 spans read, every one judged once and annotated, the rates printed."""
-    (row,) = parse_table(stdout)
-    assert (row["spans"], row["traces"], row["judge_calls"], row["annotated"]) == ("30", "10", "10", "10")
-    assert all(float(row[column]) > 0 for column in ("read_traces_per_s", "run_s", "scored_traces_per_s"))
+    rows = parse_table(stdout)
+    assert [row["source"] for row in rows] == ["file", "phoenix"][: len(rows)]
+    for row in rows:
+        assert (row["spans"], row["traces"], row["judge_calls"], row["annotated"]) == ("30", "10", "10", "10")
+        assert all(float(row[column]) > 0 for column in ("read_traces_per_s", "run_s", "scored_traces_per_s"))
 
 
 def check_small_intervals(stdout: str) -> None:

@@ -37,10 +37,16 @@ def snake(raw: dict) -> dict:
         "arrayValue": "array_value",
     }
     if isinstance(raw, dict):
-        return {renamed.get(key, key): snake(value) for key, value in raw.items()}
+        renamed_raw = {renamed.get(key, key): snake(value) for key, value in raw.items()}
+        if any(key.endswith("_value") for key in renamed_raw):  # an AnyValue: every field, unset ones null
+            return dict.fromkeys(VALUE_FIELDS) | renamed_raw
+        return renamed_raw
     if isinstance(raw, list):
         return [snake(item) for item in raw]
     return raw
+
+
+VALUE_FIELDS = ("array_value", "bool_value", "bytes_value", "double_value", "int_value", "string_value")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -112,12 +118,27 @@ def test_spans_in_either_field_casing_read_the_same():
     assert read_spans([snake(s) for s in camel], "phoenix").spans == read_spans(camel, "file").spans
 
 
+def test_a_documents_metadata_flattened_as_phoenix_serves_it_names_its_source_and_score():
+    from ragbench.inputs.traces import rag_case
+
+    spans = rag_trace(1, "Q?", "A.", [("a.md", "text", 0.5)])
+    retriever = [a for a in spans[1]["attributes"] if not a["key"].endswith((".id", ".score"))]
+    metadata = "retrieval.documents.0.document.metadata"
+    one_string = [{"key": metadata, "value": {"stringValue": '{"source": "a.md", "score": 0.25}'}}]
+    flattened = [  # as Phoenix serves it
+        {"key": f"{metadata}.source", "value": {"stringValue": "a.md"}},
+        {"key": f"{metadata}.score", "value": {"doubleValue": 0.25}},
+    ]
+    for attributes in (one_string, flattened):
+        with_metadata = [*spans[:1], {**spans[1], "attributes": [*retriever, *attributes]}, *spans[2:]]
+        (document,) = rag_case(read_spans(with_metadata, "x").spans)["logged"]["documents"]
+        assert (document["id"], document["text"], document["score"]) == ("a.md", "text", 0.25)
+
+
 def test_a_window_of_a_phoenix_project_becomes_cases_with_every_page_read(monkeypatch):
     monkeypatch.setenv("PHOENIX_API_KEY", "secret-key")
     with FakePhoenix(traces()) as fake:
-        source = PhoenixSource(
-            url=f"http://127.0.0.1:{fake.port}/", project="prod"
-        )
+        source = PhoenixSource(url=f"http://127.0.0.1:{fake.port}/", project="prod")
         config = TracesConfig(phoenix=source, since="24h")
         cases, reading = load_trace_cases(config, now=NOW + timedelta(hours=26))
         assert [case.question for case in cases] == ["Question 4?", "Question 2?", "Question 3?"]

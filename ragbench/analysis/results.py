@@ -23,7 +23,13 @@ from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
 from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.spend import RunSpend
-from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
+from ragbench.analysis.uncertainty import (
+    CaseValues,
+    MetricVerdict,
+    compare_cells,
+    weighted_by_strata,
+    with_intervals,
+)
 from ragbench.generation.answers import AnswerSet
 from ragbench.generation.reader import ReaderAnswer
 from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, llm_names, varying_axes
@@ -400,6 +406,11 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         | {"reused": row["cell"] in inputs.reused_cells}
         for row in results.rows(varying)
     ]
+    traffic = eval_suite.traces if eval_suite is not None else None
+    if traffic is not None and traffic.weighted:  # strata sampled at unequal rates: weighted by their shares
+        rows = [
+            weighted_by_strata(row, case_values[row["cell"]], traffic, statistics, scales) for row in rows
+        ]
     unreliable = {card.judge: card for card in inputs.judge_cards if not card.reliable}
     graded = {rubric.name for rubric in scoring.rubrics}
     for row in rows:
@@ -434,7 +445,14 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
     if inputs.search is not None:  # the search's metric judged on the held-out cases alone
         verdicts = inputs.search.confirmed_verdicts(verdicts, headline, case_values, statistics, labels)
     correction, judge_only = None, []
-    if label_correction is not None and inputs.labels_given is not None:
+    if label_correction is not None and traffic is not None and traffic.weighted:
+        warnings.append(
+            "NO LABEL CORRECTION: the traces were sampled at unequal rates by stratum, and label correction "
+            "does not yet weight strata, so its numbers would be the sample's, not the window's; the "
+            "corrected metrics are missing (a gate fails on them). Sample uniformly (no `strata`) to "
+            "correct with labels."
+        )
+    elif label_correction is not None and inputs.labels_given is not None:
         correction = correct_with_labels(
             inputs.labels_given,
             records=records.records,
@@ -481,7 +499,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         judge_reliability=reliability,
         eval_set=eval_suite.label if eval_suite is not None else "",
         eval_fingerprint=eval_suite.fingerprint if eval_suite is not None else "",
-        traffic=eval_suite.traces if eval_suite is not None else None,
+        traffic=traffic,
         knowledge_base_fingerprint=inputs.knowledge_base_fingerprint,
         case_type_rows=case_type_rows(headline, case_values, labels, case_types, statistics),
         turn_mode_rows=turn_mode_rows(headline, case_values, labels, cases, statistics),

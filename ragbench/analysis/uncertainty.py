@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.analysis.planning import DetectionPlan, PlannedTest, cases_needed, is_binary, plan
+from ragbench.inputs.traces import TraceReading
 from ragbench.scoring.metrics import MetricInfo
 from ragbench.stats.formatting import interval_text
 from ragbench.stats.inference import (
@@ -25,6 +26,7 @@ from ragbench.stats.inference import (
 )
 from ragbench.stats.intervals import Interval
 from ragbench.stats.ppi import labels_plan_text
+from ragbench.stats.strata import OTHER_STRATUM, stratified_mean
 
 TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",
@@ -53,6 +55,41 @@ def with_intervals(
             out.setdefault(f"{column}_cases", interval.n)
         else:
             out[f"{column}_low"], out[f"{column}_high"] = round(interval.low, 4), round(interval.high, 4)
+    return out
+
+
+def weighted_by_strata(
+    row: dict,
+    values: CaseValues,
+    reading: TraceReading,
+    settings: StatisticsConfig,
+    metrics: Mapping[str, MetricInfo],
+) -> dict:
+    """A row of a stratified sample drawn at unequal rates (`TraceReading.weighted`): every column with
+    per-case values becomes its strata's means weighted by their shares of the window, with the interval
+    `ragbench.stats.strata.stratified_mean` makes. The plain mean of the sample would over-count the
+    strata sampled more often."""
+    out = dict(row)
+    shares = reading.shares()
+    census = {stratum.name for stratum in reading.strata if stratum.sampled == stratum.usable}
+    for column, by_case in values.items():
+        metric = metrics.get(column) or MetricInfo(column=column, label=column, higher_is_better=True)
+        grouped: dict[str, list[float]] = {}
+        for case, value in by_case.items():
+            grouped.setdefault(reading.stratum_of.get(case, OTHER_STRATUM), []).append(value)
+
+        def interval_at(found: Sequence[float], level: float, metric: MetricInfo = metric) -> Interval | None:
+            return metric.interval(found, settings.model_copy(update={"confidence": level}))
+
+        weighted = stratified_mean(grouped, shares, census, interval_at, settings.confidence, metric.bounds)
+        if weighted is None:
+            continue
+        out[column] = round(weighted.mean, 4)
+        out.pop(f"{column}_low", None), out.pop(f"{column}_high", None)
+        if weighted.too_few:
+            out[f"{column}_cases"] = weighted.n
+        else:
+            out[f"{column}_low"], out[f"{column}_high"] = round(weighted.low, 4), round(weighted.high, 4)  # type: ignore[arg-type]
     return out
 
 

@@ -170,8 +170,11 @@ class EvalCase(BaseModel):
 
     @property
     def case_type(self) -> str | None:
-        """What the report breaks scores down by: a generated case's evolution, else None."""
-        return self.provenance.evolution if self.provenance else None
+        """What the report breaks scores down by: a generated case's evolution, a trace's stratum (a
+        stratified sample's), else None."""
+        if self.provenance:
+            return self.provenance.evolution
+        return self.logged.stratum if self.logged else None
 
     @field_validator("question")
     @classmethod
@@ -425,7 +428,10 @@ def load_trace_cases(
                 read = read_span_file(path.read_bytes(), source.origin)
     except (SpanFileError, SourceError, PhoenixError) as error:
         raise EvalCaseError(f"eval_cases.traces: {error}") from None
-    raw, reading = trace_cases(read, source, source.origin, now)
+    try:
+        raw, reading = trace_cases(read, source, source.origin, now)
+    except ValueError as error:  # a sample too small to share between the window's strata
+        raise EvalCaseError(str(error)) from None
     if not raw:
         raise EvalCaseError(f"eval_cases.traces: no RAG trace to score. {reading.summary()}")
     return _validated(raw, source.origin), reading

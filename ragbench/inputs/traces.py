@@ -7,7 +7,10 @@ A trace is a RAG trace when it has a retriever span, a question (its root span's
 root's output, else its last LLM span's). Every other trace is counted and listed with its reason
 (`TraceReading.skipped`), never dropped silently. A time window (`since: 24h`, or `start`/`end`) and tags
 choose the traces; `sample_size` draws a seeded sample of them with a known inclusion probability, so the
-run's numbers estimate the whole window's and label correction works on it as on any run's cases.
+run's numbers estimate the whole window's and label correction works on it as on any run's cases. With
+`strata` (tags) the sample is stratified: each stratum (the first of those tags a trace carries, else
+`other`) is sampled on its own, so a rare kind of traffic is not left to chance, and the run weights each
+stratum by its share of the window (`ragbench.stats.strata`).
 
 Trace content is user data. `redact` names what to mask (built-in kinds such as `email`, or regular
 expressions), and it is masked where the traces are read, in the question, the conversation, the answer
@@ -21,7 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -43,6 +46,7 @@ from ragbench.inputs.spans import (
     indexed,
 )
 from ragbench.section import Section
+from ragbench.stats.strata import OTHER_STRATUM
 
 _RELATIVE = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -83,6 +87,16 @@ class TracesConfig(Section):
         default=None, ge=1, description="score a seeded uniform sample of this many RAG traces; null: all"
     )
     seed: int = Field(default=0, description="seed of the sample")
+    strata: list[str] = Field(
+        default_factory=list,
+        description="stratify the sample by these tags: a trace's stratum is the first of them it carries, "
+        f"else '{OTHER_STRATUM}'; each stratum is sampled on its own and weighted by its share of the window",
+    )
+    allocation: Literal["proportional", "equal"] = Field(
+        default="proportional",
+        description="how sample_size is shared between strata: in proportion to their traces, or equally "
+        "(a rare stratum gets as many as a common one; its traces then weigh less)",
+    )
     annotations_path: str | None = Field(
         default=None, description="also write the annotations JSONL (scores keyed by span id) to this file"
     )
@@ -120,6 +134,14 @@ class TracesConfig(Section):
                 )
         if self.start is not None and self.end is not None and _utc(self.end) <= _utc(self.start):
             raise ValueError("eval_cases.traces: `end` must be after `start`")
+        if self.strata:
+            if self.sample_size is None:
+                raise ValueError("eval_cases.traces.strata: stratifying needs a sample_size to share out")
+            if len(set(self.strata)) != len(self.strata) or OTHER_STRATUM in self.strata:
+                raise ValueError(
+                    f"eval_cases.traces.strata: distinct tags, and not {OTHER_STRATUM!r} (the stratum of the "
+                    "traces that carry none of them)"
+                )
         return self
 
     @property
@@ -163,6 +185,7 @@ class LoggedAnswer(BaseModel):
     inclusion_probability: float = Field(
         default=1.0, gt=0, le=1, description="the trace's probability of being in the run's sample"
     )
+    stratum: str | None = Field(default=None, description="its stratum when the sample is stratified")
 
 
 class SkippedTrace(BaseModel):
@@ -170,6 +193,18 @@ class SkippedTrace(BaseModel):
 
     trace_id: str | None
     reason: str
+
+
+class Stratum(BaseModel):
+    """One stratum of a stratified sample: its RAG traces in the window and how many were scored."""
+
+    name: str
+    usable: int
+    sampled: int
+
+    @property
+    def probability(self) -> float:
+        return self.sampled / self.usable if self.usable else 1.0
 
 
 class TraceReading(BaseModel):
@@ -185,19 +220,39 @@ class TraceReading(BaseModel):
     usable: int = 0  # RAG traces in the window with the tags
     sampled: int = 0
     redacted: dict[str, int] = Field(default_factory=dict)  # what `redact` masked: entry -> matches
+    strata: list[Stratum] = Field(default_factory=list)  # a stratified sample's strata (empty: none)
+    stratum_of: dict[str, str] = Field(default_factory=dict)  # sampled case id -> its stratum
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the strata were sampled at different rates, so the run's means must weight them."""
+        return len({round(stratum.probability, 12) for stratum in self.strata if stratum.sampled}) > 1
+
+    def shares(self) -> dict[str, float]:
+        """stratum -> its share of the window's RAG traces (the weight of its mean)."""
+        return {stratum.name: stratum.usable / self.usable for stratum in self.strata if self.usable}
 
     def summary(self) -> str:
         """One sentence for the report's notes."""
         reasons = Counter(skipped.reason.split(":", 1)[0] for skipped in self.skipped)
         listed = "; ".join(f"{count} {reason}" for reason, count in sorted(reasons.items())) or "none"
         share = self.sampled / self.usable if self.usable else 1.0
-        sample = (
-            f"a seeded uniform sample of {self.sampled} (inclusion probability {share:.3g})"
-            if self.sampled < self.usable
-            else "all of them"
-            if self.usable
-            else "none"
-        )
+        if self.strata:
+            parts = ", ".join(
+                f"{s.name} {s.sampled} of {s.usable} (inclusion probability {s.probability:.3g})"
+                for s in self.strata
+            )
+            weighting = (
+                "; each stratum's mean weighted by its share of the window, comparisons between cells "
+                "paired on the sampled traces unweighted"
+                if self.weighted
+                else "; equal rates, so no weighting"
+            )
+            sample = f"a seeded sample of {self.sampled} stratified by tag ({parts}{weighting})"
+        elif self.sampled < self.usable:
+            sample = f"a seeded uniform sample of {self.sampled} (inclusion probability {share:.3g})"
+        else:
+            sample = "all of them" if self.usable else "none"
         masked = (
             " Redacted as read: "
             + ", ".join(f"{count} {entry}" for entry, count in self.redacted.items())
@@ -417,11 +472,19 @@ def trace_cases(
             outside += 1
             continue
         try:
-            cases.append(redactor.case(rag_case(spans)))
+            case = redactor.case(rag_case(spans))
         except ValueError as error:
             skipped.append(SkippedTrace(trace_id=trace_id, reason=redactor.text(str(error))))
+            continue
+        if config.strata:
+            stratum = next((tag for tag in config.strata if tag in tags), OTHER_STRATUM)
+            case["logged"] = case["logged"] | {"stratum": stratum}
+        cases.append(case)
     usable = len(cases)
-    sampled = sample_traces(cases, config.sample_size, config.seed)
+    if config.strata:
+        sampled, strata = stratified_sample(cases, config)
+    else:
+        sampled, strata = sample_traces(cases, config.sample_size, config.seed), []
     reading = TraceReading(
         origin=origin,
         spans=len(read.spans) + len(read.broken),
@@ -432,6 +495,8 @@ def trace_cases(
         usable=usable,
         sampled=len(sampled),
         redacted={entry: redactor.counts[entry] for entry in config.redact},
+        strata=strata,
+        stratum_of={case["id"]: case["logged"]["stratum"] for case in sampled} if strata else {},
     )
     return sorted(sampled, key=lambda case: case["logged"]["started_at"]), reading
 
@@ -445,3 +510,75 @@ def sample_traces(cases: list[dict[str, Any]], size: int | None, seed: int) -> l
     chosen = sorted(cases, key=lambda case: seeded_rank(seed, case["id"]))[:size]
     probability = size / len(cases)
     return [case | {"logged": case["logged"] | {"inclusion_probability": probability}} for case in chosen]
+
+
+def stratified_sample(
+    cases: list[dict[str, Any]], config: TracesConfig
+) -> tuple[list[dict[str, Any]], list[Stratum]]:
+    """A seeded uniform sample within each stratum (`sample_traces`), of the sizes `allocate` shares out;
+    each case records its stratum's inclusion probability."""
+    order = [*config.strata, OTHER_STRATUM]
+    by_stratum: dict[str, list[dict[str, Any]]] = {name: [] for name in order}
+    for case in cases:
+        by_stratum[case["logged"]["stratum"]].append(case)
+    assert config.sample_size is not None  # the config's validator makes strata need one
+    sizes = allocate(
+        {name: len(found) for name, found in by_stratum.items()}, config.sample_size, config.allocation
+    )
+    sampled: list[dict[str, Any]] = []
+    strata = []
+    for name in order:
+        found = by_stratum[name]
+        if not found:
+            continue
+        chosen = sample_traces(found, sizes[name], config.seed)
+        sampled += chosen
+        strata.append(Stratum(name=name, usable=len(found), sampled=len(chosen)))
+    return sampled, strata
+
+
+def allocate(counts: Mapping[str, int], size: int, allocation: str) -> dict[str, int]:
+    """How many of each stratum's `counts` traces to draw, `size` in all (all of them when there are no
+    more), never more than a stratum holds. `equal`: the same number from each stratum, what a small one
+    cannot take going to the others. `proportional`: by largest remainders of size * count / total. Either
+    way every stratum gets two traces when `size` allows (a stratum's mean needs two values to have a
+    spread), and one at least: a stratum with none sampled would have no mean to weight. A `size` smaller
+    than the number of strata with traces is refused."""
+    total = sum(counts.values())
+    if size >= total:
+        return dict(counts)
+    names = [name for name, count in counts.items() if count]
+    if size < len(names):
+        raise ValueError(
+            f"eval_cases.traces.sample_size {size} is smaller than the {len(names)} strata with traces "
+            f"({', '.join(names)}): every stratum needs one sampled trace at least"
+        )
+    floor = {name: min(2, counts[name]) for name in names}
+    if sum(floor.values()) > size:
+        floor = dict.fromkeys(names, 1)
+    sizes = dict.fromkeys(counts, 0) | floor
+    if allocation == "equal":
+        left = size - sum(sizes.values())
+        while left > 0:
+            open_ = [name for name in names if sizes[name] < counts[name]]
+            share, extra = divmod(left, len(open_))
+            for rank, name in enumerate(open_):
+                take = min(counts[name] - sizes[name], share + (rank < extra))
+                sizes[name] += take
+                left -= take
+        return sizes
+    wanted = {name: size * counts[name] / total for name in names}
+    for name in names:
+        sizes[name] = max(sizes[name], min(counts[name], int(wanted[name])))
+    left = size - sum(sizes.values())
+    while (
+        left < 0
+    ):  # the floors took more than the proportional shares left room for: take from the most over
+        name = max((n for n in names if sizes[n] > floor[n]), key=lambda n: sizes[n] - wanted[n])
+        sizes[name] -= 1
+        left += 1
+    while left > 0:  # the largest remainders first
+        name = min((n for n in names if sizes[n] < counts[n]), key=lambda n: sizes[n] - wanted[n])
+        sizes[name] += 1
+        left -= 1
+    return sizes

@@ -27,6 +27,7 @@ from ragbench.stats.inference import (
     smallest_attainable_p,
     two_sample_p_value,
 )
+from ragbench.stats.strata import OTHER_STRATUM, stratified_p_value
 
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
 NOT_COMPARABLE = "not comparable"  # a value the current run has and the baseline lacks: listed, never a pass
@@ -253,6 +254,22 @@ def _corrected_instead_row(
     }
 
 
+def _strata(current: RunRecord, baseline: RunRecord) -> tuple[dict[str, str], dict[str, str]] | None:
+    """(baseline's, current's) case id -> stratum when both nights' traffic samples were stratified, else
+    None (a night that was not has no strata to pair: the two are compared as plain samples)."""
+    before_of = (baseline.traffic or {}).get("stratum_of") or {}
+    now_of = (current.traffic or {}).get("stratum_of") or {}
+    return (before_of, now_of) if before_of and now_of else None
+
+
+def _grouped(values: dict[str, float], stratum_of: dict[str, str]) -> dict[str, list[float]]:
+    """A night's case values by stratum (a case without one in the `other` stratum)."""
+    grouped: dict[str, list[float]] = {}
+    for case, value in values.items():
+        grouped.setdefault(stratum_of.get(case, OTHER_STRATUM), []).append(value)
+    return grouped
+
+
 def _beyond_noise(
     current: RunRecord,
     baseline: RunRecord,
@@ -279,6 +296,19 @@ def _beyond_noise(
     two independent samples on every case of each (`two_sample_p_value`), at `alpha`."""
     now_cases = current.case_values.get(metric, {}).get(cell)
     before_cases = baseline.case_values.get(metric, {}).get(cell)
+    if independent and now_cases and before_cases and (strata := _strata(current, baseline)):
+        before_of, now_of = strata
+        p_value = stratified_p_value(
+            _grouped(before_cases, before_of),
+            _grouped(now_cases, now_of),
+            seed=statistics.seed,
+            resamples=statistics.resamples,
+        )
+        rule = (
+            f"permutation test within strata of two independent samples ({len(before_cases)} and "
+            f"{len(now_cases)} traces), strata at the nights' pooled shares"
+        )
+        return p_value < statistics.alpha, rule, p_value
     if independent and now_cases and before_cases:
         p_value = two_sample_p_value(
             list(before_cases.values()),

@@ -74,7 +74,10 @@ def run_metadata(table: ResultsTable) -> dict[str, Any]:
         flat["reference_digests"] = table.references.digests()
         flat["reference_failures"] = table.references.failures()
     if table.traffic is not None:  # a sample of the deployed system's traffic: the gate needs its size
-        flat["traffic_sample"] = table.traffic.model_dump(include={"origin", "window", "usable", "sampled"})
+        # and, for a stratified one, each case's stratum (two nights are compared stratum by stratum)
+        flat["traffic_sample"] = table.traffic.model_dump(
+            include={"origin", "window", "usable", "sampled", "stratum_of"}
+        )
     if table.spend is not None:  # what the run sent (calls, tokens, cost, seconds) per role and its plan
         flat["spend"] = table.spend.as_metadata()
     flat["pairwise"] = [p.model_dump(include=PAIRWISE_METADATA) for p in table.pairwise]

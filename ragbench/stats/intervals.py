@@ -22,8 +22,9 @@ MIN_CASES = 3
 
 # How a mean's interval was made (docs/concepts/uncertainty.md#intervals): `exact` Clopper-Pearson for a
 # 0/1 rate, `betting` for a mean on a known scale (ragbench.stats.betting), `bootstrap` (BCa) for a metric
-# without known bounds (latency, tokens, cost), `too_few` under MIN_CASES cases (no interval)
-IntervalMethod = Literal["exact", "betting", "bootstrap", "too_few"]
+# without known bounds (latency, tokens, cost), `too_few` under MIN_CASES cases (no interval), `stratified`
+# for a stratified sample's weighted mean, from its strata's intervals (ragbench.stats.strata)
+IntervalMethod = Literal["exact", "betting", "bootstrap", "too_few", "stratified"]
 
 
 class Interval(BaseModel):

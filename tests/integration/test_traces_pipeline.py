@@ -8,6 +8,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fake_openai_server import FakeOpenAIServer, last_user_text
 from tests.otlp_traces import HOUR_NS, rag_trace, write_jsonl
 from tests.projects import THREE_TOPICS, newest_run, printed, write_knowledge_base
@@ -125,3 +127,134 @@ def test_logged_traces_are_scored_as_a_cell_and_annotated(tmp_path, monkeypatch)
     # the same annotations are the run's artifact
     artifact = newest_run().steps["trace_annotations"].outputs["trace_annotations"][0].load()
     assert len(artifact.annotations) == len(lines)
+
+
+def flattering_judge(request: dict) -> str:
+    """Faithfulness 5 for the right answers; 4 for the hedged wrong ones ("Perhaps ..."), a person's 1."""
+    answer = last_user_text(request).rsplit("<answer>", 1)[-1]
+    score = 4 if "Perhaps" in answer else 5
+    scores = {"faithfulness": score, "relevance": score, "helpfulness": score, "toxicity": 1}
+    return json.dumps({"reasoning": "read", **scores})
+
+
+def test_a_persons_labels_of_sampled_traces_correct_the_logged_systems_numbers(tmp_path, monkeypatch):
+    """The review page and label correction on trace cases, as on any run's: a person labels the logged
+    answers of a uniform sample of the traces in the page's `sample` order, and the next run corrects the
+    judge's faithfulness of the logged system, which the judge flattered, towards the person's."""
+    from ragbench.review.labels import LabelStore
+    from ragbench.review.server import ReviewSession
+    from ragbench.runs import review
+    from tests.integration.test_label_correction_pipeline import latest_results
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    write_knowledge_base(tmp_path, THREE_TOPICS)
+    now = time.time_ns()
+    wrong = {n for n in range(30) if n % 3 == 0}  # 10 of 30: faithfulness 1 to a person, 4 to the judge
+    write_jsonl(
+        tmp_path / "spans.jsonl",
+        [
+            rag_trace(
+                n + 1,
+                f"How do I leave loop number {n}?",
+                "Perhaps use the continue statement." if n in wrong else "Use the break statement.",
+                [("loops.md", THREE_TOPICS["loops.md"], 0.9)],
+                start_ns=now - (n + 1) * HOUR_NS // 20,
+            )
+            for n in range(30)
+        ],
+    )
+    column = "faithfulness_1to5"
+    with FakeOpenAIServer(responder=flattering_judge) as llm:
+        write_config(tmp_path, llm, "spans.jsonl")
+        every_trace = (tmp_path / "config.yaml").read_text().replace("sample_size: 6", "sample_size: null")
+        (tmp_path / "config.yaml").write_text(every_trace)
+        assert printed()[0] == 0
+        raw = next(row for row in latest_results(tmp_path).rows)[column]
+        assert raw == pytest.approx((20 * 5 + 10 * 4) / 30, abs=1e-4)  # the table rounds to 4 places
+        _, items = review.answer_items_of_run(None, "context", None)
+        session = ReviewSession(items, LabelStore(tmp_path / "labels.jsonl"), title="traces", seed=0)
+        queue = session.state("sample")["items"]
+        faithfulness = [item for item in queue if item["key"].endswith("|faithfulness")]
+        for item in faithfulness[:15]:  # the logged answers of the first 15 traces of the sample order
+            session.label(item["key"], 1 if "Perhaps" in item["answer"] else 5, order="sample")
+        config = (tmp_path / "config.yaml").read_text()
+        correcting = "evaluation: {label_correction: {labels: labels.jsonl}, judge:"
+        (tmp_path / "config.yaml").write_text(config.replace("evaluation: {judge:", correcting))
+        requests = llm.request_count
+        code, out, err = printed()
+        assert code == 0, err + out
+        assert llm.request_count == requests  # correcting asks no LLM: every verdict is cached
+    table = latest_results(tmp_path)
+    correction = table.label_correction.of(column)
+    assert correction is not None and correction.sampled_cases == 15 and correction.cases == 30
+    (estimate,) = correction.estimates.values()
+    truth = (20 * 5 + 10 * 1) / 30
+    assert estimate.estimate is not None and estimate.low <= truth <= estimate.high
+    assert abs(estimate.estimate - truth) < abs(raw - truth)  # nearer the person's than the judge's mean
+
+
+def test_a_sample_stratified_by_tag_is_weighted_by_each_strata_share_of_the_window(tmp_path, monkeypatch):
+    """Four `vip` traces, all answered well, and 36 others, half answered "I could not find that.", sampled
+    six and six (`allocation: equal`): the row's faithfulness is the strata's means weighted 4/40 and 36/40,
+    not the sample's plain mean, with a stratified interval; the report breaks the scores down by stratum;
+    label correction, which does not weight strata yet, says so and is left out."""
+    from tests.integration.test_label_correction_pipeline import latest_results
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-DUMMY")
+    write_knowledge_base(tmp_path, THREE_TOPICS)
+    now = time.time_ns()
+    write_jsonl(
+        tmp_path / "spans.jsonl",
+        [
+            rag_trace(
+                n,
+                f"How do I leave loop number {n}?",
+                "I could not find that." if n > 4 and n % 2 else "Use the break statement.",
+                [("loops.md", THREE_TOPICS["loops.md"], 0.9)],
+                start_ns=now - n * HOUR_NS // 20,
+                tags=["vip"] if n <= 4 else ["free"],
+            )
+            for n in range(1, 41)
+        ],
+    )
+    column = "faithfulness_1to5"
+    with FakeOpenAIServer(responder=judge) as llm:
+        write_config(tmp_path, llm, "spans.jsonl")
+        config = (
+            (tmp_path / "config.yaml")
+            .read_text()
+            .replace("sample_size: 6,", "sample_size: 10, strata: [vip], allocation: equal,")
+        )
+        (tmp_path / "config.yaml").write_text(config)
+        code, out, err = printed()
+        assert code == 0, err + out
+        table = latest_results(tmp_path)
+        (row,) = table.rows
+        reading = table.traffic
+        assert [(s.name, s.sampled, s.usable) for s in reading.strata] == [("vip", 4, 4), ("other", 6, 36)]
+        other = [
+            table.case_values[row["cell"]][column][case]
+            for case, stratum in reading.stratum_of.items()
+            if stratum == "other"
+        ]
+        weighted = 0.1 * 5.0 + 0.9 * sum(other) / len(other)
+        plain = sum(table.case_values[row["cell"]][column].values()) / 10
+        assert row[column] == pytest.approx(weighted, abs=1e-4) and weighted != pytest.approx(plain)
+        assert row[f"{column}_low"] <= row[column] <= row[f"{column}_high"]
+        assert {r["case_type"] for r in table.case_type_rows} == {"vip", "other"}
+        html = (tmp_path / "out" / "latest" / "results.html").read_text()
+        assert "stratified by tag (vip 4 of 4 (inclusion probability 1), other 6 of 36" in html
+        assert "Scores by case type" in html
+
+        (tmp_path / "labels.jsonl").write_text("")
+        correcting = config.replace(
+            "evaluation: {judge:", "evaluation: {label_correction: {labels: labels.jsonl}, judge:"
+        )
+        (tmp_path / "config.yaml").write_text(correcting)
+        code, out, err = printed()
+        assert code == 0, err + out
+        assert "NO LABEL CORRECTION: the traces were sampled at unequal rates" in " ".join(
+            latest_results(tmp_path).warnings
+        )

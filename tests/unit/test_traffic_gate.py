@@ -12,14 +12,17 @@ from ragbench.stats.inference import StatisticsConfig, two_sample_p_value
 CELL = "prod-rag"
 
 
-def night(name: str, scores: list[float], *, traffic: bool = True) -> RunRecord:
-    """A night's run: the judge's 0-1 score of each trace, its mean, the traces it scored."""
+def night(
+    name: str, scores: list[float], *, traffic: bool = True, strata: list[str] | None = None, mean=None
+) -> RunRecord:
+    """A night's run: the judge's 0-1 score of each trace, its mean (`mean`, else the plain one), the traces
+    it scored, and each trace's stratum (`strata`) for a stratified sample."""
     cases = {f"{name}-trace-{n}": score for n, score in enumerate(scores)}
     metadata = {
         "metric_directions": {"faithfulness_0to1": "higher"},
         "eval_fingerprint": f"fingerprint-{name}",
         "cell_ids": [CELL],
-        f"faithfulness_0to1__{CELL}": float(np.mean(scores)),
+        f"faithfulness_0to1__{CELL}": float(np.mean(scores)) if mean is None else mean,
     }
     if traffic:
         metadata["traffic_sample"] = {
@@ -28,6 +31,8 @@ def night(name: str, scores: list[float], *, traffic: bool = True) -> RunRecord:
             "usable": len(scores),
             "sampled": len(scores),
         }
+        if strata is not None:
+            metadata["traffic_sample"]["stratum_of"] = dict(zip(cases, strata, strict=True))
     return RunRecord.from_metadata(name, "now", metadata, {CELL: {"faithfulness_0to1": cases}})
 
 
@@ -91,3 +96,20 @@ def test_runs_on_written_cases_keep_the_eval_change_rule():
     gate = verdict(after, before)
     assert gate.status == "regressed" and any("eval set changed" in reason for reason in gate.reasons)
     assert gate.too_small is None
+
+
+def test_two_stratified_nights_are_compared_stratum_by_stratum():
+    """Tonight drew more of the hard stratum: its weighted mean fell with its mix, and the plain two-sample
+    test would call that a regression; compared within strata it passes. A real drop within a stratum
+    regresses."""
+    hard, easy = [0.0, 0.25] * 5, [1.0, 0.75] * 15
+    baseline = night("monday", hard + easy, strata=["hard"] * 10 + ["easy"] * 30, mean=0.7)
+    mix = night("tuesday", [0.0, 0.25] * 15 + [1.0, 0.75] * 5, strata=["hard"] * 30 + ["easy"] * 10, mean=0.4)
+    gate = verdict(mix, baseline)
+    assert gate.passed, gate.reasons
+    (row,) = gate.comparison.rows
+    assert row["rule"].startswith("permutation test within strata of two independent samples (40 and 40")
+    assert row["p_value"] > 0.5
+    worse = night("wednesday", hard + [0.25, 0.0] * 15, strata=["hard"] * 10 + ["easy"] * 30, mean=0.13)
+    gate = verdict(worse, baseline)
+    assert gate.status == "regressed" and gate.comparison.regressions[0]["p_value"] < 0.01

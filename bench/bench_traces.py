@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragbench.inputs.eval_cases import EvalCasesConfig, load_eval_suite_from  # noqa: E402
-from ragbench.inputs.phoenix import PhoenixClient, PhoenixSource  # noqa: E402
+from ragbench.inputs.phoenix import PhoenixClient, PhoenixError, PhoenixSource  # noqa: E402
 from ragbench.report.pages import rows_to_text  # noqa: E402
 from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 from tests.otlp_traces import HOUR_NS, rag_trace, write_jsonl  # noqa: E402
@@ -94,7 +94,12 @@ def load_into_phoenix(phoenix: PhoenixServer, export: Path, project: str, spans:
     source = PhoenixSource(url=phoenix.url, project=project)
     deadline = time.monotonic() + 300
     with PhoenixClient(source) as client:
-        while len(client.spans(None, None).spans) < spans:
+        while True:
+            try:  # a project Phoenix has stored no span of yet is "not found"
+                if len(client.spans(None, None).spans) >= spans:
+                    return
+            except PhoenixError:
+                pass
             if time.monotonic() > deadline:
                 raise SystemExit(f"Phoenix did not serve the {spans} spans of {export} within 300 s")
             time.sleep(1)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel
 
 from ragbench.inputs.eval_cases import EvalCase
+from ragbench.inputs.traces import TraceReading
 from ragbench.review.labels import Label, ReviewLabels, text_sha
 from ragbench.review.queue import answer_items
 from ragbench.review.sampling import DrawnSample, SamplePlan, case_weights, labelled_sample
@@ -25,6 +26,7 @@ from ragbench.scoring.metrics import MetricInfo, metric_key
 from ragbench.scoring.registry import LabelCorrectionConfig, Scoring
 from ragbench.scoring.rubrics import Criterion, Rubric
 from ragbench.stats.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
+from ragbench.stats.strata import OTHER_STRATUM, stratified_estimate
 
 
 def corrected_key(key: str) -> str:
@@ -188,9 +190,12 @@ def correct_with_labels(
     judge_values: Mapping[str, Mapping[str, Mapping[str, float]]],
     config: LabelCorrectionConfig,
     confidence: float,
+    traffic: TraceReading | None = None,
 ) -> LabelCorrection:
     """Every labelled criterion of `rubrics`, corrected. `records`: the run's `CaseRecord`s;
-    `judge_values`: cell id -> column -> case id -> the judge's value (the run's per-case values)."""
+    `judge_values`: cell id -> column -> case id -> the judge's value (the run's per-case values);
+    `traffic`: how traces were sampled, when the cases are traces (a stratified sample drawn at unequal
+    rates is corrected stratum by stratum and weighted, `ragbench.stats.strata.stratified_estimate`)."""
     metrics, notes = [], []
     for rubric in rubrics:
         items = answer_items(records, cases, judge_of_cell, rubric)
@@ -210,7 +215,16 @@ def correct_with_labels(
                 continue
             mine = [item for item in items if item.criterion == criterion.name]
             metric = _corrected_metric(
-                rubric, criterion, sampled, mine, records, judge_values, config, confidence, unsampled
+                rubric,
+                criterion,
+                sampled,
+                mine,
+                records,
+                judge_values,
+                config,
+                confidence,
+                unsampled,
+                traffic,
             )
             if metric is not None:
                 metrics.append(metric)
@@ -227,6 +241,7 @@ def _corrected_metric(
     config: LabelCorrectionConfig,
     confidence: float,
     unsampled: Sequence[Label] = (),
+    traffic: TraceReading | None = None,
 ) -> CorrectedMetric | None:
     by_plan: dict[str, list[Label]] = {}
     for label in sampled:
@@ -297,15 +312,27 @@ def _corrected_metric(
         if not judged or cell not in label_values:
             continue
         cases = list(judged)
-        estimates[cell] = ppi_mean(
-            [judged[case] for case in cases],
-            [label_values[cell].get(case, math.nan) for case in cases],
-            sample.probabilities_of(cases),
-            confidence=confidence,
-            min_labels=config.min_labels,
-            bounds=criterion.value_range,
-            step=criterion.value_step,
-        )
+
+        def corrected(cases: list[str], level: float, cell: str = cell, judged: dict = judged) -> Estimate:
+            return ppi_mean(
+                [judged[case] for case in cases],
+                [label_values[cell].get(case, math.nan) for case in cases],
+                sample.probabilities_of(cases),
+                confidence=level,
+                min_labels=config.min_labels,
+                bounds=criterion.value_range,
+                step=criterion.value_step,
+            )
+
+        if traffic is not None and traffic.weighted:  # strata drawn at unequal rates: each corrected alone
+            by_stratum: dict[str, list[str]] = {}
+            for case in cases:
+                by_stratum.setdefault(traffic.stratum_of.get(case, OTHER_STRATUM), []).append(case)
+            level = 1 - (1 - confidence) / len(by_stratum)
+            parts = {name: corrected(found, level) for name, found in by_stratum.items()}
+            estimates[cell] = stratified_estimate(parts, traffic.shares(), criterion.value_range, confidence)
+        else:
+            estimates[cell] = corrected(cases, confidence)
         needed[cell] = labels_for_width(estimates[cell], config.target_width)
         for case, y in label_values[cell].items():
             if case in judged:

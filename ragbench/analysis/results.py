@@ -23,13 +23,7 @@ from ragbench.analysis.results_inputs import ResultsInputs
 from ragbench.analysis.rewriting import RewriteGain, rewrite_gains
 from ragbench.analysis.search_findings import SearchFindings
 from ragbench.analysis.spend import RunSpend
-from ragbench.analysis.uncertainty import (
-    CaseValues,
-    MetricVerdict,
-    compare_cells,
-    weighted_by_strata,
-    with_intervals,
-)
+from ragbench.analysis.uncertainty import CaseValues, MetricVerdict, compare_cells, with_intervals
 from ragbench.generation.answers import AnswerSet
 from ragbench.generation.reader import ReaderAnswer
 from ragbench.grid.cell import AxisNames, CellSpec, cell_labels, distinct_at, llm_names, varying_axes
@@ -397,20 +391,15 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
         inputs.eval_suite,
         inputs.label_correction,
     )
-    cases = eval_suite.cases if eval_suite is not None else []
+    cases, traffic = (eval_suite.cases, eval_suite.traces) if eval_suite is not None else ([], None)
     varying = varying_axes(results.cells)
     case_values = {cell.id: results.case_values(cell) for cell in results.cells}
     scales = {metric.column: metric for metric in [*scoring.metrics(), *ranking_metrics(scoring.metrics_k)]}
     rows = [
-        with_intervals(row, case_values[row["cell"]], statistics, scales)
+        with_intervals(row, case_values[row["cell"]], statistics, scales, traffic)
         | {"reused": row["cell"] in inputs.reused_cells}
         for row in results.rows(varying)
     ]
-    traffic = eval_suite.traces if eval_suite is not None else None
-    if traffic is not None and traffic.weighted:  # strata sampled at unequal rates: weighted by their shares
-        rows = [
-            weighted_by_strata(row, case_values[row["cell"]], traffic, statistics, scales) for row in rows
-        ]
     unreliable = {card.judge: card for card in inputs.judge_cards if not card.reliable}
     graded = {rubric.name for rubric in scoring.rubrics}
     for row in rows:
@@ -445,14 +434,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
     if inputs.search is not None:  # the search's metric judged on the held-out cases alone
         verdicts = inputs.search.confirmed_verdicts(verdicts, headline, case_values, statistics, labels)
     correction, judge_only = None, []
-    if label_correction is not None and traffic is not None and traffic.weighted:
-        warnings.append(
-            "NO LABEL CORRECTION: the traces were sampled at unequal rates by stratum, and label correction "
-            "does not yet weight strata, so its numbers would be the sample's, not the window's; the "
-            "corrected metrics are missing (a gate fails on them). Sample uniformly (no `strata`) to "
-            "correct with labels."
-        )
-    elif label_correction is not None and inputs.labels_given is not None:
+    if label_correction is not None and inputs.labels_given is not None:
         correction = correct_with_labels(
             inputs.labels_given,
             records=records.records,
@@ -462,6 +444,7 @@ def build_results(results: CellResults, inputs: ResultsInputs) -> tuple[ResultsT
             judge_values=case_values,
             config=label_correction,
             confidence=statistics.confidence,
+            traffic=traffic,
         )
         rows = [row | correction.columns(row["cell"]) for row in rows]
         corrected, why = corrected_verdicts(

@@ -41,11 +41,18 @@ CaseValues = dict[str, dict[str, float]]
 
 
 def with_intervals(
-    row: dict, values: CaseValues, settings: StatisticsConfig, metrics: Mapping[str, MetricInfo]
+    row: dict,
+    values: CaseValues,
+    settings: StatisticsConfig,
+    metrics: Mapping[str, MetricInfo],
+    traffic: TraceReading | None = None,
 ) -> dict:
     """`<column>_low` and `<column>_high` beside every column that has per-case values, each by its
     metric's scale (`metrics`: column -> its metric; a column without one is taken as unbounded). Under
-    `MIN_CASES` cases there is no interval, and `<column>_cases` says how few there were."""
+    `MIN_CASES` cases there is no interval, and `<column>_cases` says how few there were. Cases that are
+    traces sampled by stratum at unequal rates (`traffic`) are weighted instead (`weighted_by_strata`)."""
+    if traffic is not None and traffic.weighted:
+        return weighted_by_strata(row, values, traffic, settings, metrics)
     out = dict(row)
     for column, by_case in values.items():
         interval = column_interval(column, list(by_case.values()), settings, metrics)

@@ -172,9 +172,7 @@ class EvalCase(BaseModel):
     def case_type(self) -> str | None:
         """What the report breaks scores down by: a generated case's evolution, a trace's stratum (a
         stratified sample's), else None."""
-        if self.provenance:
-            return self.provenance.evolution
-        return self.logged.stratum if self.logged else None
+        return self.provenance.evolution if self.provenance else self.logged.stratum if self.logged else None
 
     @field_validator("question")
     @classmethod
@@ -426,12 +424,9 @@ def load_trace_cases(
                 if not path.is_file():
                     raise EvalCaseError(f"eval_cases.traces: span file not found: {source.path}")
                 read = read_span_file(path.read_bytes(), source.origin)
-    except (SpanFileError, SourceError, PhoenixError) as error:
+        raw, reading = trace_cases(read, source, source.origin, now)  # ValueError: too small for its strata
+    except (SpanFileError, SourceError, PhoenixError, ValueError) as error:
         raise EvalCaseError(f"eval_cases.traces: {error}") from None
-    try:
-        raw, reading = trace_cases(read, source, source.origin, now)
-    except ValueError as error:  # a sample too small to share between the window's strata
-        raise EvalCaseError(str(error)) from None
     if not raw:
         raise EvalCaseError(f"eval_cases.traces: no RAG trace to score. {reading.summary()}")
     return _validated(raw, source.origin), reading

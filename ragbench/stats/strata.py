@@ -9,6 +9,10 @@ too few values for an interval spans its metric's whole range when the range is 
 mean without an interval when it is not. Conservative by construction: it never claims more than each
 stratum's own data says.
 
+A label-corrected mean (`stratified_estimate`) is combined the same way from each stratum's own
+prediction-powered estimate: within a stratum the traces are a uniform sample, so its labels correct its
+judge's mean as on any run.
+
 The gate's test of two nights (`stratified_p_value`) shuffles values between the nights within each
 stratum and weighs each stratum's difference at the two nights' pooled shares, so a change in the mix of
 traffic is not read as a change in the system.
@@ -22,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from ragbench.stats.intervals import Interval
+from ragbench.stats.ppi import Estimate
 
 # The stratum of a case that carries none of the tags a sample is stratified by.
 OTHER_STRATUM = "other"
@@ -106,3 +111,78 @@ def stratified_p_value(
         shuffled += w * (permuted[:, : second.size].mean(axis=1) - permuted[:, second.size :].mean(axis=1))
     extreme = int(np.sum(np.abs(shuffled) >= abs(observed) - 1e-12))
     return (extreme + 1) / (resamples + 1)
+
+
+def stratified_estimate(
+    parts: Mapping[str, Estimate],
+    shares: Mapping[str, float],
+    bounds: tuple[float, float] | None,
+    confidence: float,
+) -> Estimate:
+    """A label-corrected mean of a stratified sample from each stratum's own (`parts`: stratum -> its
+    `ppi_mean`, each made at level 1 - alpha / H for the run's `confidence` 1 - alpha), weighted by the
+    strata's `shares` as `stratified_mean` weights a mean. A stratum whose labels are too few for an
+    interval stands at the judge's mean with the metric's whole range as its interval; without a range the
+    estimate has no value and says which stratum lacks labels. The labels alone's interval is combined the
+    same way."""
+    total = sum(shares.get(name, 0.0) for name in parts)
+    weights = {name: shares.get(name, 0.0) / total for name in parts}
+    lacking = [name for name, part in parts.items() if part.estimate is None]
+    common = {
+        "judge_mean": sum(weights[name] * part.judge_mean for name, part in parts.items()),
+        "labels": sum(part.labels for part in parts.values()),
+        "answers": sum(part.answers for part in parts.values()),
+        "confidence": confidence,
+        "weighted": True,
+    }
+    if lacking and bounds is None:
+        why = "; ".join(f"stratum {name}: {parts[name].why_no_interval}" for name in lacking)
+        return Estimate(
+            estimate=None,
+            low=None,
+            high=None,
+            standard_error=None,
+            labels_mean=None,
+            labels_low=None,
+            labels_high=None,
+            effective_labels=None,
+            judge_weight=None,
+            why_no_interval=why,
+            **common,
+        )
+
+    def combined(point: str, low: str, high: str) -> tuple[float, float, float]:
+        total_point = total_low = total_high = 0.0
+        for name, part in parts.items():
+            if part.estimate is None:
+                assert bounds is not None
+                value, part_low, part_high = part.judge_mean, *bounds
+            else:
+                value, part_low, part_high = getattr(part, point), getattr(part, low), getattr(part, high)
+            total_point += weights[name] * value
+            total_low += weights[name] * part_low
+            total_high += weights[name] * part_high
+        return total_point, min(total_low, total_point), max(total_high, total_point)
+
+    estimate, low, high = combined("estimate", "low", "high")
+    labels_mean, labels_low, labels_high = combined("labels_mean", "labels_low", "labels_high")
+    errors = [part.standard_error for part in parts.values()]
+    error = (
+        None
+        if any(e is None for e in errors)
+        else math.sqrt(sum(weights[name] ** 2 * parts[name].standard_error ** 2 for name in parts))  # type: ignore[operator]
+    )
+    labels = common["labels"]
+    return Estimate(
+        estimate=estimate,
+        low=low,
+        high=high,
+        standard_error=error,
+        labels_mean=labels_mean,
+        labels_low=labels_low,
+        labels_high=labels_high,
+        effective_labels=labels * ((labels_high - labels_low) / (high - low)) ** 2 if high > low else labels,
+        judge_weight=None,  # each stratum tunes its own
+        judge_used=any(part.judge_used for part in parts.values() if part.estimate is not None),
+        **common,
+    )

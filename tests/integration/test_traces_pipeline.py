@@ -198,7 +198,7 @@ def test_a_sample_stratified_by_tag_is_weighted_by_each_strata_share_of_the_wind
     """Four `vip` traces, all answered well, and 36 others, half answered "I could not find that.", sampled
     six and six (`allocation: equal`): the row's faithfulness is the strata's means weighted 4/40 and 36/40,
     not the sample's plain mean, with a stratified interval; the report breaks the scores down by stratum;
-    label correction, which does not weight strata yet, says so and is left out."""
+    and a person's labels correct it stratum by stratum, weighted the same way."""
     from tests.integration.test_label_correction_pipeline import latest_results
 
     monkeypatch.chdir(tmp_path)
@@ -248,13 +248,24 @@ def test_a_sample_stratified_by_tag_is_weighted_by_each_strata_share_of_the_wind
         assert "stratified by tag (vip 4 of 4 (inclusion probability 1), other 6 of 36" in html
         assert "Scores by case type" in html
 
-        (tmp_path / "labels.jsonl").write_text("")
-        correcting = config.replace(
-            "evaluation: {judge:", "evaluation: {label_correction: {labels: labels.jsonl}, judge:"
-        )
+        # a person labels every sampled answer as the judge scored it: the corrected faithfulness is each
+        # stratum's labels, weighted by the strata's shares like the judge's row
+        from ragbench.review.labels import LabelStore
+        from ragbench.review.server import ReviewSession
+        from ragbench.runs import review
+
+        _, items = review.answer_items_of_run(None, "context", None)
+        session = ReviewSession(items, LabelStore(tmp_path / "labels.jsonl"), title="traces", seed=0)
+        queue = [item for item in session.state("sample")["items"] if item["key"].endswith("|faithfulness")]
+        for item in queue:
+            session.label(item["key"], 1 if "could not find" in item["answer"] else 5, order="sample")
+        correction = "label_correction: {labels: labels.jsonl, min_labels: 3}"
+        correcting = config.replace("evaluation: {judge:", f"evaluation: {{{correction}, judge:")
         (tmp_path / "config.yaml").write_text(correcting)
         code, out, err = printed()
         assert code == 0, err + out
-        assert "NO LABEL CORRECTION: the traces were sampled at unequal rates" in " ".join(
-            latest_results(tmp_path).warnings
-        )
+    correction = latest_results(tmp_path).label_correction.of(column)
+    (estimate,) = correction.estimates.values()
+    assert estimate.weighted and estimate.labels == 10
+    assert estimate.estimate == pytest.approx(weighted, abs=1e-6)
+    assert estimate.low <= weighted <= estimate.high

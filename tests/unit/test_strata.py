@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from ragbench.inputs.spans import read_span_file
-from ragbench.inputs.traces import TracesConfig, allocate, trace_cases
+from ragbench.inputs.trace_sampling import allocate
+from ragbench.inputs.traces import TracesConfig, trace_cases
 from ragbench.stats.inference import two_sample_p_value
 from ragbench.stats.intervals import mean_interval
-from ragbench.stats.strata import stratified_mean, stratified_p_value
+from ragbench.stats.ppi import ppi_mean
+from ragbench.stats.strata import stratified_estimate, stratified_mean, stratified_p_value
 from tests.otlp_traces import NOON_NS, export, rag_trace
 from tests.unit.test_traces import NOW
 
@@ -133,3 +135,32 @@ def test_a_change_of_mix_between_nights_is_no_regression_but_a_drop_within_a_str
     assert stratified_p_value(before, dropped) < 0.01
     assert stratified_p_value({"a": [1.0, 1.0]}, {"a": [1.0, 1.0]}) == 1.0
     assert stratified_p_value({"a": [1.0]}, {"b": [0.0]}) == 1.0
+
+
+def test_label_corrected_strata_are_weighted_like_the_means_and_a_stratum_without_labels_spans_the_range():
+    rng = np.random.default_rng(11)
+    shares = {"rare": 0.1, "common": 0.9}
+    judge = {"rare": rng.integers(3, 6, 30).astype(float), "common": rng.integers(1, 6, 60).astype(float)}
+    person = {name: np.clip(scores - 1, 1, 5) for name, scores in judge.items()}  # the judge flatters by 1
+    level = 1 - 0.05 / 2
+
+    def corrected(name, labelled):
+        labels = np.where(np.arange(judge[name].size) < labelled, person[name], np.nan)
+        return ppi_mean(judge[name], labels, confidence=level, min_labels=3, bounds=(1, 5), step=1)
+
+    parts = {"rare": corrected("rare", 12), "common": corrected("common", 20)}
+    both = stratified_estimate(parts, shares, (1.0, 5.0), 0.95)
+    assert both.estimate == pytest.approx(0.1 * parts["rare"].estimate + 0.9 * parts["common"].estimate)
+    assert both.low == pytest.approx(0.1 * parts["rare"].low + 0.9 * parts["common"].low)
+    assert both.labels == 32 and both.answers == 90 and both.weighted and both.confidence == 0.95
+    labels_alone = 0.1 * parts["rare"].labels_mean + 0.9 * parts["common"].labels_mean
+    assert both.labels_mean == pytest.approx(labels_alone)
+    truth = 0.1 * person["rare"].mean() + 0.9 * person["common"].mean()
+    assert both.low <= truth <= both.high
+    unlabelled = {"rare": corrected("rare", 1), "common": parts["common"]}  # one label: no interval
+    wide = stratified_estimate(unlabelled, shares, (1.0, 5.0), 0.95)
+    assert wide.low == pytest.approx(0.1 * 1.0 + 0.9 * parts["common"].low)
+    assert wide.high == pytest.approx(0.1 * 5.0 + 0.9 * parts["common"].high)
+    assert wide.estimate == pytest.approx(0.1 * judge["rare"].mean() + 0.9 * parts["common"].estimate)
+    none = stratified_estimate(unlabelled, shares, None, 0.95)
+    assert none.estimate is None and none.why_no_interval.startswith("stratum rare: 1 label(s)")

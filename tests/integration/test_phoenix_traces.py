@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.fake_openai_server import FakeOpenAIServer, last_user_text
+from tests.fake_openai_server import FakeOpenAIServer
+from tests.integration.test_traces_pipeline import judge
 from tests.phoenix_server import RAG_APP, listening_addresses, phoenix_server, unavailable_reason
 from tests.projects import THREE_TOPICS, printed, write_knowledge_base
-from tests.system.test_bench_smoke import check_traces, parse_table
+from tests.system.test_bench_smoke import check_traces, parse_table, run_bench
 
 pytestmark = pytest.mark.slow
 PROJECT = "prod-rag"
@@ -39,23 +38,6 @@ QUESTIONS = [
     },
     {"question": "Tell me about quantum gravity of zebras", "tags": ["prod"]},
 ]
-
-
-def judge(request: dict) -> str:
-    """Faithful unless the logged answer says it found nothing."""
-    bad = "could not find" in last_user_text(request).rsplit("<answer>", 1)[-1]
-    if "faithfulness" in request["messages"][0]["content"]:
-        score = 1 if bad else 5
-        return json.dumps(
-            {
-                "reasoning": "read",
-                "faithfulness": score,
-                "relevance": score,
-                "helpfulness": score,
-                "toxicity": 1,
-            }
-        )
-    return json.dumps({"reasoning": "compared", "score": 1 if bad else 5})
 
 
 def run_app(python: str | Path, root: Path, questions: list[dict], **options: str | bool) -> list[str]:
@@ -228,15 +210,7 @@ def test_the_traces_bench_reads_and_scores_from_phoenix_too(tmp_path):
     through the REST API, scored and annotated there, beside the file's row (check_traces)."""
     if (reason := unavailable_reason()) is not None:
         pytest.skip(reason)
-    root = Path(__file__).parents[2]
-    done = subprocess.run(
-        [sys.executable, str(root / "bench" / "bench_traces.py"), "--smoke", "--phoenix"],
-        cwd=root,
-        env={**os.environ, "ZENML_CONFIG_PATH": str(tmp_path / "zenml")},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
-    check_traces(done.stdout)
-    assert len(parse_table(done.stdout)) == 2
+    script = Path(__file__).parents[2] / "bench" / "bench_traces.py"
+    shown = run_bench(script, ["--smoke", "--phoenix"], tmp_path / "zenml", timeout=900)
+    check_traces(shown)
+    assert len(parse_table(shown)) == 2

@@ -10,7 +10,7 @@ Phoenix's gRPC listener binds `[::]:PORT`, every address, whatever the variable 
 `grpc.aio.server` to bind its servers' ports on 127.0.0.1 instead, then runs Phoenix's command-line main.
 The tests need only span ingestion and the REST API, so nothing else is on: no fetching from the internet
 (which also turns Phoenix's telemetry off; the tests' machines reach no more than PyPI), no agent assistant
-(its tools include a server-side shell), no MCP server.
+and no server-side shell (one of its tools), no MCP server.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ if __name__ == "__main__":
         PHOENIX_HOST=LOOPBACK,
         PHOENIX_ALLOW_EXTERNAL_RESOURCES="false",
         PHOENIX_DISABLE_AGENT_ASSISTANT="true",
+        PHOENIX_AGENTS_DISABLE_BASH="true",  # the assistant's shell, off twice over
         PHOENIX_ENABLE_MCP_SERVER="false",
     )
     grpc.aio.server = _loopback_grpc_server

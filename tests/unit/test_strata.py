@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from ragbench.inputs.eval_cases import EvalCaseError, load_trace_cases
 from ragbench.inputs.spans import read_span_file
 from ragbench.inputs.trace_sampling import allocate
 from ragbench.inputs.traces import TracesConfig, trace_cases
@@ -14,7 +15,7 @@ from ragbench.stats.inference import two_sample_p_value
 from ragbench.stats.intervals import mean_interval
 from ragbench.stats.ppi import ppi_mean
 from ragbench.stats.strata import stratified_estimate, stratified_mean, stratified_p_value
-from tests.otlp_traces import NOON_NS, export, rag_trace
+from tests.otlp_traces import NOON_NS, export, rag_trace, write_jsonl
 from tests.unit.test_traces import NOW
 
 
@@ -39,9 +40,17 @@ def test_the_sample_is_shared_between_strata(counts, size, allocation, expected)
     assert sizes == expected and sum(sizes.values()) == min(size, sum(counts.values()))
 
 
-def test_a_sample_smaller_than_its_strata_is_refused():
+def test_a_sample_smaller_than_its_strata_is_refused(tmp_path):
     with pytest.raises(ValueError, match="smaller than the 3 strata"):
         allocate({"a": 5, "b": 5, "c": 5}, 2, "equal")
+    spans = [
+        s
+        for n, tag in ((1, "vip"), (2, "free"), (3, "free"))
+        for s in rag_trace(n, "q?", "a", [], tags=[tag])
+    ]
+    write_jsonl(tmp_path / "t.jsonl", [spans])
+    with pytest.raises(EvalCaseError, match=r"eval_cases.traces: sample_size 1 is smaller than the 2 strata"):
+        load_trace_cases(TracesConfig(path=str(tmp_path / "t.jsonl"), sample_size=1, strata=["vip"]), now=NOW)
 
 
 def test_traces_are_sampled_within_their_strata_with_known_probabilities():

@@ -26,7 +26,7 @@ from ragbench.scoring.metrics import MetricInfo, metric_key
 from ragbench.scoring.registry import LabelCorrectionConfig, Scoring
 from ragbench.scoring.rubrics import Criterion, Rubric
 from ragbench.stats.ppi import Estimate, judge_ceiling, labels_for_width, ppi_mean
-from ragbench.stats.strata import OTHER_STRATUM, stratified_estimate
+from ragbench.stats.strata import by_stratum, stratified_estimate
 
 
 def corrected_key(key: str) -> str:
@@ -325,11 +325,9 @@ def _corrected_metric(
             )
 
         if traffic is not None and traffic.weighted:  # strata drawn at unequal rates: each corrected alone
-            by_stratum: dict[str, list[str]] = {}
-            for case in cases:
-                by_stratum.setdefault(traffic.stratum_of.get(case, OTHER_STRATUM), []).append(case)
-            level = 1 - (1 - confidence) / len(by_stratum)
-            parts = {name: corrected(found, level) for name, found in by_stratum.items()}
+            strata = by_stratum({case: case for case in cases}, traffic.stratum_of)
+            level = 1 - (1 - confidence) / len(strata)
+            parts = {name: corrected(found, level) for name, found in strata.items()}
             estimates[cell] = stratified_estimate(parts, traffic.shares(), criterion.value_range, confidence)
         else:
             estimates[cell] = corrected(cases, confidence)

@@ -26,7 +26,7 @@ from ragbench.stats.inference import (
 )
 from ragbench.stats.intervals import Interval
 from ragbench.stats.ppi import labels_plan_text
-from ragbench.stats.strata import OTHER_STRATUM, stratified_mean
+from ragbench.stats.strata import by_stratum, stratified_mean
 
 TEST_NAMES: dict[str, str] = {
     "paired_permutation": "paired permutation test",
@@ -81,9 +81,7 @@ def weighted_by_strata(
     census = {stratum.name for stratum in reading.strata if stratum.sampled == stratum.usable}
     for column, by_case in values.items():
         metric = metrics.get(column) or MetricInfo(column=column, label=column, higher_is_better=True)
-        grouped: dict[str, list[float]] = {}
-        for case, value in by_case.items():
-            grouped.setdefault(reading.stratum_of.get(case, OTHER_STRATUM), []).append(value)
+        grouped = by_stratum(by_case, reading.stratum_of)
 
         def interval_at(found: Sequence[float], level: float, metric: MetricInfo = metric) -> Interval | None:
             return metric.interval(found, settings.model_copy(update={"confidence": level}))
@@ -92,9 +90,8 @@ def weighted_by_strata(
         if weighted is None:
             continue
         out[column] = round(weighted.mean, 4)
-        out.pop(f"{column}_low", None), out.pop(f"{column}_high", None)
         if weighted.too_few:
-            out[f"{column}_cases"] = weighted.n
+            out.setdefault(f"{column}_cases", weighted.n)
         else:
             out[f"{column}_low"], out[f"{column}_high"] = round(weighted.low, 4), round(weighted.high, 4)  # type: ignore[arg-type]
     return out

@@ -91,9 +91,8 @@ def allocate(counts: Mapping[str, int], size: int, allocation: str) -> dict[str,
     for name in names:
         sizes[name] = max(sizes[name], min(counts[name], int(wanted[name])))
     left = size - sum(sizes.values())
-    while (
-        left < 0
-    ):  # the floors took more than the proportional shares left room for: take from the most over
+    # the floors took more than the proportional shares left room for: take from the most over
+    while left < 0:
         name = max((n for n in names if sizes[n] > floor[n]), key=lambda n: sizes[n] - wanted[n])
         sizes[name] -= 1
         left += 1

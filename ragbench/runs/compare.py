@@ -27,7 +27,7 @@ from ragbench.stats.inference import (
     smallest_attainable_p,
     two_sample_p_value,
 )
-from ragbench.stats.strata import OTHER_STRATUM, stratified_p_value
+from ragbench.stats.strata import by_stratum, stratified_p_value
 
 WORSE, MISSING = "worse", "missing"  # the two kinds of regression
 NOT_COMPARABLE = "not comparable"  # a value the current run has and the baseline lacks: listed, never a pass
@@ -262,14 +262,6 @@ def _strata(current: RunRecord, baseline: RunRecord) -> tuple[dict[str, str], di
     return (before_of, now_of) if before_of and now_of else None
 
 
-def _grouped(values: dict[str, float], stratum_of: dict[str, str]) -> dict[str, list[float]]:
-    """A night's case values by stratum (a case without one in the `other` stratum)."""
-    grouped: dict[str, list[float]] = {}
-    for case, value in values.items():
-        grouped.setdefault(stratum_of.get(case, OTHER_STRATUM), []).append(value)
-    return grouped
-
-
 def _beyond_noise(
     current: RunRecord,
     baseline: RunRecord,
@@ -299,8 +291,8 @@ def _beyond_noise(
     if independent and now_cases and before_cases and (strata := _strata(current, baseline)):
         before_of, now_of = strata
         p_value = stratified_p_value(
-            _grouped(before_cases, before_of),
-            _grouped(now_cases, now_of),
+            by_stratum(before_cases, before_of),
+            by_stratum(now_cases, now_of),
             seed=statistics.seed,
             resamples=statistics.resamples,
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -30,6 +31,18 @@ from ragbench.stats.ppi import Estimate
 
 # The stratum of a case that carries none of the tags a sample is stratified by.
 OTHER_STRATUM = "other"
+
+V = TypeVar("V")
+
+
+def by_stratum(by_case: Mapping[str, V], stratum_of: Mapping[str, str]) -> dict[str, list[V]]:
+    """Each case's item (a value, or the case id itself) grouped by its stratum, a case without one in
+    OTHER_STRATUM: what every stratified mean, corrected mean and test is computed from."""
+    grouped: dict[str, list[V]] = {}
+    for case, item in by_case.items():
+        grouped.setdefault(stratum_of.get(case, OTHER_STRATUM), []).append(item)
+    return grouped
+
 
 # The interval of one stratum's values at a confidence level (a metric's own `mean_interval`).
 IntervalAt = Callable[[Sequence[float], float], Interval | None]
